@@ -1,0 +1,40 @@
+# jobdesk — `make run` starts everything, `make test` tests everything. Both set themselves up.
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+
+.PHONY: run test venv worker demo db bench lint clean
+
+$(STAMP): pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[test]'
+	@touch $(STAMP)
+
+venv: $(STAMP)
+
+## run: the embedded database, a worker and the demo pipeline
+run: $(STAMP)
+	$(PY) -m worker.devrun
+
+## test: the whole suite against a real embedded PostgreSQL
+test: $(STAMP)
+	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q
+	$(VENV)/bin/lint-imports
+
+worker: $(STAMP)
+	$(VENV)/bin/jobdesk worker
+
+demo: $(STAMP)
+	$(VENV)/bin/jobdesk demo
+
+db: $(STAMP)
+	$(VENV)/bin/jobdesk db
+
+## bench: throughput and latency of the engine (prints figures)
+bench: $(STAMP)
+	$(PY) benchmarks/engine_bench.py
+
+clean:
+	rm -rf $(VENV) build dist *.egg-info .pytest_cache

@@ -1,0 +1,20 @@
+"""jobdesk's engine: the job model, the processor API, the worker and the backend client.
+
+Processors import what they need from here:
+
+    from worker import BaseProcessor, ProcessorResult, JobCreate, PermanentJobError
+"""
+
+from worker.client import JobClient
+from worker.errors import (IllegalTransition, InvalidJob, JobdeskError, JobNotFound,
+                           PermanentJobError)
+from worker.models import Job, JobCreate, JobRecord, ProcessorResult, Status
+from worker.processor import BaseProcessor
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "BaseProcessor", "IllegalTransition", "InvalidJob", "Job", "JobClient", "JobCreate",
+    "JobNotFound", "JobRecord", "JobdeskError", "PermanentJobError", "ProcessorResult", "Status",
+    "__version__",
+]

@@ -1,0 +1,374 @@
+"""`jobdesk`: the command line. Bad input gets one line on stderr and a non-zero exit code."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import os
+import signal
+import sys
+from collections.abc import Callable, Coroutine, Sequence
+from datetime import datetime, timezone
+from typing import Any, NoReturn
+
+import asyncpg
+
+from worker import __version__
+from worker.client import JobClient, ensure_schema
+from worker.db import connect, describe, resolve_target
+from worker.errors import DatabaseUnavailable, InvalidJob, JobdeskError
+from worker.models import JobRecord, Status
+from worker.settings import Settings, load_settings
+
+EXIT_ERROR = 1
+EXIT_USAGE = 2
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line, not the whole usage text."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"jobdesk: error: {message} (see `{self.prog} --help`)\n")
+
+
+def _json_arg(text: str) -> dict[str, Any]:
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"--input is not valid JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError("--input must be a JSON object, like '{\"key\": 1}'")
+    return value
+
+
+def _status_arg(text: str) -> Status:
+    try:
+        return Status(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"unknown status {text!r}; use one of {', '.join(s.value for s in Status)}") from None
+
+
+def build_parser() -> ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--json", action="store_true", help="print JSON for scripts")
+    parser = ArgumentParser(prog="jobdesk", description="A job system on PostgreSQL.")
+    parser.add_argument("--version", action="version", version=f"jobdesk {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=ArgumentParser)
+
+    sub.add_parser("migrate", parents=[common], help="apply the schema migrations")
+    sub.add_parser("db", parents=[common], help="run the embedded PostgreSQL in the foreground")
+
+    p = sub.add_parser("worker", parents=[common], help="run a worker")
+    p.add_argument("--processors", action="append", default=[], metavar="MODULE",
+                   help="module with a PROCESSOR_MAP (repeatable)")
+    p.add_argument("--concurrency", type=int, metavar="N", help="override MAX_CONCURRENT_JOBS")
+
+    p = sub.add_parser("demo", parents=[common], help="enqueue the demo 'generate video' pipeline")
+    p.add_argument("--topic", help="what the demo video is about")
+    p.add_argument("--count", type=int, default=1, help="how many pipelines (default 1)")
+    p.add_argument("--fast", action="store_true", help="stages take a tenth of their usual time")
+
+    p = sub.add_parser("submit", parents=[common], help="enqueue a job")
+    p.add_argument("type", metavar="TYPE")
+    p.add_argument("--input", type=_json_arg, default={}, metavar="JSON", help="input_data (a JSON object)")
+    p.add_argument("--depends-on", action="append", default=[], metavar="ID", help="repeatable")
+    p.add_argument("--user", type=int, metavar="ID")
+    p.add_argument("--pipeline", metavar="ID")
+    p.add_argument("--priority", type=int, default=0, help="higher runs first")
+
+    p = sub.add_parser("jobs", parents=[common], help="list jobs, newest first")
+    p.add_argument("--status", type=_status_arg)
+    p.add_argument("--type")
+    p.add_argument("--pipeline")
+    p.add_argument("--limit", type=int, default=50)
+
+    p = sub.add_parser("show", parents=[common], help="show one job with its attempt history")
+    p.add_argument("id", metavar="ID")
+
+    for name, what in (("cancel", "cancel jobs and their dependants"),
+                       ("retry", "put failed or cancelled jobs back in the queue"),
+                       ("approve", "approve jobs waiting for approval")):
+        p = sub.add_parser(name, parents=[common], help=what)
+        p.add_argument("ids", nargs="+", metavar="ID")
+    p = sub.add_parser("reject", parents=[common], help="reject jobs waiting for approval")
+    p.add_argument("ids", nargs="+", metavar="ID")
+    p.add_argument("--reason", required=True, metavar="TEXT")
+    return parser
+
+
+# -- output ---------------------------------------------------------------------------------
+
+def _ago(when: datetime | None) -> str:
+    if when is None:
+        return "-"
+    seconds = (datetime.now(timezone.utc) - when).total_seconds()
+    future = seconds < 0
+    seconds = abs(seconds)
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            text = f"{int(seconds // size)}{unit}"
+            break
+    else:
+        text = f"{int(seconds)}s"
+    return f"in {text}" if future else f"{text} ago"
+
+
+def _print_json(value: Any) -> None:
+    print(json.dumps(value, indent=2, default=str))
+
+
+def _print_table(records: Sequence[JobRecord]) -> None:
+    if not records:
+        print("no jobs")
+        return
+    rows = [("ID", "TYPE", "STATUS", "TRIES", "CREATED", "ERROR")]
+    for r in records:
+        error = (r.error_message or "").splitlines()[0][:60] if r.error_message else ""
+        rows.append((r.id[:8], r.type[:24], r.status.value, str(r.retry_count), _ago(r.created_at), error))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())
+
+
+def _print_job(record: JobRecord, attempts: list[dict[str, Any]], dependants: list[str]) -> None:
+    fields = [("id", record.id), ("type", record.type), ("status", record.status.value),
+              ("user", record.user_id), ("pipeline", record.pipeline_id or "-"),
+              ("retries", record.retry_count), ("attempts", record.attempts),
+              ("active", "yes" if record.is_active else "no"),
+              ("created", f"{record.created_at:%Y-%m-%d %H:%M:%S} ({_ago(record.created_at)})"),
+              ("updated", f"{record.updated_at:%Y-%m-%d %H:%M:%S} ({_ago(record.updated_at)})")]
+    if record.completed_at:
+        fields.append(("completed", f"{record.completed_at:%Y-%m-%d %H:%M:%S} ({_ago(record.completed_at)})"))
+    if record.next_retry_at and record.status == Status.QUEUED:
+        fields.append(("next retry", _ago(record.next_retry_at)))
+    if record.dependent_on_jobs:
+        fields.append(("depends on", ", ".join(record.dependent_on_jobs)))
+    if dependants:
+        fields.append(("dependants", ", ".join(dependants)))
+    if record.error_message:
+        fields.append(("error", record.error_message))
+    for key, value in fields:
+        print(f"{key:>11}  {value}")
+    print(f"{'input':>11}  {json.dumps(record.input_data)}")
+    if record.result_data is not None:
+        print(f"{'result':>11}  {json.dumps(record.result_data)}")
+    if attempts:
+        print("history:")
+        for a in attempts:
+            print(f"  #{a['attempt']} {a['outcome']:<11} {a['finished_at']:%Y-%m-%d %H:%M:%S}  "
+                  f"{a['error_message'] or ''}")
+
+
+# -- commands -------------------------------------------------------------------------------
+
+async def _client(settings: Settings) -> JobClient:
+    return await JobClient.connect(settings=settings, source="cli", pool_size=2)
+
+
+async def cmd_migrate(args: argparse.Namespace, settings: Settings) -> int:
+    from worker.migrations import migrate
+
+    target = resolve_target(settings)
+    conn = await connect(target.dsn)
+    try:
+        applied = await migrate(conn)
+    finally:
+        await conn.close()
+    names = [f"{m.version:03d}_{m.name}" for m in applied]
+    if args.json:
+        _print_json({"applied": names, "database": target.describe()})
+    elif names:
+        print(f"applied {len(names)} migration(s) to {target.describe()}: {', '.join(names)}")
+    else:
+        print(f"{target.describe()} is up to date")
+    return 0
+
+
+async def cmd_submit(args: argparse.Namespace, settings: Settings) -> int:
+    client = await _client(settings)
+    try:
+        job_id = await client.enqueue(args.type, args.input, depends_on=args.depends_on,
+                                      user_id=args.user, pipeline_id=args.pipeline, priority=args.priority)
+        record = await client.get_job(job_id)
+    finally:
+        await client.close()
+    if args.json:
+        _print_json(record.to_json())
+    else:
+        print(f"{job_id} {record.status.value}")
+    return 0
+
+
+async def cmd_jobs(args: argparse.Namespace, settings: Settings) -> int:
+    client = await _client(settings)
+    try:
+        records = await client.list_jobs(status=args.status, type=args.type, pipeline_id=args.pipeline,
+                                         limit=args.limit)
+    finally:
+        await client.close()
+    if args.json:
+        _print_json([r.to_json() for r in records])
+    else:
+        _print_table(records)
+    return 0
+
+
+async def cmd_show(args: argparse.Namespace, settings: Settings) -> int:
+    client = await _client(settings)
+    try:
+        record = await client.get_job(args.id)
+        attempts = await client.attempts(args.id)
+        dependants = await client.dependants(args.id)
+    finally:
+        await client.close()
+    if args.json:
+        _print_json({**record.to_json(), "history": attempts, "dependants": dependants})
+    else:
+        _print_job(record, attempts, dependants)
+    return 0
+
+
+async def cmd_action(args: argparse.Namespace, settings: Settings) -> int:
+    client = await _client(settings)
+    try:
+        if args.command == "reject":
+            changed = await client.reject(args.ids, args.reason)
+        else:
+            changed = await getattr(client, args.command)(args.ids)
+    finally:
+        await client.close()
+    past = {"cancel": "cancelled", "retry": "queued again", "approve": "approved", "reject": "rejected"}
+    if args.json:
+        _print_json({"action": args.command, "jobs": changed})
+    else:
+        extra = len(changed) - len(set(args.ids))
+        more = f" (and {extra} dependant job(s))" if extra > 0 else ""
+        print(f"{past[args.command]}: {', '.join(args.ids)}{more}")
+    return 0
+
+
+async def cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
+    from worker.processors.demo_video import demo_pipeline
+
+    if args.count < 1:
+        raise InvalidJob("--count must be at least 1")
+    client = await _client(settings)
+    try:
+        options = {"duration_scale": 0.1} if args.fast else {}
+        jobs = [demo_pipeline(args.topic, **options) for _ in range(args.count)]
+        await client.enqueue_many(jobs)
+    finally:
+        await client.close()
+    ids = [j.pipeline_id for j in jobs]
+    if args.json:
+        _print_json({"pipelines": ids})
+    else:
+        for pid in ids:
+            print(f"demo pipeline {pid} enqueued (stages: script -> voice + image -> video -> compositing)")
+    return 0
+
+
+async def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
+    from worker.registry import instantiate, load_processor_classes
+    from worker.runner import Worker
+
+    if args.concurrency is not None:
+        if args.concurrency < 1:
+            raise InvalidJob("--concurrency must be at least 1")
+        settings.MAX_CONCURRENT_JOBS = args.concurrency
+    modules = [*settings.JOB_PROCESSOR_MODULES, *args.processors]
+    processors = instantiate(load_processor_classes(modules, settings.JOB_PROCESSOR_PATH))
+    target = resolve_target(settings)
+    conn = await connect(target.dsn)
+    try:
+        await ensure_schema(conn, embedded=target.embedded)
+    finally:
+        await conn.close()
+    worker = Worker(settings, target.dsn, processors)
+    worker.install_signal_handlers()
+    await worker.run()
+    return 0
+
+
+def cmd_db(args: argparse.Namespace, settings: Settings) -> int:
+    from worker.embedded import embedded_server
+
+    if settings.DATABASE_URL:
+        raise JobdeskError("DATABASE_URL is set, so the embedded database is not used; unset it to run `jobdesk db`")
+    server = embedded_server()
+    already = server.is_ready()
+    dsn = server.ensure_running()
+
+    async def prepare() -> None:
+        conn = await connect(dsn)
+        try:
+            await ensure_schema(conn, embedded=True)
+        finally:
+            await conn.close()
+
+    asyncio.run(prepare())
+    if args.json:
+        _print_json({"DATABASE_URL": dsn, "started": not already})
+    else:
+        print(f"DATABASE_URL={dsn}")
+    sys.stdout.flush()
+    if already:
+        print("jobdesk: the embedded database is already running (started by another jobdesk process)",
+              file=sys.stderr)
+        return 0
+    print(f"embedded PostgreSQL running in {server.root}; press Ctrl-C to stop", file=sys.stderr)
+    signal.signal(signal.SIGTERM, lambda *_: server.stop())
+    try:
+        server.wait()
+    except KeyboardInterrupt:
+        pass
+    server.stop()
+    return 0
+
+
+ASYNC_COMMANDS: dict[str, Callable[[argparse.Namespace, Settings], Coroutine[Any, Any, int]]] = {
+    "migrate": cmd_migrate, "submit": cmd_submit, "jobs": cmd_jobs, "show": cmd_show,
+    "cancel": cmd_action, "retry": cmd_action, "approve": cmd_action, "reject": cmd_action,
+    "demo": cmd_demo, "worker": cmd_worker,
+}
+
+
+def setup_logging(level: str) -> None:
+    logging.basicConfig(level=getattr(logging, level, logging.INFO), stream=sys.stderr,
+                        format="%(asctime)s %(levelname)-7s %(name)s: %(message)s")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return 0
+    debug = bool(os.environ.get("JOBDESK_DEBUG"))
+    try:
+        settings = load_settings()
+        setup_logging(settings.LOG_LEVEL if args.command == "worker" else "WARNING")
+        if args.command == "db":
+            return cmd_db(args, settings)
+        return asyncio.run(ASYNC_COMMANDS[args.command](args, settings))
+    except JobdeskError as exc:
+        print(f"jobdesk: error: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    except asyncpg.PostgresError as exc:
+        print(f"jobdesk: database error: {str(exc).splitlines()[0]}", file=sys.stderr)
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        return 130
+    except Exception as exc:
+        if debug:
+            raise
+        print(f"jobdesk: internal error: {type(exc).__name__}: {exc} (set JOBDESK_DEBUG=1 for details)",
+              file=sys.stderr)
+        return EXIT_ERROR
+
+
+if __name__ == "__main__":
+    sys.exit(main())

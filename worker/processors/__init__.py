@@ -1,0 +1,1 @@
+"""Processors that ship with jobdesk."""

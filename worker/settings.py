@@ -1,0 +1,87 @@
+"""Settings from the environment and `.env`, validated once at start-up."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import Field, ValidationError, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+from worker.errors import SettingsError
+
+
+def _split_commas(value: object) -> object:
+    if isinstance(value, str):
+        return [part.strip() for part in value.split(",") if part.strip()]
+    return value
+
+
+class Settings(BaseSettings):
+    """Every knob of the worker and the CLI. Variable names are part of the public contract."""
+
+    model_config = SettingsConfigDict(env_file=".env", env_file_encoding="utf-8", extra="ignore",
+                                      case_sensitive=True)
+
+    # PostgreSQL to use; unset means the embedded server in the user's data folder.
+    DATABASE_URL: str | None = None
+    # Seconds between claim polls when no NOTIFY arrives.
+    JOB_PROCESSOR_POLL_INTERVAL: float = Field(0.1, gt=0)
+    # Jobs one worker runs at once.
+    MAX_CONCURRENT_JOBS: int = Field(10, ge=1, le=10_000)
+    # Seconds to wait before each retry; N intervals mean N retries.
+    JOB_RETRY_INTERVALS: Annotated[list[float], NoDecode] = [10, 30, 60, 120, 240, 240, 240, 240, 240, 240]
+    # Connections in each process's pool.
+    DB_POOL_SIZE: int = Field(20, ge=2, le=1000)
+    # Modules with a PROCESSOR_MAP to load, comma-separated (added to --processors).
+    JOB_PROCESSOR_MODULES: Annotated[list[str], NoDecode] = []
+    # Folders added to the import path before loading processor modules, comma-separated.
+    JOB_PROCESSOR_PATH: Annotated[list[str], NoDecode] = []
+    # Seconds without a heartbeat after which a worker's jobs are taken back.
+    JOB_LEASE_TIMEOUT: float = Field(30, gt=0)
+    # Seconds between worker heartbeats.
+    JOB_HEARTBEAT_INTERVAL: float = Field(5, gt=0)
+    # Seconds a stopping worker waits for running jobs before putting them back.
+    JOB_SHUTDOWN_TIMEOUT: float = Field(30, ge=0)
+    # apprise URLs that receive admin alerts, comma-separated.
+    JOB_ALERT_URLS: Annotated[list[str], NoDecode] = []
+    # Seconds a console or CLI query may run before PostgreSQL cancels it.
+    JOB_STATEMENT_TIMEOUT: float = Field(15, gt=0)
+    # Log level of the worker: DEBUG, INFO, WARNING or ERROR.
+    LOG_LEVEL: str = "INFO"
+
+    @field_validator("JOB_RETRY_INTERVALS", mode="before")
+    @classmethod
+    def _parse_intervals(cls, value: object) -> object:
+        return _split_commas(value)
+
+    @field_validator("JOB_RETRY_INTERVALS")
+    @classmethod
+    def _non_negative(cls, value: list[float]) -> list[float]:
+        if any(v < 0 for v in value):
+            raise ValueError("intervals must be zero or more seconds")
+        return value
+
+    @field_validator("JOB_PROCESSOR_MODULES", "JOB_PROCESSOR_PATH", "JOB_ALERT_URLS", mode="before")
+    @classmethod
+    def _parse_lists(cls, value: object) -> object:
+        return _split_commas(value)
+
+    @field_validator("LOG_LEVEL")
+    @classmethod
+    def _known_level(cls, value: str) -> str:
+        level = value.upper()
+        if level not in {"DEBUG", "INFO", "WARNING", "ERROR"}:
+            raise ValueError("must be DEBUG, INFO, WARNING or ERROR")
+        return level
+
+
+def load_settings(**overrides: object) -> Settings:
+    """Read the settings; a malformed value raises SettingsError naming the variable."""
+    try:
+        return Settings(**overrides)  # type: ignore[arg-type]
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        name = ".".join(str(part) for part in err["loc"][:1]) or "settings"
+        raw = err.get("input")
+        shown = f" (got {raw!r})" if isinstance(raw, (str, int, float)) else ""
+        raise SettingsError(f"invalid setting {name}: {err['msg']}{shown}") from None

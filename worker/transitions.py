@@ -1,0 +1,433 @@
+"""Every change of a job's status, in one place.
+
+The worker, the CLI, the Python API and the console all call these functions; nothing else
+writes `jobs.status`. Worker-side writes (`complete_batch`, `fail_attempt`, ...) are fenced by
+ownership: they only touch a row that is still `in_progress` under the same worker and
+attempt, so a worker that has lost a job can no longer write to it. Operator actions lock the
+rows they act on, check that the action is legal for every one of them, and change nothing
+otherwise.
+"""
+
+from __future__ import annotations
+
+import getpass
+import json
+import logging
+import traceback as tb_module
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import asyncpg
+
+from worker.dag import order_batch
+from worker.errors import IllegalTransition, InvalidJob, JobNotFound
+from worker.models import Job, JobCreate, ProcessorResult, Status
+
+log = logging.getLogger(__name__)
+
+DEFAULT_USER_ID = 1  # created by the first migration
+CONTROL_CHANNEL = "jobdesk_control"
+
+# Which statuses each operator action may start from.
+LEGAL_FROM: dict[str, frozenset[Status]] = {
+    "cancel": frozenset({Status.QUEUED, Status.WAITING_APPROVAL, Status.IN_PROGRESS}),
+    "retry": frozenset({Status.FAILED, Status.CANCELLED}),
+    "approve": frozenset({Status.WAITING_APPROVAL}),
+    "reject": frozenset({Status.WAITING_APPROVAL}),
+}
+
+
+@dataclass(frozen=True)
+class Actor:
+    """Who asks for an operator action, for the audit log."""
+
+    source: str  # cli, api, console
+    os_user: str | None = None
+
+    @classmethod
+    def current(cls, source: str) -> Actor:
+        try:
+            user = getpass.getuser()
+        except Exception:  # no user name on this system
+            user = None
+        return cls(source, user)
+
+
+def _dumps(value: object) -> str:
+    """JSON text for a jsonb parameter inside an array (asyncpg would read a list as a dimension)."""
+    try:
+        return json.dumps(value)
+    except (TypeError, ValueError) as exc:
+        raise InvalidJob(f"not JSON: {exc}") from None
+
+
+def is_legal(action: str, status: Status | str) -> bool:
+    return Status(status) in LEGAL_FROM[action]
+
+
+# -- enqueue --------------------------------------------------------------------------------
+
+_INSERT = """
+INSERT INTO jobs (id, type, user_id, pipeline_id, input_data, dependent_on_jobs, priority)
+SELECT id, type, COALESCE(user_id, $8), pipeline_id, input_data::jsonb, dependent_on_jobs::jsonb,
+       priority
+  FROM unnest($1::text[], $2::text[], $3::int[], $4::text[], $5::text[], $6::text[], $7::int[])
+       WITH ORDINALITY AS t(id, type, user_id, pipeline_id, input_data, dependent_on_jobs,
+                            priority, ord)
+ ORDER BY ord
+"""
+
+
+def _check_new_job(job: JobCreate) -> None:
+    if not isinstance(job.type, str) or not job.type.strip():
+        raise InvalidJob("a job needs a non-empty type")
+    if len(job.type) > 255:
+        raise InvalidJob(f"job type is longer than 255 characters: {job.type[:40]}…")
+    if not isinstance(job.id, str) or not job.id or len(job.id) > 36:
+        raise InvalidJob(f"job id must be a string of 1 to 36 characters, got {job.id!r}")
+    if not isinstance(job.input_data, dict):
+        raise InvalidJob(f"input_data of job {job.id} must be a JSON object")
+    if not isinstance(job.dependent_on_jobs, list) or not all(
+            isinstance(dep, str) for dep in job.dependent_on_jobs):
+        raise InvalidJob(f"dependent_on_jobs of job {job.id} must be a list of job ids")
+    if job.pipeline_id is not None and (not isinstance(job.pipeline_id, str) or len(job.pipeline_id) > 36):
+        raise InvalidJob(f"pipeline id must be a string of at most 36 characters, got {job.pipeline_id!r}")
+
+
+async def enqueue(conn: asyncpg.Connection, jobs: Sequence[JobCreate]) -> list[str]:
+    """Insert jobs, parents before children, in one statement; return their ids.
+
+    Refuses (InvalidJob, nothing inserted) a malformed job, an id already taken, an unknown
+    user, a dependency on an unknown job, and a cycle.
+    """
+    if not jobs:
+        return []
+    for job in jobs:
+        _check_new_job(job)
+    ordered, outside = order_batch(jobs)
+    if outside:
+        known = {r["id"] for r in await conn.fetch("SELECT id FROM jobs WHERE id = ANY($1::text[])",
+                                                   sorted(outside))}
+        missing = sorted(outside - known)
+        if missing:
+            child = next(j.id for j in ordered if missing[0] in j.dependent_on_jobs)
+            raise InvalidJob(f"dependency {missing[0]} of job {child} is not a known job")
+    try:
+        await conn.execute(
+            _INSERT,
+            [j.id for j in ordered], [j.type for j in ordered], [j.user_id for j in ordered],
+            [j.pipeline_id for j in ordered], [_dumps(j.input_data) for j in ordered],
+            [_dumps(list(j.dependent_on_jobs)) for j in ordered], [j.priority for j in ordered],
+            DEFAULT_USER_ID)
+    except asyncpg.UniqueViolationError as exc:
+        raise InvalidJob(f"a job with this id already exists ({exc.detail or exc})") from None
+    except asyncpg.ForeignKeyViolationError as exc:
+        users = sorted({str(j.user_id) for j in ordered if j.user_id is not None})
+        raise InvalidJob(f"unknown user {', '.join(users) or '?'} ({exc.detail or exc})") from None
+    except asyncpg.PostgresError as exc:
+        if getattr(exc, "sqlstate", "").startswith("JD"):
+            raise InvalidJob(str(exc)) from None
+        raise
+    return [j.id for j in jobs]
+
+
+# -- worker side ----------------------------------------------------------------------------
+
+_CLAIM = """
+WITH picked AS (
+    SELECT id FROM jobs
+     WHERE status = 'queued' AND pending_deps = 0 AND is_active
+       AND (next_retry_at IS NULL OR next_retry_at <= now())
+       AND type = ANY($2::text[])
+     ORDER BY priority DESC, seq
+     LIMIT $3
+       FOR UPDATE SKIP LOCKED
+)
+UPDATE jobs AS j
+   SET status = 'in_progress', worker_id = $1, attempts = j.attempts + 1,
+       started_at = now(), updated_at = now()
+  FROM picked
+ WHERE j.id = picked.id
+RETURNING j.id, j.type, j.input_data, j.user_id, j.pipeline_id, j.retry_count, j.attempts,
+          j.priority, j.seq
+"""
+
+
+async def claim(conn: asyncpg.Connection, worker_id: str, types: Sequence[str], limit: int) -> list[Job]:
+    """Atomically take up to `limit` runnable jobs of the given types, oldest first."""
+    rows = await conn.fetch(_CLAIM, worker_id, list(types), limit)
+    if len(rows) > 1:
+        rows = sorted(rows, key=lambda r: (-r["priority"], r["seq"]))
+    return [Job(r["id"], r["type"], r["input_data"], r["user_id"], r["pipeline_id"],
+                r["retry_count"], r["attempts"], r["priority"]) for r in rows]
+
+
+_COMPLETE = """
+UPDATE jobs AS j
+   SET status = 'completed', result_data = u.result::jsonb, completed_at = now(), updated_at = now(),
+       error_message = NULL, next_retry_at = NULL, worker_id = NULL
+  FROM unnest($2::text[], $3::text[], $4::int[]) AS u(id, result, attempt)
+ WHERE j.id = u.id AND j.worker_id = $1 AND j.attempts = u.attempt
+   AND j.status = 'in_progress' AND j.is_active
+RETURNING j.id
+"""
+
+_HOLD_FOR_APPROVAL = """
+UPDATE jobs
+   SET status = 'waiting_approval', result_data = $4, pending_next_jobs = $5,
+       updated_at = now(), error_message = NULL, next_retry_at = NULL, worker_id = NULL
+ WHERE id = $2 AND worker_id = $1 AND attempts = $3 AND status = 'in_progress' AND is_active
+RETURNING id
+"""
+
+
+def _inherit(parent: Job, children: Iterable[JobCreate]) -> list[JobCreate]:
+    out = []
+    for child in children:
+        if not isinstance(child, JobCreate):
+            raise InvalidJob(f"next_jobs of job {parent.id} must hold JobCreate objects")
+        if child.user_id is None:
+            child.user_id = parent.user_id
+        if child.pipeline_id is None:
+            child.pipeline_id = parent.pipeline_id
+        out.append(child)
+    return out
+
+
+async def complete_batch(conn: asyncpg.Connection, worker_id: str,
+                         done: Sequence[tuple[Job, ProcessorResult]]) -> set[str]:
+    """Record finished jobs: `completed`, or `waiting_approval` where the result asks for it.
+
+    The next jobs of completed results are created in the same transaction. Returns the ids
+    written; a job this worker no longer owns is skipped.
+    """
+    plain = [(job, res) for job, res in done if not res.requires_approval]
+    held = [(job, res) for job, res in done if res.requires_approval]
+    needs_tx = len(held) > 0 or any(res.next_jobs for _, res in plain)
+    if not needs_tx:
+        rows = await conn.fetch(_COMPLETE, worker_id, [j.id for j, _ in plain],
+                                [_dumps(r.result_data) for _, r in plain], [j.attempt for j, _ in plain])
+        return {r["id"] for r in rows}
+    written: set[str] = set()
+    async with conn.transaction():
+        if plain:
+            rows = await conn.fetch(_COMPLETE, worker_id, [j.id for j, _ in plain],
+                                    [_dumps(r.result_data) for _, r in plain], [j.attempt for j, _ in plain])
+            written.update(r["id"] for r in rows)
+            children = [c for job, res in plain if job.id in written for c in _inherit(job, res.next_jobs)]
+            if children:
+                await enqueue(conn, children)
+        for job, res in held:
+            pending = [c.to_json() for c in _inherit(job, res.next_jobs)]
+            row = await conn.fetchrow(_HOLD_FOR_APPROVAL, worker_id, job.id, job.attempt,
+                                      res.result_data, pending or None)
+            if row:
+                written.add(job.id)
+    return written
+
+
+_FAIL = """
+WITH upd AS (
+    UPDATE jobs
+       SET status = $4::text, retry_count = $5,
+           next_retry_at = CASE WHEN $4::text = 'queued' THEN now() + make_interval(secs => $6) END,
+           error_message = $7, updated_at = now(), worker_id = NULL
+     WHERE id = $1 AND worker_id = $2 AND attempts = $3 AND status = 'in_progress'
+    RETURNING id, started_at
+)
+INSERT INTO job_attempts (job_id, attempt, worker_id, started_at, outcome, error_message, traceback)
+SELECT id, $3, $2, started_at, $9, $7, $8 FROM upd
+RETURNING job_id
+"""
+
+
+@dataclass(frozen=True)
+class FailOutcome:
+    """What a failed attempt led to."""
+
+    written: bool  # False if the worker no longer owned the job
+    status: Status  # queued (to retry) or failed
+    retry_count: int
+    delay: float | None
+
+
+def retry_decision(retry_count: int, intervals: Sequence[float], permanent: bool) -> tuple[Status, int, float | None]:
+    """The retry rule: N intervals mean N retries.
+
+    After the k-th failure (k <= N) the job is queued again with retry_count = k and waits the
+    k-th interval; the (N+1)-th failure, or a permanent error, makes it failed.
+    """
+    if permanent or retry_count >= len(intervals):
+        return Status.FAILED, retry_count, None
+    return Status.QUEUED, retry_count + 1, float(intervals[retry_count])
+
+
+async def fail_attempt(conn: asyncpg.Connection, worker_id: str, job: Job, error: str,
+                       traceback: str | None, *, intervals: Sequence[float], permanent: bool = False,
+                       outcome: str = "failed") -> FailOutcome:
+    """Record a failed attempt in the history, and queue the job for retry or fail it for good."""
+    status, retries, delay = retry_decision(job.retry_count, intervals, permanent)
+    row = await conn.fetchrow(_FAIL, job.id, worker_id, job.attempt, str(status), retries,
+                              delay or 0.0, error, traceback, outcome)
+    return FailOutcome(row is not None, status, retries, delay)
+
+
+_PUT_BACK = """
+WITH upd AS (
+    UPDATE jobs SET status = 'queued', worker_id = NULL, updated_at = now()
+     WHERE id = ANY($2::text[]) AND worker_id = $1 AND status = 'in_progress'
+    RETURNING id, attempts, started_at
+)
+INSERT INTO job_attempts (job_id, attempt, worker_id, started_at, outcome, error_message)
+SELECT id, attempts, $1, started_at, 'interrupted', $3 FROM upd
+RETURNING job_id
+"""
+
+
+async def put_back(conn: asyncpg.Connection, worker_id: str, job_ids: Sequence[str], reason: str) -> set[str]:
+    """Give running jobs back to the queue without spending a retry (the worker is stopping)."""
+    rows = await conn.fetch(_PUT_BACK, worker_id, list(job_ids), reason)
+    return {r["job_id"] for r in rows}
+
+
+_MARK_CANCELLED = """
+WITH upd AS (
+    UPDATE jobs SET status = 'cancelled', worker_id = NULL, updated_at = now(),
+                    error_message = COALESCE(error_message, 'cancelled while running')
+     WHERE id = $1 AND worker_id = $2 AND attempts = $3 AND status = 'in_progress'
+    RETURNING id, started_at
+)
+INSERT INTO job_attempts (job_id, attempt, worker_id, started_at, outcome, error_message)
+SELECT id, $3, $2, started_at, 'cancelled', 'cancelled while running' FROM upd
+RETURNING job_id
+"""
+
+
+async def mark_cancelled(conn: asyncpg.Connection, worker_id: str, job: Job) -> bool:
+    """Record that a running job stopped because an operator cancelled it; cascade downstream."""
+    async with conn.transaction():
+        row = await conn.fetchrow(_MARK_CANCELLED, job.id, worker_id, job.attempt)
+        if row:
+            await _cancel_downstream(conn, [job.id])
+    return row is not None
+
+
+# -- operator actions -----------------------------------------------------------------------
+
+async def _lock_and_check(conn: asyncpg.Connection, action: str, job_ids: Sequence[str]) -> list[asyncpg.Record]:
+    ids = list(dict.fromkeys(job_ids))
+    if not ids:
+        raise JobNotFound("no job given")
+    rows = await conn.fetch("SELECT id, status, pending_next_jobs, result_data FROM jobs "
+                            "WHERE id = ANY($1::text[]) ORDER BY id FOR UPDATE", ids)
+    found = {r["id"] for r in rows}
+    missing = [i for i in ids if i not in found]
+    if missing:
+        raise JobNotFound(f"no job with id {missing[0]}")
+    illegal = [r for r in rows if not is_legal(action, r["status"])]
+    if illegal:
+        first = illegal[0]
+        allowed = ", ".join(sorted(LEGAL_FROM[action]))
+        more = f" (and {len(illegal) - 1} more)" if len(illegal) > 1 else ""
+        raise IllegalTransition(f"cannot {action} job {first['id']}: it is {first['status']}{more}; "
+                                f"{action} applies to {allowed} jobs")
+    return rows
+
+
+async def _audit(conn: asyncpg.Connection, actor: Actor, action: str, job_ids: Sequence[str],
+                 reason: str | None = None) -> None:
+    await conn.execute("INSERT INTO audit_log (os_user, source, action, job_ids, reason) "
+                       "VALUES ($1, $2, $3, $4::text[], $5)", actor.os_user, actor.source, action,
+                       list(job_ids), reason)
+
+
+_DOWNSTREAM = """
+WITH RECURSIVE down(id) AS (
+    SELECT job_id FROM job_dependencies WHERE depends_on_id = ANY($1::text[])
+    UNION
+    SELECT e.job_id FROM job_dependencies e JOIN down ON e.depends_on_id = down.id
+)
+UPDATE jobs SET status = 'cancelled', is_active = false, updated_at = now(),
+                error_message = 'cancelled: an upstream job was cancelled'
+ WHERE id IN (SELECT id FROM down) AND status IN ('queued', 'waiting_approval')
+RETURNING id
+"""
+
+
+async def _cancel_downstream(conn: asyncpg.Connection, job_ids: Sequence[str]) -> list[str]:
+    return [r["id"] for r in await conn.fetch(_DOWNSTREAM, list(job_ids))]
+
+
+async def cancel(conn: asyncpg.Connection, job_ids: Sequence[str], actor: Actor) -> list[str]:
+    """Cancel jobs and everything downstream of them; return every id cancelled.
+
+    Queued and waiting jobs become `cancelled` at once. A running job is flagged inactive and
+    its worker is told over NOTIFY; the worker stops it and records `cancelled`.
+    """
+    async with conn.transaction():
+        rows = await _lock_and_check(conn, "cancel", job_ids)
+        idle = [r["id"] for r in rows if r["status"] != Status.IN_PROGRESS]
+        running = [r["id"] for r in rows if r["status"] == Status.IN_PROGRESS]
+        if idle:
+            await conn.execute("UPDATE jobs SET status = 'cancelled', is_active = false, updated_at = now() "
+                               "WHERE id = ANY($1::text[])", idle)
+        if running:
+            await conn.execute("UPDATE jobs SET is_active = false, updated_at = now() "
+                               "WHERE id = ANY($1::text[])", running)
+            for job_id in running:
+                await conn.execute("SELECT pg_notify($1, $2)", CONTROL_CHANNEL,
+                                   json.dumps({"cancel": job_id}))
+        cascaded = await _cancel_downstream(conn, idle) if idle else []
+        await _audit(conn, actor, "cancel", [r["id"] for r in rows])
+    return [*idle, *running, *cascaded]
+
+
+async def retry(conn: asyncpg.Connection, job_ids: Sequence[str], actor: Actor) -> list[str]:
+    """Put failed or cancelled jobs back to `queued` with a fresh retry budget; history stays."""
+    async with conn.transaction():
+        rows = await _lock_and_check(conn, "retry", job_ids)
+        ids = [r["id"] for r in rows]
+        await conn.execute("""
+            UPDATE jobs SET status = 'queued', is_active = true, retry_count = 0, next_retry_at = NULL,
+                            error_message = NULL, completed_at = NULL, worker_id = NULL, updated_at = now()
+             WHERE id = ANY($1::text[])""", ids)
+        await _audit(conn, actor, "retry", ids)
+    return ids
+
+
+async def approve(conn: asyncpg.Connection, job_ids: Sequence[str], actor: Actor) -> list[str]:
+    """Complete jobs held for approval, release their dependants and create their next jobs."""
+    async with conn.transaction():
+        rows = await _lock_and_check(conn, "approve", job_ids)
+        ids = [r["id"] for r in rows]
+        await conn.execute("""
+            UPDATE jobs SET status = 'completed', completed_at = now(), updated_at = now(),
+                            pending_next_jobs = NULL
+             WHERE id = ANY($1::text[])""", ids)
+        children = [JobCreate.from_json(c) for r in rows for c in (r["pending_next_jobs"] or [])]
+        if children:
+            await enqueue(conn, children)
+        await _audit(conn, actor, "approve", ids)
+    return ids
+
+
+async def reject(conn: asyncpg.Connection, job_ids: Sequence[str], reason: str, actor: Actor) -> list[str]:
+    """Fail jobs held for approval, with the reason as their error."""
+    if not reason or not reason.strip():
+        raise InvalidJob("a rejection needs a reason")
+    async with conn.transaction():
+        rows = await _lock_and_check(conn, "reject", job_ids)
+        ids = [r["id"] for r in rows]
+        await conn.execute("""
+            UPDATE jobs SET status = 'failed', error_message = $2, updated_at = now(),
+                            pending_next_jobs = NULL
+             WHERE id = ANY($1::text[])""", ids, f"rejected: {reason.strip()}")
+        await _audit(conn, actor, "reject", ids, reason.strip())
+    return ids
+
+
+def format_exception(exc: BaseException) -> tuple[str, str]:
+    """The one-line error and the full traceback of a processor's exception."""
+    first = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    return first, "".join(tb_module.format_exception(exc))
+
