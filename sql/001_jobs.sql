@@ -39,6 +39,7 @@ CREATE TABLE jobs (
     worker_id          varchar(64),                                 -- owner while in_progress
     started_at         timestamptz,                                 -- start of the current attempt
     pending_next_jobs  jsonb,                                       -- next_jobs held until approval
+    has_dependants     boolean      NOT NULL DEFAULT false,         -- some job depends on this one
     CONSTRAINT jobs_status_check CHECK (status IN
         ('queued', 'in_progress', 'completed', 'failed', 'cancelled', 'waiting_approval')),
     CONSTRAINT jobs_input_is_object CHECK (jsonb_typeof(input_data) = 'object'),
@@ -90,8 +91,9 @@ CREATE TABLE audit_log (
 CREATE INDEX audit_log_at_idx ON audit_log (at);
 
 -- On insert: check the dependencies and count those not completed yet. Locking the parents
--- FOR SHARE orders this insert against a concurrent completion of a parent, so the counter
--- can never miss a decrement.
+-- orders this insert against a concurrent completion of a parent, so the counter can never
+-- miss a decrement; the parents are then flagged, so that only jobs with dependants pay for
+-- the release trigger when they complete.
 CREATE FUNCTION jobdesk_jobs_before_insert() RETURNS trigger
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -117,7 +119,7 @@ BEGIN
     SELECT count(*), count(*) FILTER (WHERE j.status <> 'completed'),
            min(j.id) FILTER (WHERE j.status = 'cancelled')
       INTO found, pending, cancelled
-      FROM (SELECT id, status FROM jobs WHERE id = ANY (dep_ids) FOR SHARE) j;
+      FROM (SELECT id, status FROM jobs WHERE id = ANY (dep_ids) FOR NO KEY UPDATE) j;
     IF found < cardinality(dep_ids) THEN
         RAISE EXCEPTION 'job % depends on unknown job %', NEW.id,
             (SELECT min(d) FROM unnest(dep_ids) d WHERE NOT EXISTS (SELECT 1 FROM jobs WHERE id = d))
@@ -140,6 +142,9 @@ LANGUAGE plpgsql AS $$
 BEGIN
     INSERT INTO job_dependencies (job_id, depends_on_id)
     SELECT DISTINCT NEW.id, e FROM jsonb_array_elements_text(NEW.dependent_on_jobs) e;
+    UPDATE jobs SET has_dependants = true
+     WHERE id IN (SELECT e FROM jsonb_array_elements_text(NEW.dependent_on_jobs) e)
+       AND NOT has_dependants;
     RETURN NULL;
 END $$;
 
@@ -158,7 +163,7 @@ BEGIN
 END $$;
 
 CREATE TRIGGER jobs_release_dependants AFTER UPDATE OF status ON jobs
-    FOR EACH ROW WHEN (NEW.status = 'completed' AND OLD.status <> 'completed')
+    FOR EACH ROW WHEN (NEW.status = 'completed' AND OLD.status <> 'completed' AND NEW.has_dependants)
     EXECUTE FUNCTION jobdesk_jobs_release_dependants();
 
 -- Wake the workers: one NOTIFY per statement that inserts jobs, not one per row.

@@ -13,7 +13,9 @@ import logging
 import os
 import signal
 import socket
+import time
 import uuid
+from collections import deque
 from collections.abc import Sequence
 from typing import Any
 
@@ -31,6 +33,7 @@ log = logging.getLogger("jobdesk.worker")
 NEW_JOBS_CHANNEL = "jobdesk_new_jobs"
 CANCEL_GRACE_S = 0.5  # a cancelled processor may stop cleanly this long before its task is cancelled
 MAX_BACKOFF_S = 5.0
+PREFETCH_BELOW_S = 0.05  # claim ahead only while jobs average less than this
 
 
 class InvalidResult(Exception):
@@ -71,15 +74,19 @@ class Worker:
         self.pool: asyncpg.Pool | None = None
         self._listener: asyncpg.Connection | None = None
         self._running: dict[str, tuple[Job, asyncio.Task[None]]] = {}
-        self._done: list[tuple[Job, ProcessorResult]] = []
+        self._ready: deque[Job] = deque()  # claimed, waiting for a free slot
+        self._plain_done: list[tuple[Job, ProcessorResult]] = []  # written by the pump
+        self._done: list[tuple[Job, ProcessorResult]] = []  # with next jobs or approval: own transaction
         self._done_event = asyncio.Event()
-        self._wake = asyncio.Event()
-        self._slot_free = asyncio.Event()
+        self._kick = asyncio.Event()  # new work, a finished job, or a stop request
+        self._side_tasks: set[asyncio.Task[None]] = set()
+        self._avg_run_s: float | None = None
+        self._reserved = 0  # slots a claim in flight may fill
         self._stop = asyncio.Event()
         self._stopping = False
         self._tasks: list[asyncio.Task[None]] = []
         self._db_down = False
-        self.stats = {"completed": 0, "failed_attempts": 0, "claimed": 0}
+        self.stats = {"completed": 0, "failed_attempts": 0, "claimed": 0, "rounds": 0}
 
     # -- lifecycle --------------------------------------------------------------------------
 
@@ -89,8 +96,7 @@ class Worker:
             log.info("stopping: no new claims; waiting for %d running job(s)", len(self._running))
         self._stopping = True
         self._stop.set()
-        self._wake.set()
-        self._slot_free.set()
+        self._kick.set()
 
     def install_signal_handlers(self) -> None:
         loop = asyncio.get_running_loop()
@@ -104,7 +110,8 @@ class Worker:
             await self._listen()
             log.info("worker %s ready: %d slot(s), types %s", self.worker_id, self.concurrency,
                      ", ".join(self.types) or "(none)")
-            self._tasks = [asyncio.create_task(self._claim_loop(), name="jobdesk-claim"),
+            self._tasks = [asyncio.create_task(self._pump(), name="jobdesk-pump-1"),
+                           asyncio.create_task(self._pump(), name="jobdesk-pump-2"),
                            asyncio.create_task(self._flush_loop(), name="jobdesk-flush"),
                            asyncio.create_task(self._listener_watch(), name="jobdesk-listener")]
             for task in self._tasks:
@@ -118,8 +125,9 @@ class Worker:
             if self._listener is not None and not self._listener.is_closed():
                 await self._listener.close()
             await self.pool.close()
-        log.info("worker %s stopped: %d completed, %d failed attempt(s)", self.worker_id,
-                 self.stats["completed"], self.stats["failed_attempts"])
+        log.info("worker %s stopped: %d completed, %d failed attempt(s), %d round trip(s) to claim "
+                 "and complete", self.worker_id, self.stats["completed"], self.stats["failed_attempts"],
+                 self.stats["rounds"])
 
     def _task_died(self, task: asyncio.Task[None]) -> None:
         if task.cancelled() or self._stopping:
@@ -130,18 +138,31 @@ class Worker:
             self.request_stop()
 
     async def _drain(self) -> None:
+        if self._ready:
+            unstarted, self._ready = [j.id for j in self._ready], deque()
+            await self._db_call(lambda c: transitions.unclaim(c, self.worker_id, unstarted))
         running = [t for _, t in self._running.values()]
         if running:
             _, pending = await asyncio.wait(running, timeout=self.settings.JOB_SHUTDOWN_TIMEOUT)
             if pending:
                 log.warning("%d job(s) still running after %.0f s; putting them back",
                             len(pending), self.settings.JOB_SHUTDOWN_TIMEOUT)
-                ids = [job.id for job, t in self._running.values() if t in pending]
-                for t in pending:
-                    t.cancel()
-                await asyncio.gather(*pending, return_exceptions=True)
-                await self._db_call(lambda c: transitions.put_back(c, self.worker_id, ids, "worker stopped"))
+                await self._put_back_running("worker stopped")
+        # The pump writes what finished meanwhile, then returns.
+        self._kick.set()
+        await asyncio.wait(self._tasks[:2], timeout=self.settings.JOB_SHUTDOWN_TIMEOUT + 5)
         await self._flush_all()
+        if self._side_tasks:
+            await asyncio.gather(*self._side_tasks, return_exceptions=True)
+
+    async def _put_back_running(self, reason: str) -> None:
+        """Stop the running jobs and give them back to the queue without spending a retry."""
+        jobs = list(self._running.values())
+        ids = [job.id for job, _ in jobs]
+        for _, task in jobs:
+            task.cancel()
+        await asyncio.gather(*(t for _, t in jobs), return_exceptions=True)
+        await self._db_call(lambda c: transitions.put_back(c, self.worker_id, ids, reason))
 
     # -- database plumbing -----------------------------------------------------------------
 
@@ -165,13 +186,13 @@ class Worker:
             try:
                 await self._listen()
                 log.info("listening for new jobs again")
-                self._wake.set()
+                self._kick.set()
             except Exception:
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, MAX_BACKOFF_S)
 
     def _on_new_jobs(self, *_: object) -> None:
-        self._wake.set()
+        self._kick.set()
 
     def _on_control(self, _conn: object, _pid: int, _channel: str, payload: str) -> None:
         try:
@@ -208,40 +229,70 @@ class Worker:
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, MAX_BACKOFF_S)
 
-    # -- claiming ---------------------------------------------------------------------------
+    # -- claiming and completing ------------------------------------------------------------
 
-    async def _claim_loop(self) -> None:
+    def _capacity(self) -> int:
+        """Slots plus a small local queue, used only while jobs are short.
+
+        Claiming a few jobs ahead saves a round trip per job when jobs take milliseconds; for
+        long jobs it would only keep work from other workers, so it is off then.
+        """
+        short = self._avg_run_s is not None and self._avg_run_s < PREFETCH_BELOW_S
+        return self.concurrency * 3 if short else self.concurrency
+
+    async def _pump(self) -> None:
+        """Record plain results and claim more work, one statement per round.
+
+        Two pumps run at once on separate connections, so that one round is prepared while
+        the other is in PostgreSQL; `_reserved` keeps them from claiming the same slots twice.
+        """
         poll = self.settings.JOB_PROCESSOR_POLL_INTERVAL
-        while not self._stopping:
-            free = self.concurrency - len(self._running)
-            if free <= 0:
-                self._slot_free.clear()
-                await self._slot_free.wait()
-                # Let other jobs that finish in this same tick free their slots too.
-                await asyncio.sleep(0)
+        while True:
+            finished, self._plain_done = self._plain_done, []
+            free = 0 if self._stopping else (self._capacity() - len(self._running) - len(self._ready)
+                                             - self._reserved)
+            if free <= 0 and not finished:
+                if self._stopping and not self._running and not self._plain_done:
+                    self._kick.set()  # let the other pump see it too
+                    return
+                self._kick.clear()
+                await self._kick.wait()
                 continue
-            self._wake.clear()
-            jobs = await self._db_call(
-                lambda c: transitions.claim(c, self.worker_id, self.types, free))
-            if self._stopping:
-                await self._db_call(lambda c: transitions.put_back(
-                    c, self.worker_id, [j.id for j in jobs], "worker stopped"))
-                break
-            for job in jobs:
-                self._start(job)
-            if len(jobs) < free:
+            free = max(free, 0)
+            self._reserved += free
+            try:
+                written, jobs = await self._db_call(lambda c: transitions.complete_and_claim(
+                    c, self.worker_id, self.types, free, finished))
+            finally:
+                self._reserved -= free
+            self.stats["rounds"] += 1
+            if finished:
+                self._account(finished, written)
+            self.stats["claimed"] += len(jobs)
+            self._ready.extend(jobs)
+            self._start_ready()
+            if not finished and len(jobs) < free:
+                # Nothing (more) to claim: sleep until a NOTIFY, a finished job or the poll interval.
+                self._kick.clear()
                 try:
-                    await asyncio.wait_for(self._wake.wait(), poll)
+                    await asyncio.wait_for(self._kick.wait(), poll)
                 except TimeoutError:
                     pass
+            else:
+                # Let jobs that finish in this same tick join the next round.
+                await asyncio.sleep(0)
+
+    def _start_ready(self) -> None:
+        while self._ready and len(self._running) < self.concurrency and not self._stopping:
+            self._start(self._ready.popleft())
 
     def _start(self, job: Job) -> None:
         job.cancel_event = asyncio.Event()
-        self.stats["claimed"] += 1
         task = asyncio.create_task(self._run_job(job), name=f"job-{job.id}")
         self._running[job.id] = (job, task)
 
     async def _run_job(self, job: Job) -> None:
+        started = time.monotonic()
         try:
             await self._run_job_inner(job)
         except asyncio.CancelledError:
@@ -250,31 +301,35 @@ class Worker:
             # A bug of ours, not of the processor: the job stays in_progress under this worker
             # until the lease rescue takes it back, so it is not lost.
             log.exception("job %s: internal error while recording its outcome", job.id)
+        finally:
+            took = time.monotonic() - started
+            self._avg_run_s = took if self._avg_run_s is None else 0.9 * self._avg_run_s + 0.1 * took
+            self._running.pop(job.id, None)
+            self._start_ready()
+            self._kick.set()
 
     async def _run_job_inner(self, job: Job) -> None:
+        processor = self.processors[job.type]
         try:
-            processor = self.processors[job.type]
-            try:
-                result = _check_result(job, await processor.process(job))
-            except asyncio.CancelledError:
-                if job.cancelled:
-                    await self._db_call(lambda c: transitions.mark_cancelled(c, self.worker_id, job))
-                    return
-                raise
-            except PermanentJobError as exc:
-                await self._record_failure(job, exc, permanent=True)
-                return
-            except Exception as exc:
-                await self._record_failure(job, exc, permanent=False)
-                return
+            result = _check_result(job, await processor.process(job))
+        except asyncio.CancelledError:
             if job.cancelled:
                 await self._db_call(lambda c: transitions.mark_cancelled(c, self.worker_id, job))
                 return
+            raise
+        except PermanentJobError as exc:
+            await self._record_failure(job, exc, permanent=True)
+            return
+        except Exception as exc:
+            await self._record_failure(job, exc, permanent=False)
+            return
+        if job.cancelled:
+            await self._db_call(lambda c: transitions.mark_cancelled(c, self.worker_id, job))
+        elif result.next_jobs or result.requires_approval:
             self._done.append((job, result))
             self._done_event.set()
-        finally:
-            self._running.pop(job.id, None)
-            self._slot_free.set()
+        else:
+            self._plain_done.append((job, result))
 
     async def _record_failure(self, job: Job, exc: BaseException, *, permanent: bool) -> None:
         error, trace = transitions.format_exception(exc)
@@ -317,11 +372,16 @@ class Worker:
                 except InvalidJob as exc:
                     await self._record_failure(job, exc, permanent=True)
                     written.add(job.id)
+        self._account(batch, written)
+
+    def _account(self, batch: Sequence[tuple[Job, ProcessorResult]], written: set[str]) -> None:
         self.stats["completed"] += len(written)
         if len(written) < len(batch):
             for job, _ in batch:
                 if job.id not in written:
-                    await self._not_written(job)
+                    task = asyncio.create_task(self._not_written(job), name=f"unwritten-{job.id}")
+                    self._side_tasks.add(task)
+                    task.add_done_callback(self._side_tasks.discard)
 
     async def _not_written(self, job: Job) -> None:
         """A finished job whose completion did not apply: cancelled meanwhile, or no longer ours."""

@@ -133,8 +133,22 @@ async def enqueue(conn: asyncpg.Connection, jobs: Sequence[JobCreate]) -> list[s
 
 # -- worker side ----------------------------------------------------------------------------
 
-_CLAIM = """
-WITH picked AS (
+# Completes the jobs a worker finished and claims more, in one statement and one commit.
+# Claims alone commit asynchronously: losing a claim in a server crash only puts the job back
+# in the queue, where it is claimed again, exactly as if the worker had crashed. A statement
+# that records results commits durably ($7 = 'on').
+_EXCHANGE = """
+WITH durability AS (
+    SELECT set_config('synchronous_commit', $7, true) AS setting
+), done AS (
+    UPDATE jobs AS j
+       SET status = 'completed', result_data = u.result::jsonb, completed_at = now(), updated_at = now(),
+           error_message = NULL, next_retry_at = NULL, worker_id = NULL
+      FROM unnest($4::text[], $5::text[], $6::int[]) AS u(id, result, attempt)
+     WHERE j.id = u.id AND j.worker_id = $1 AND j.attempts = u.attempt
+       AND j.status = 'in_progress' AND j.is_active
+    RETURNING j.id
+), picked AS (
     SELECT id FROM jobs
      WHERE status = 'queued' AND pending_deps = 0 AND is_active
        AND (next_retry_at IS NULL OR next_retry_at <= now())
@@ -142,24 +156,46 @@ WITH picked AS (
      ORDER BY priority DESC, seq
      LIMIT $3
        FOR UPDATE SKIP LOCKED
+), claimed AS (
+    UPDATE jobs AS j
+       SET status = 'in_progress', worker_id = $1, attempts = j.attempts + 1,
+           started_at = now(), updated_at = now()
+      FROM picked
+     WHERE j.id = picked.id
+    RETURNING j.id, j.type, j.input_data, j.user_id, j.pipeline_id, j.retry_count, j.attempts,
+              j.priority, j.seq
 )
-UPDATE jobs AS j
-   SET status = 'in_progress', worker_id = $1, attempts = j.attempts + 1,
-       started_at = now(), updated_at = now()
-  FROM picked
- WHERE j.id = picked.id
-RETURNING j.id, j.type, j.input_data, j.user_id, j.pipeline_id, j.retry_count, j.attempts,
-          j.priority, j.seq
+SELECT false AS claimed, d.id, NULL::varchar AS type, NULL::jsonb AS input_data, NULL::int AS user_id,
+       NULL::varchar AS pipeline_id, 0 AS retry_count, 0 AS attempts, 0 AS priority, 0::bigint AS seq
+  FROM done d, durability
+UNION ALL
+SELECT true, c.id, c.type, c.input_data, c.user_id, c.pipeline_id, c.retry_count, c.attempts,
+       c.priority, c.seq
+  FROM claimed c, durability
 """
+
+
+async def complete_and_claim(conn: asyncpg.Connection, worker_id: str, types: Sequence[str], limit: int,
+                             finished: Sequence[tuple[Job, ProcessorResult]] = ()) -> tuple[set[str], list[Job]]:
+    """Record plain results (no next jobs, no approval) and claim up to `limit` runnable jobs
+    of the given types, oldest first, atomically. Returns the ids completed and the jobs claimed.
+
+    A finished job this worker no longer owns (or that was cancelled) is not completed.
+    """
+    rows = await conn.fetch(_EXCHANGE, worker_id, list(types), limit,
+                            [j.id for j, _ in finished], [_dumps(r.result_data) for _, r in finished],
+                            [j.attempt for j, _ in finished], "on" if finished else "off")
+    written = {r["id"] for r in rows if not r["claimed"]}
+    claimed = [r for r in rows if r["claimed"]]
+    if len(claimed) > 1:
+        claimed.sort(key=lambda r: (-r["priority"], r["seq"]))
+    return written, [Job(r["id"], r["type"], r["input_data"], r["user_id"], r["pipeline_id"],
+                         r["retry_count"], r["attempts"], r["priority"]) for r in claimed]
 
 
 async def claim(conn: asyncpg.Connection, worker_id: str, types: Sequence[str], limit: int) -> list[Job]:
     """Atomically take up to `limit` runnable jobs of the given types, oldest first."""
-    rows = await conn.fetch(_CLAIM, worker_id, list(types), limit)
-    if len(rows) > 1:
-        rows = sorted(rows, key=lambda r: (-r["priority"], r["seq"]))
-    return [Job(r["id"], r["type"], r["input_data"], r["user_id"], r["pipeline_id"],
-                r["retry_count"], r["attempts"], r["priority"]) for r in rows]
+    return (await complete_and_claim(conn, worker_id, types, limit))[1]
 
 
 _COMPLETE = """
@@ -288,6 +324,18 @@ async def put_back(conn: asyncpg.Connection, worker_id: str, job_ids: Sequence[s
     """Give running jobs back to the queue without spending a retry (the worker is stopping)."""
     rows = await conn.fetch(_PUT_BACK, worker_id, list(job_ids), reason)
     return {r["job_id"] for r in rows}
+
+
+_UNCLAIM = """
+UPDATE jobs SET status = 'queued', worker_id = NULL, attempts = attempts - 1, started_at = NULL,
+                updated_at = now()
+ WHERE id = ANY($2::text[]) AND worker_id = $1 AND status = 'in_progress'
+"""
+
+
+async def unclaim(conn: asyncpg.Connection, worker_id: str, job_ids: Sequence[str]) -> None:
+    """Give back claimed jobs that never started; as if they had not been claimed."""
+    await conn.execute(_UNCLAIM, worker_id, list(job_ids))
 
 
 _MARK_CANCELLED = """

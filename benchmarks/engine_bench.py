@@ -1,0 +1,210 @@
+"""Engine benchmark: throughput and pickup latency of one `jobdesk worker`, with figures printed.
+
+    python benchmarks/engine_bench.py [--jobs 20000] [--runs 3] [--latency 200] [--skip-history]
+
+It starts its own embedded PostgreSQL (durable settings: fsync and synchronous_commit on) in a
+temporary folder, and for each measurement a fresh database:
+
+* throughput: N no-op jobs inserted with plain SQL, CHECKPOINT, then one worker process with
+  MAX_CONCURRENT_JOBS=10 is launched; jobs/s = N / (all completed - launch). "steady" counts from
+  the first job's start instead of the launch.
+* latency: the worker idle and listening; one job enqueued at a time (plain SQL INSERT, autocommit),
+  each 20 ms after the previous one completed; latency = the processor's first line - the moment
+  just before the INSERT. p50/p95/p99 over the samples.
+* history: throughput again with 1,000,000 completed jobs and 100,000 blocked jobs (their
+  dependency never completes) in the table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import asyncpg
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from tests import pg  # noqa: E402
+
+PROCESSORS = "benchmarks.bench_processors"
+
+
+def worker_env(dsn: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("JOB")}
+    env.update({"DATABASE_URL": dsn, "MAX_CONCURRENT_JOBS": "10", "LOG_LEVEL": "WARNING",
+                "PYTHONPATH": str(ROOT)})
+    return env
+
+
+def launch_worker(dsn: str) -> subprocess.Popen[bytes]:
+    return subprocess.Popen([sys.executable, "-m", "worker.cli", "worker", "--processors", PROCESSORS],
+                            env=worker_env(dsn), cwd=ROOT)
+
+
+def stop_worker(proc: subprocess.Popen[bytes]) -> tuple[int, float]:
+    """Stop the worker with SIGTERM; return its exit code and the CPU seconds it used."""
+    proc.terminate()
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+        if pid:
+            proc.returncode = os.waitstatus_to_exitcode(status)
+            return proc.returncode, usage.ru_utime + usage.ru_stime
+        time.sleep(0.01)
+    proc.kill()
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    return proc.returncode, usage.ru_utime + usage.ru_stime
+
+
+async def fresh_db(server_dsn: str) -> str:
+    return await pg.create_test_database(server_dsn)
+
+
+async def insert_noops(conn: asyncpg.Connection, n: int, job_type: str = "bench.noop") -> None:
+    await conn.execute("""
+        INSERT INTO jobs (type, user_id, input_data, dependent_on_jobs)
+        SELECT $1, 1, '{}'::jsonb, '[]'::jsonb FROM generate_series(1, $2)""", job_type, n)
+
+
+async def add_history(conn: asyncpg.Connection, completed: int, blocked: int) -> None:
+    t0 = time.perf_counter()
+    await conn.execute("""
+        INSERT INTO jobs (type, user_id, input_data, dependent_on_jobs, status, result_data,
+                          completed_at, retry_count)
+        SELECT 'bench.noop', 1, '{"old": true}'::jsonb, '[]'::jsonb, 'completed', '{}'::jsonb,
+               now() - interval '1 day', 0
+          FROM generate_series(1, $1)""", completed)
+    # The dependency of every blocked job: a job of a type no worker serves, so it never completes.
+    await conn.execute("INSERT INTO jobs (id, type, input_data) VALUES ('never', 'bench.nobody', '{}')")
+    await conn.execute("""
+        INSERT INTO jobs (type, user_id, input_data, dependent_on_jobs)
+        SELECT 'bench.noop', 1, '{}'::jsonb, '["never"]'::jsonb FROM generate_series(1, $1)""", blocked)
+    await conn.execute("VACUUM ANALYZE jobs")
+    print(f"    history: {completed:,} completed + {blocked:,} blocked rows in {time.perf_counter() - t0:.1f} s",
+          flush=True)
+
+
+async def throughput(server_dsn: str, n: int, history: bool) -> dict[str, float]:
+    dsn = await fresh_db(server_dsn)
+    conn = await asyncpg.connect(dsn)
+    try:
+        if history:
+            await add_history(conn, 1_000_000, 100_000)
+        t0 = time.perf_counter()
+        await insert_noops(conn, n)
+        enqueue_s = time.perf_counter() - t0
+        await conn.execute("CHECKPOINT")
+        start_wall = time.time()
+        proc = launch_worker(dsn)
+        try:
+            while True:
+                left = await conn.fetchval("SELECT count(*) FROM jobs WHERE status = 'queued' "
+                                           "AND type = 'bench.noop' AND pending_deps = 0")
+                running = await conn.fetchval("SELECT count(*) FROM jobs WHERE status = 'in_progress'")
+                if left == 0 and running == 0:
+                    break
+                if proc.poll() is not None:
+                    raise RuntimeError(f"worker exited with {proc.returncode}")
+                await asyncio.sleep(0.25 if left > 1000 else 0.01)
+            done_wall = time.time()
+        finally:
+            rc, cpu_s = stop_worker(proc)
+        first = await conn.fetchval("SELECT extract(epoch FROM min(started_at))::float8 FROM jobs "
+                                    "WHERE status = 'completed' AND completed_at > now() - interval '1 hour'")
+        completed = await conn.fetchval("SELECT count(*) FROM jobs WHERE status = 'completed' "
+                                        "AND completed_at > now() - interval '1 hour'")
+        assert completed == n, f"only {completed} of {n} completed"
+    finally:
+        await conn.close()
+        await pg.drop_test_database(dsn)
+    return {"jobs_per_s": n / (done_wall - start_wall), "steady_per_s": n / (done_wall - first),
+            "startup_s": first - start_wall, "enqueue_per_s": n / enqueue_s, "worker_rc": rc,
+            "cpu_ms_per_job": cpu_s * 1000 / n}
+
+
+async def latency(server_dsn: str, samples: int, warmup: int = 5) -> list[float]:
+    dsn = await fresh_db(server_dsn)
+    conn = await asyncpg.connect(dsn)
+    proc = launch_worker(dsn)
+    try:
+        await asyncio.sleep(2.0)  # let it connect and go idle
+        out = []
+        for i in range(warmup + samples):
+            t0 = time.time()
+            job_id = await conn.fetchval("INSERT INTO jobs (type, user_id, input_data) "
+                                         "VALUES ('bench.stamp', 1, '{}') RETURNING id")
+            while True:
+                row = await conn.fetchval("SELECT result_data FROM jobs WHERE id = $1 AND status = 'completed'",
+                                          job_id)
+                if row is not None:
+                    break
+                await asyncio.sleep(0.001)
+            if i >= warmup:
+                out.append((json.loads(row)["t"] - t0) * 1000)
+            await asyncio.sleep(0.02)
+        return out
+    finally:
+        stop_worker(proc)
+        await conn.close()
+        await pg.drop_test_database(dsn)
+
+
+def pct(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1))))]
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--jobs", type=int, default=20_000)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--latency", type=int, default=200)
+    parser.add_argument("--skip-history", action="store_true")
+    args = parser.parse_args()
+
+    server, root = pg.start_server()
+    try:
+        await pg.build_template(server.dsn)
+        print(f"jobdesk engine benchmark: {args.jobs:,} no-op jobs, MAX_CONCURRENT_JOBS=10, one worker, "
+              f"{os.cpu_count()} cores, durable commits", flush=True)
+        runs = []
+        for i in range(args.runs):
+            r = await throughput(server.dsn, args.jobs, history=False)
+            runs.append(r)
+            print(f"  run {i + 1}: {r['jobs_per_s']:,.0f} jobs/s launch->done, {r['steady_per_s']:,.0f} steady, "
+                  f"start-up {r['startup_s']:.2f} s, worker CPU {r['cpu_ms_per_job']:.3f} ms/job, "
+                  f"enqueue {r['enqueue_per_s']:,.0f} jobs/s", flush=True)
+        base = statistics.median(r["jobs_per_s"] for r in runs)
+        print(f"THROUGHPUT median {base:,.0f} jobs/s (steady {statistics.median(r['steady_per_s'] for r in runs):,.0f})")
+
+        lat = await latency(server.dsn, args.latency)
+        print(f"LATENCY enqueue->start over {len(lat)} jobs: p50 {pct(lat, 50):.2f} ms, p95 {pct(lat, 95):.2f} ms, "
+              f"p99 {pct(lat, 99):.2f} ms, max {max(lat):.2f} ms", flush=True)
+
+        if not args.skip_history:
+            hist = []
+            for i in range(args.runs):
+                r = await throughput(server.dsn, args.jobs, history=True)
+                hist.append(r)
+                print(f"  history run {i + 1}: {r['jobs_per_s']:,.0f} jobs/s launch->done, "
+                      f"{r['steady_per_s']:,.0f} steady", flush=True)
+            with_hist = statistics.median(r["jobs_per_s"] for r in hist)
+            print(f"WITH HISTORY median {with_hist:,.0f} jobs/s ({(1 - with_hist / base) * 100:+.1f} % cost "
+                  f"against {base:,.0f})")
+    finally:
+        server.stop()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

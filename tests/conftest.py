@@ -1,0 +1,44 @@
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import AsyncIterator, Iterator
+
+import asyncpg
+import pytest
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+os.environ.setdefault("QT_API", "pyside6")
+
+from tests import pg  # noqa: E402
+from worker.db import connect  # noqa: E402
+from worker.embedded import EmbeddedServer  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[EmbeddedServer]:
+    server, root = pg.start_server()
+    yield server
+    server.stop()
+    shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+async def template(pg_server: EmbeddedServer) -> str:
+    await pg.build_template(pg_server.dsn)
+    return pg_server.dsn
+
+
+@pytest.fixture
+async def dsn(template: str) -> AsyncIterator[str]:
+    """A fresh, migrated database for this test."""
+    url = await pg.create_test_database(template)
+    yield url
+    await pg.drop_test_database(url)
+
+
+@pytest.fixture
+async def conn(dsn: str) -> AsyncIterator[asyncpg.Connection]:
+    connection = await connect(dsn)
+    yield connection
+    await connection.close()

@@ -1,0 +1,83 @@
+"""Helpers shared by the tests (kept out of conftest.py so tests can import them)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+
+ROOT = Path(__file__).resolve().parent.parent
+JOBDESK = [sys.executable, "-m", "worker.cli"]
+TERMINAL = ("completed", "failed", "cancelled")
+
+
+def cli_env(dsn: str | None, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("JOB", "DATABASE_URL", "DB_POOL"))}
+    if dsn is not None:
+        env["DATABASE_URL"] = dsn
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "tests"), str(ROOT)])
+    env.update(extra)
+    return env
+
+
+def run_cli(*args: str, dsn: str | None, timeout: float = 60, **extra: str) -> subprocess.CompletedProcess[str]:
+    """Run `jobdesk ARGS` in a subprocess against `dsn`; return the finished process."""
+    return subprocess.run([*JOBDESK, *args], env=cli_env(dsn, **extra), capture_output=True, text=True,
+                          timeout=timeout, cwd=ROOT)
+
+
+def start_worker(dsn: str, *args: str, log_path: Path | None = None, **extra: str) -> subprocess.Popen[str]:
+    out = open(log_path, "w") if log_path else subprocess.DEVNULL
+    return subprocess.Popen([*JOBDESK, "worker", *args], env=cli_env(dsn, **extra), stdout=out,
+                            stderr=subprocess.STDOUT, text=True, cwd=ROOT)
+
+
+async def wait_for(predicate: Callable[[], Awaitable[Any]], timeout: float = 20.0,
+                   interval: float = 0.05, what: str = "condition") -> Any:
+    """Poll an async predicate until it returns something truthy; fail after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = await predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what} (last: {value!r})")
+        await asyncio.sleep(interval)
+
+
+async def status_counts(conn: asyncpg.Connection) -> dict[str, int]:
+    rows = await conn.fetch("SELECT status, count(*) AS n FROM jobs GROUP BY status")
+    return {r["status"]: r["n"] for r in rows}
+
+
+async def assert_no_job_lost(conn: asyncpg.Connection, expected_total: int) -> dict[str, int]:
+    """Every job is in a terminal status and the counts add up."""
+    counts = await status_counts(conn)
+    assert sum(counts.values()) == expected_total, counts
+    assert set(counts) <= set(TERMINAL), f"jobs not in a terminal status: {counts}"
+    return counts
+
+
+class RunningWorker:
+    """A Worker running in this test's event loop; stop() drains and joins it."""
+
+    def __init__(self, dsn: str, processors: dict[str, Any], **settings: Any) -> None:
+        from worker.runner import Worker
+        from worker.settings import load_settings
+
+        defaults: dict[str, Any] = {"DATABASE_URL": dsn, "JOB_PROCESSOR_POLL_INTERVAL": 0.05,
+                                    "JOB_RETRY_INTERVALS": [0.1, 0.1, 0.1]}
+        defaults.update(settings)
+        self.worker = Worker(load_settings(**defaults), dsn, processors)
+        self.task = asyncio.create_task(self.worker.run(), name="test-worker")
+
+    async def stop(self) -> None:
+        self.worker.request_stop()
+        await asyncio.wait_for(self.task, 30)
