@@ -14,7 +14,8 @@ from worker.errors import PermanentJobError
 from worker.models import Job, JobCreate, ProcessorResult
 from worker.processor import BaseProcessor
 from worker.processors.builtin import EchoProcessor, SleepProcessor
-from worker.processors.demo_video import PROCESSOR_MAP as DEMO_MAP, demo_pipeline
+from worker.processors.demo_video import PROCESSOR_MAP as DEMO_MAP
+from worker.processors.demo_video import demo_pipeline
 
 
 async def done(conn: asyncpg.Connection, *ids: str, status: str = "completed") -> bool:

@@ -6,8 +6,7 @@ Processors import what they need from here:
 """
 
 from worker.client import JobClient
-from worker.errors import (IllegalTransition, InvalidJob, JobdeskError, JobNotFound,
-                           PermanentJobError)
+from worker.errors import IllegalTransition, InvalidJob, JobdeskError, JobNotFound, PermanentJobError
 from worker.models import Job, JobCreate, JobRecord, ProcessorResult, Status
 from worker.processor import BaseProcessor
 

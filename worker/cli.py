@@ -10,15 +10,15 @@ import os
 import signal
 import sys
 from collections.abc import Callable, Coroutine, Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any, NoReturn
 
 import asyncpg
 
 from worker import __version__
 from worker.client import JobClient, ensure_schema
-from worker.db import connect, describe, resolve_target
-from worker.errors import DatabaseUnavailable, InvalidJob, JobdeskError
+from worker.db import connect, resolve_target
+from worker.errors import InvalidJob, JobdeskError
 from worker.models import JobRecord, Status
 from worker.settings import Settings, load_settings
 
@@ -52,7 +52,7 @@ def _status_arg(text: str) -> Status:
 
 
 def build_parser() -> ArgumentParser:
-    common = argparse.ArgumentParser(add_help=False)
+    common = ArgumentParser(add_help=False)
     common.add_argument("--json", action="store_true", help="print JSON for scripts")
     parser = ArgumentParser(prog="jobdesk", description="A job system on PostgreSQL.")
     parser.add_argument("--version", action="version", version=f"jobdesk {__version__}")
@@ -104,7 +104,7 @@ def build_parser() -> ArgumentParser:
 def _ago(when: datetime | None) -> str:
     if when is None:
         return "-"
-    seconds = (datetime.now(timezone.utc) - when).total_seconds()
+    seconds = (datetime.now(UTC) - when).total_seconds()
     future = seconds < 0
     seconds = abs(seconds)
     for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
@@ -320,7 +320,7 @@ def cmd_db(args: argparse.Namespace, settings: Settings) -> int:
               file=sys.stderr)
         return 0
     print(f"embedded PostgreSQL running in {server.root}; press Ctrl-C to stop", file=sys.stderr)
-    signal.signal(signal.SIGTERM, lambda *_: server.stop())
+    signal.signal(signal.SIGTERM, lambda *_: server.request_stop())
     try:
         server.wait()
     except KeyboardInterrupt:

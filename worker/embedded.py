@@ -81,7 +81,7 @@ def _server_user() -> ServerUser:
                               capture_output=True, text=True)
         if done.returncode != 0 and "already exists" not in done.stderr:
             raise EmbeddedDatabaseError(f"could not create the system user {SERVER_USER}: "
-                                        f"{done.stderr.strip()}")
+                                        f"{done.stderr.strip()}") from None
         entry = pwd.getpwnam(SERVER_USER)
     return ServerUser(SERVER_USER, entry.pw_uid, entry.pw_gid)
 
@@ -138,6 +138,12 @@ class EmbeddedServer:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+    def request_stop(self) -> None:
+        """Ask the server this process started to stop, without waiting (safe in a signal handler)."""
+        if self.process is not None and self.process.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                self.process.send_signal(signal.SIGINT)
 
     def wait(self) -> int:
         """Block until the server this process started exits; return its exit code."""

@@ -22,11 +22,13 @@ from typing import Any
 import asyncpg
 
 from worker import transitions
+from worker.alerts import job_failed
 from worker.db import CONNECTION_ERRORS, connect, create_pool
 from worker.errors import InvalidJob, PermanentJobError
 from worker.models import Job, JobCreate, ProcessorResult
 from worker.processor import BaseProcessor
 from worker.settings import Settings
+from worker.supervisor import Supervisor
 
 log = logging.getLogger("jobdesk.worker")
 
@@ -83,20 +85,41 @@ class Worker:
         self._avg_run_s: float | None = None
         self._reserved = 0  # slots a claim in flight may fill
         self._stop = asyncio.Event()
+        self._hard_stop = asyncio.Event()
         self._stopping = False
+        self._put_back_on_timeout = True
+        self.paused = False  # an operator paused claims
+        self.draining = False  # finishing running jobs, then exiting
+        self.supervisor = Supervisor(self)
         self._tasks: list[asyncio.Task[None]] = []
         self._db_down = False
         self.stats = {"completed": 0, "failed_attempts": 0, "claimed": 0, "rounds": 0}
 
     # -- lifecycle --------------------------------------------------------------------------
 
-    def request_stop(self) -> None:
-        """Stop claiming; running jobs finish (up to JOB_SHUTDOWN_TIMEOUT), then `run()` returns."""
-        if not self._stopping:
-            log.info("stopping: no new claims; waiting for %d running job(s)", len(self._running))
+    def request_stop(self, *, put_back: bool = True) -> None:
+        """Stop claiming; running jobs finish, then `run()` returns.
+
+        With `put_back`, jobs still running after JOB_SHUTDOWN_TIMEOUT go back to the queue. A
+        second request stops at once, putting the running jobs back.
+        """
+        if self._stopping:
+            if not self._hard_stop.is_set():
+                log.warning("second stop request: putting %d running job(s) back now", len(self._running))
+            self._hard_stop.set()
+            return
+        log.info("stopping: no new claims; waiting for %d running job(s)", len(self._running))
         self._stopping = True
+        self._put_back_on_timeout = put_back
         self._stop.set()
         self._kick.set()
+
+    def kick(self) -> None:
+        """Look for work now."""
+        self._kick.set()
+
+    def running_ids(self) -> list[str]:
+        return list(self._running)
 
     def install_signal_handlers(self) -> None:
         loop = asyncio.get_running_loop()
@@ -108,16 +131,19 @@ class Worker:
         self.pool = await create_pool(self.dsn, size=size)
         try:
             await self._listen()
+            await self.supervisor.start()
             log.info("worker %s ready: %d slot(s), types %s", self.worker_id, self.concurrency,
                      ", ".join(self.types) or "(none)")
             self._tasks = [asyncio.create_task(self._pump(), name="jobdesk-pump-1"),
                            asyncio.create_task(self._pump(), name="jobdesk-pump-2"),
                            asyncio.create_task(self._flush_loop(), name="jobdesk-flush"),
-                           asyncio.create_task(self._listener_watch(), name="jobdesk-listener")]
+                           asyncio.create_task(self._listener_watch(), name="jobdesk-listener"),
+                           asyncio.create_task(self.supervisor.run(), name="jobdesk-supervisor")]
             for task in self._tasks:
                 task.add_done_callback(self._task_died)
             await self._stop.wait()
             await self._drain()
+            await self.supervisor.stop()
         finally:
             for task in self._tasks:
                 task.cancel()
@@ -140,13 +166,21 @@ class Worker:
     async def _drain(self) -> None:
         if self._ready:
             unstarted, self._ready = [j.id for j in self._ready], deque()
-            await self._db_call(lambda c: transitions.unclaim(c, self.worker_id, unstarted))
-        running = [t for _, t in self._running.values()]
-        if running:
-            _, pending = await asyncio.wait(running, timeout=self.settings.JOB_SHUTDOWN_TIMEOUT)
-            if pending:
-                log.warning("%d job(s) still running after %.0f s; putting them back",
-                            len(pending), self.settings.JOB_SHUTDOWN_TIMEOUT)
+            await self.db_call(lambda c: transitions.unclaim(c, self.worker_id, unstarted))
+        if self._running:
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + self.settings.JOB_SHUTDOWN_TIMEOUT if self._put_back_on_timeout else None
+            hard = asyncio.ensure_future(self._hard_stop.wait())
+            while self._running and not hard.done():
+                left = None if deadline is None else deadline - loop.time()
+                if left is not None and left <= 0:
+                    log.warning("jobs still running after %.0f s", self.settings.JOB_SHUTDOWN_TIMEOUT)
+                    break
+                tasks = [t for _, t in self._running.values()]
+                await asyncio.wait([*tasks, hard], timeout=left, return_when=asyncio.FIRST_COMPLETED)
+            hard.cancel()
+            if self._running:
+                log.warning("putting %d running job(s) back in the queue", len(self._running))
                 await self._put_back_running("worker stopped")
         # The pump writes what finished meanwhile, then returns.
         self._kick.set()
@@ -162,7 +196,7 @@ class Worker:
         for _, task in jobs:
             task.cancel()
         await asyncio.gather(*(t for _, t in jobs), return_exceptions=True)
-        await self._db_call(lambda c: transitions.put_back(c, self.worker_id, ids, reason))
+        await self.db_call(lambda c: transitions.put_back(c, self.worker_id, ids, reason))
 
     # -- database plumbing -----------------------------------------------------------------
 
@@ -199,18 +233,24 @@ class Worker:
             message = json.loads(payload)
         except ValueError:
             return
-        job_id = message.get("cancel") if isinstance(message, dict) else None
+        if not isinstance(message, dict):
+            return
+        if message.get("worker") == self.worker_id:
+            self.supervisor.kick()
+        job_id = message.get("cancel")
         if job_id in self._running:
-            self._cancel_running(job_id)
+            self.cancel_running(job_id)
 
-    def _cancel_running(self, job_id: str) -> None:
+    def cancel_running(self, job_id: str) -> None:
+        if job_id not in self._running:
+            return
         job, task = self._running[job_id]
         if job.cancel_event is not None:
             job.cancel_event.set()
         log.info("job %s cancelled by an operator", job_id)
         asyncio.get_running_loop().call_later(CANCEL_GRACE_S, lambda: task.done() or task.cancel())
 
-    async def _db_call(self, fn: Any) -> Any:
+    async def db_call(self, fn: Any) -> Any:  # noqa: ANN401
         """Run fn(conn), retrying with backoff while the database is unreachable."""
         assert self.pool is not None
         delay = 0.1
@@ -249,8 +289,8 @@ class Worker:
         poll = self.settings.JOB_PROCESSOR_POLL_INTERVAL
         while True:
             finished, self._plain_done = self._plain_done, []
-            free = 0 if self._stopping else (self._capacity() - len(self._running) - len(self._ready)
-                                             - self._reserved)
+            free = 0 if self._stopping or self.paused else (
+                self._capacity() - len(self._running) - len(self._ready) - self._reserved)
             if free <= 0 and not finished:
                 if self._stopping and not self._running and not self._plain_done:
                     self._kick.set()  # let the other pump see it too
@@ -261,7 +301,7 @@ class Worker:
             free = max(free, 0)
             self._reserved += free
             try:
-                written, jobs = await self._db_call(lambda c: transitions.complete_and_claim(
+                written, jobs = await self.db_call(lambda c: transitions.complete_and_claim(
                     c, self.worker_id, self.types, free, finished))
             finally:
                 self._reserved -= free
@@ -314,7 +354,7 @@ class Worker:
             result = _check_result(job, await processor.process(job))
         except asyncio.CancelledError:
             if job.cancelled:
-                await self._db_call(lambda c: transitions.mark_cancelled(c, self.worker_id, job))
+                await self.db_call(lambda c: transitions.mark_cancelled(c, self.worker_id, job))
                 return
             raise
         except PermanentJobError as exc:
@@ -324,7 +364,7 @@ class Worker:
             await self._record_failure(job, exc, permanent=False)
             return
         if job.cancelled:
-            await self._db_call(lambda c: transitions.mark_cancelled(c, self.worker_id, job))
+            await self.db_call(lambda c: transitions.mark_cancelled(c, self.worker_id, job))
         elif result.next_jobs or result.requires_approval:
             self._done.append((job, result))
             self._done_event.set()
@@ -334,7 +374,7 @@ class Worker:
     async def _record_failure(self, job: Job, exc: BaseException, *, permanent: bool) -> None:
         error, trace = transitions.format_exception(exc)
         self.stats["failed_attempts"] += 1
-        outcome = await self._db_call(lambda c: transitions.fail_attempt(
+        outcome = await self.db_call(lambda c: transitions.fail_attempt(
             c, self.worker_id, job, error, trace, intervals=self.settings.JOB_RETRY_INTERVALS,
             permanent=permanent))
         if not outcome.written:
@@ -342,6 +382,8 @@ class Worker:
         elif outcome.status == "failed":
             log.error("job %s (%s) failed for good after %d retries: %s", job.id, job.type,
                       outcome.retry_count, error)
+            self.supervisor.alerts.send(job_failed(job.id, job.type, job.pipeline_id, job.user_id,
+                                                   job.attempt, error))
         else:
             log.info("job %s (%s) failed (%s); retry %d in %.1f s", job.id, job.type, error,
                      outcome.retry_count, outcome.delay or 0)
@@ -360,18 +402,24 @@ class Worker:
             await self._write(batch)
 
     async def _write(self, batch: Sequence[tuple[Job, ProcessorResult]]) -> None:
+        """Write results that create next jobs or wait for approval, each batch in a transaction."""
+        refused: set[str] = set()
         try:
-            written = await self._db_call(lambda c: transitions.complete_batch(c, self.worker_id, batch))
+            written = await self.db_call(lambda c: transitions.complete_batch(c, self.worker_id, batch))
         except InvalidJob:
             # One result's next_jobs were refused; write the others and fail that one.
             written = set()
             for job, result in batch:
                 try:
-                    written |= await self._db_call(
+                    written |= await self.db_call(
                         lambda c, j=job, r=result: transitions.complete_batch(c, self.worker_id, [(j, r)]))
                 except InvalidJob as exc:
                     await self._record_failure(job, exc, permanent=True)
-                    written.add(job.id)
+                    refused.add(job.id)
+        for job, result in batch:
+            if result.requires_approval and job.id in written:
+                log.info("job %s (%s) waits for approval: jobdesk approve %s", job.id, job.type, job.id)
+        written |= refused
         self._account(batch, written)
 
     def _account(self, batch: Sequence[tuple[Job, ProcessorResult]], written: set[str]) -> None:
@@ -385,7 +433,7 @@ class Worker:
 
     async def _not_written(self, job: Job) -> None:
         """A finished job whose completion did not apply: cancelled meanwhile, or no longer ours."""
-        if await self._db_call(lambda c: transitions.mark_cancelled(c, self.worker_id, job)):
+        if await self.db_call(lambda c: transitions.mark_cancelled(c, self.worker_id, job)):
             log.info("job %s finished after it was cancelled; recorded as cancelled", job.id)
         else:
             log.warning("job %s finished, but this worker no longer owns it; result dropped", job.id)

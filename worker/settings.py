@@ -44,6 +44,8 @@ class Settings(BaseSettings):
     JOB_SHUTDOWN_TIMEOUT: float = Field(30, ge=0)
     # apprise URLs that receive admin alerts, comma-separated.
     JOB_ALERT_URLS: Annotated[list[str], NoDecode] = []
+    # Seconds over which alerts past the first few of a minute are gathered into one digest.
+    JOB_ALERT_DIGEST_SECONDS: float = Field(60, gt=0)
     # Seconds a console or CLI query may run before PostgreSQL cancels it.
     JOB_STATEMENT_TIMEOUT: float = Field(15, gt=0)
     # Log level of the worker: DEBUG, INFO, WARNING or ERROR.

@@ -1,0 +1,20 @@
+"""Processors used by the CLI and multi-worker tests, loaded with `--processors cli_processors`."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from worker import BaseProcessor, Job, ProcessorResult
+
+
+class RecordRun(BaseProcessor):
+    """Appends "job-id pid" to the file in RUN_LOG, so tests can count executions."""
+
+    async def process(self, job: Job) -> ProcessorResult:
+        with Path(os.environ["RUN_LOG"]).open("a") as log:
+            log.write(f"{job.id} {os.getpid()}\n")
+        return ProcessorResult({"pid": os.getpid()})
+
+
+PROCESSOR_MAP: dict[str, type[BaseProcessor]] = {"test.record": RecordRun}

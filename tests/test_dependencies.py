@@ -1,0 +1,50 @@
+"""The dependency counter stays right when children are enqueued while their parents complete."""
+
+from __future__ import annotations
+
+import asyncio
+
+import asyncpg
+
+from tests.helpers import RunningWorker, wait_for
+from worker import transitions
+from worker.db import connect
+from worker.models import JobCreate
+from worker.processors.builtin import EchoProcessor
+
+
+async def test_children_enqueued_during_parent_completion_are_released(dsn: str, conn: asyncpg.Connection) -> None:
+    parents = [JobCreate("echo", {"p": i}) for i in range(200)]
+    await transitions.enqueue(conn, parents)
+    worker = RunningWorker(dsn, {"echo": EchoProcessor()})
+    enqueuers = [await connect(dsn) for _ in range(3)]
+
+    async def enqueue_children(c: asyncpg.Connection, offset: int) -> None:
+        for parent in parents[offset::3]:
+            await transitions.enqueue(c, [JobCreate("echo", {"child_of": parent.id},
+                                                    dependent_on_jobs=[parent.id])])
+
+    try:
+        await asyncio.gather(*(enqueue_children(c, i) for i, c in enumerate(enqueuers)))
+        await wait_for(lambda: conn.fetchval("SELECT count(*) = 400 AND bool_and(status = 'completed') FROM jobs"),
+                       timeout=60, what="every parent and child to complete")
+    finally:
+        await worker.stop()
+        for c in enqueuers:
+            await c.close()
+    assert await conn.fetchval("SELECT count(*) FROM jobs WHERE pending_deps <> 0") == 0
+
+
+async def test_blocked_jobs_wait_for_every_dependency(dsn: str, conn: asyncpg.Connection) -> None:
+    a, b = JobCreate("echo", {}), JobCreate("never.served", {})
+    c = JobCreate("echo", {}, dependent_on_jobs=[a.id, b.id])
+    await transitions.enqueue(conn, [a, b, c])
+    worker = RunningWorker(dsn, {"echo": EchoProcessor()})
+    try:
+        await wait_for(lambda: conn.fetchval("SELECT status = 'completed' FROM jobs WHERE id = $1", a.id),
+                       what="a to complete")
+        await asyncio.sleep(0.3)
+        assert await conn.fetchval("SELECT status FROM jobs WHERE id = $1", c.id) == "queued"
+        assert await conn.fetchval("SELECT pending_deps FROM jobs WHERE id = $1", c.id) == 1
+    finally:
+        await worker.stop()

@@ -1,0 +1,115 @@
+"""The embedded default: DATABASE_URL unset means one PostgreSQL from the wheel, shared by every
+jobdesk command, stopped with the process that started it."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import JOBDESK, ROOT, cli_env, run_cli
+
+
+@pytest.fixture
+def data_dir() -> Iterator[Path]:
+    folder = Path(tempfile.mkdtemp(prefix="jdemb-"))
+    folder.chmod(0o755)
+    yield folder
+    subprocess.run(["rm", "-rf", str(folder)], check=False)
+
+
+def postmaster_pid(data_dir: Path) -> int | None:
+    pidfile = data_dir / "pg" / "data" / "postmaster.pid"
+    if not pidfile.exists():
+        return None
+    return int(pidfile.read_text().split()[0])
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie is dead for our purposes.
+    status = Path(f"/proc/{pid}/status")
+    return not (status.exists() and "State:\tZ" in status.read_text())
+
+
+def wait_dead(pid: int, timeout: float = 10) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not alive(pid):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def embedded(*args: str, data_dir: Path) -> subprocess.CompletedProcess[str]:
+    return run_cli(*args, dsn=None, JOBDESK_DATA_DIR=str(data_dir))
+
+
+def start_db(data_dir: Path) -> tuple[subprocess.Popen[str], str]:
+    proc = subprocess.Popen([*JOBDESK, "db"], env=cli_env(None, JOBDESK_DATA_DIR=str(data_dir)),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    assert proc.stdout is not None
+    line = proc.stdout.readline().strip()
+    assert line.startswith("DATABASE_URL=postgresql://"), (line, proc.stderr.read() if proc.poll() else "")
+    return proc, line.split("=", 1)[1]
+
+
+def test_commands_start_and_stop_the_embedded_server(data_dir: Path) -> None:
+    first = embedded("submit", "echo", "--input", '{"kept": true}', "--json", data_dir=data_dir)
+    assert first.returncode == 0, first.stderr
+    job_id = json.loads(first.stdout)["id"]
+    pid = postmaster_pid(data_dir)
+    assert pid is None or wait_dead(pid), "the server stops with the command that started it"
+    listed = embedded("jobs", "--json", data_dir=data_dir)
+    assert [j["id"] for j in json.loads(listed.stdout)] == [job_id], "data persists between runs"
+
+
+def test_db_runs_in_foreground_and_others_reuse_it(data_dir: Path) -> None:
+    proc, url = start_db(data_dir)
+    try:
+        pid = postmaster_pid(data_dir)
+        assert pid is not None and alive(pid)
+        assert "host=" in url and str(data_dir) in url
+        # Another command, without DATABASE_URL, reuses the running server...
+        assert embedded("submit", "echo", data_dir=data_dir).returncode == 0
+        assert postmaster_pid(data_dir) == pid and alive(pid)
+        # ...and so does a client given the printed URL.
+        assert run_cli("jobs", "--json", dsn=url).returncode == 0
+        again = embedded("db", data_dir=data_dir)
+        assert again.returncode == 0 and "already running" in again.stderr
+        if os.geteuid() == 0:
+            uid = int(Path(f"/proc/{pid}/status").read_text().split("Uid:")[1].split()[0])
+            assert uid != 0, "as root, the server runs as an unprivileged user"
+            assert oct(data_dir.stat().st_mode & 0o777) == "0o755", "no folder permissions loosened"
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(20) == 0
+        assert wait_dead(pid)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
+def test_kill_9_leaves_no_orphaned_server(data_dir: Path) -> None:
+    proc, _ = start_db(data_dir)
+    pid = postmaster_pid(data_dir)
+    assert pid is not None and alive(pid)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert wait_dead(pid), "the server outlived the process that started it"
+    # And the next command starts a fresh one on the same data.
+    assert embedded("jobs", data_dir=data_dir).returncode == 0
+
+
+def test_db_refuses_when_database_url_is_set() -> None:
+    proc = run_cli("db", dsn="postgresql://x@127.0.0.1:1/x")
+    assert proc.returncode == 1 and "DATABASE_URL is set" in proc.stderr

@@ -1,0 +1,52 @@
+"""`make run` for the engine alone: the embedded database, a worker and the demo pipeline.
+
+Everything runs in this one process (the database as its child), and Ctrl-C stops it all.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import shlex
+import sys
+
+from worker.cli import setup_logging
+from worker.client import JobClient
+from worker.db import resolve_target
+from worker.errors import JobdeskError
+from worker.processors.demo_video import demo_pipeline
+from worker.registry import instantiate, load_processor_classes
+from worker.runner import Worker
+from worker.settings import load_settings
+
+log = logging.getLogger("jobdesk.dev")
+
+
+async def main() -> None:
+    settings = load_settings()
+    setup_logging(settings.LOG_LEVEL)
+    target = resolve_target(settings)
+    client = await JobClient.connect(target.dsn if not target.embedded else None, settings=settings,
+                                     source="cli", pool_size=2)
+    try:
+        first = demo_pipeline()
+        await client.enqueue_many([first])
+    finally:
+        await client.close()
+    env = "" if not target.embedded else f"DATABASE_URL={shlex.quote(target.dsn)} "
+    log.info("database: %s", target.describe())
+    log.info("demo pipeline %s enqueued; watch it with: %s.venv/bin/jobdesk jobs --pipeline %s",
+             first.pipeline_id, env, first.pipeline_id)
+    log.info("the video stage waits for approval: %s.venv/bin/jobdesk approve ID (Ctrl-C stops everything)", env)
+    worker = Worker(settings, target.dsn, instantiate(load_processor_classes(settings.JOB_PROCESSOR_MODULES,
+                                                                             settings.JOB_PROCESSOR_PATH)))
+    worker.install_signal_handlers()
+    await worker.run()
+
+
+if __name__ == "__main__":
+    try:
+        asyncio.run(main())
+    except JobdeskError as exc:
+        print(f"jobdesk: error: {exc}", file=sys.stderr)
+        sys.exit(1)

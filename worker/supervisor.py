@@ -1,0 +1,122 @@
+"""What keeps a worker honest beside running jobs: its heartbeat, operator commands, the rescue
+of jobs whose worker died, cancellations it missed, and admin alerts."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+from typing import TYPE_CHECKING
+
+from worker import __version__, fleet, transitions
+from worker.alerts import AlertSender, job_failed, worker_lost
+from worker.db import CONNECTION_ERRORS
+
+if TYPE_CHECKING:
+    from worker.runner import Worker
+
+log = logging.getLogger("jobdesk.worker")
+
+
+class Supervisor:
+    """Runs beside a Worker; one per worker process."""
+
+    def __init__(self, worker: Worker) -> None:
+        self.worker = worker
+        settings = worker.settings
+        self.interval = settings.JOB_HEARTBEAT_INTERVAL
+        self.lease = settings.JOB_LEASE_TIMEOUT
+        self.alerts = AlertSender(settings.JOB_ALERT_URLS, digest_window_s=settings.JOB_ALERT_DIGEST_SECONDS)
+        self._beat = asyncio.Event()
+
+    @property
+    def state(self) -> str:
+        w = self.worker
+        if w.draining:
+            return "draining"
+        return "paused" if w.paused else "running"
+
+    async def start(self) -> None:
+        """Register, and take back what dead workers left behind, before the first claim."""
+        w = self.worker
+        self.alerts.start()
+        await w.db_call(lambda c: fleet.register(c, w.worker_id, socket.gethostname(), os.getpid(),
+                                                 w.concurrency, w.types, __version__))
+        await self.rescue()
+
+    async def stop(self) -> None:
+        w = self.worker
+        try:
+            async with asyncio.timeout(5):
+                await w.db_call(lambda c: fleet.set_state(c, w.worker_id, "stopped"))
+        except TimeoutError:
+            log.warning("could not record that this worker stopped (database unreachable)")
+        await self.alerts.close()
+
+    def kick(self) -> None:
+        """Heartbeat now (a control NOTIFY arrived)."""
+        self._beat.set()
+
+    async def run(self) -> None:
+        while True:
+            try:
+                await asyncio.wait_for(self._beat.wait(), self.interval)
+            except TimeoutError:
+                pass
+            self._beat.clear()
+            try:
+                await self.tick()
+            except CONNECTION_ERRORS:
+                pass  # db_call already logs outages; the next tick tries again
+
+    async def tick(self) -> None:
+        w = self.worker
+        requested, was_lost = await w.db_call(lambda c: fleet.heartbeat(c, w.worker_id, self.state))
+        if was_lost:
+            log.warning("this worker was declared lost (no heartbeat for %.0f s); its running jobs were "
+                        "taken back and their results will be dropped", self.lease)
+            await w.db_call(lambda c: fleet.register(c, w.worker_id, socket.gethostname(), os.getpid(),
+                                                     w.concurrency, w.types, __version__))
+        if requested:
+            command = await w.db_call(lambda c: fleet.take_request(c, w.worker_id))
+            if command:
+                self.apply(command)
+        running = list(w.running_ids())
+        if running:
+            for job_id in await w.db_call(lambda c: transitions.inactive_among(c, running)):
+                w.cancel_running(job_id)
+        await self.rescue()
+
+    def apply(self, command: str) -> None:
+        w = self.worker
+        log.info("operator asked this worker to %s", command)
+        if command == "pause":
+            w.paused = True
+        elif command == "resume":
+            w.paused = False
+            w.kick()
+        elif command == "drain":
+            w.draining = True
+            w.request_stop(put_back=False)
+        elif command == "stop":
+            w.request_stop()
+        self._beat.set()  # report the new state at once
+
+    async def rescue(self) -> None:
+        w = self.worker
+        lost = await w.db_call(lambda c: fleet.mark_stale_workers_lost(c, self.lease, w.worker_id))
+        rows = await w.db_call(lambda c: transitions.rescue_lost_jobs(c, w.worker_id, self.lease,
+                                                                      w.settings.JOB_RETRY_INTERVALS))
+        for worker in lost:
+            log.warning("worker %s on %s (pid %s) is lost: no heartbeat since %s", worker["id"], worker["host"],
+                        worker["pid"], worker["heartbeat_at"])
+            self.alerts.send(worker_lost(worker["id"], worker["host"], worker["pid"],
+                                         [r["id"] for r in rows]))
+        for row in rows:
+            log.warning("job %s (%s) taken back from a lost worker: now %s", row["id"], row["type"], row["status"])
+            if row["status"] == "failed":
+                self.alerts.send(job_failed(row["id"], row["type"], row["pipeline_id"], row["user_id"],
+                                            row["attempts"], "worker lost"))
+        if rows:
+            w.kick()
