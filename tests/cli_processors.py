@@ -18,3 +18,18 @@ class RecordRun(BaseProcessor):
 
 
 PROCESSOR_MAP: dict[str, type[BaseProcessor]] = {"test.record": RecordRun}
+
+
+class SleepRecord(BaseProcessor):
+    """Sleeps input_data["seconds"] (default 0.01), then records the run like RecordRun."""
+
+    async def process(self, job: Job) -> ProcessorResult:
+        import asyncio
+
+        await asyncio.sleep(float(job.input_data.get("seconds", 0.01)))
+        with Path(os.environ["RUN_LOG"]).open("a") as log:
+            log.write(f"{job.id} {os.getpid()}\n")
+        return ProcessorResult({"pid": os.getpid()})
+
+
+PROCESSOR_MAP["test.sleep_record"] = SleepRecord

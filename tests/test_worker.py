@@ -217,3 +217,14 @@ async def test_running_job_cancelled_by_operator(conn: asyncpg.Connection, dsn: 
         await worker.stop()
     outcome = await conn.fetchval("SELECT outcome FROM job_attempts WHERE job_id = $1", a.id)
     assert outcome == "cancelled"
+
+
+async def test_cancel_without_notify_is_seen_at_the_next_heartbeat(conn: asyncpg.Connection, dsn: str) -> None:
+    [job_id] = await transitions.enqueue(conn, [JobCreate("sleep", {"seconds": 30})])
+    worker = RunningWorker(dsn, {"sleep": SleepProcessor()}, JOB_HEARTBEAT_INTERVAL=0.3)
+    try:
+        await wait_for(lambda: done(conn, job_id, status="in_progress"), what="the job to start")
+        await conn.execute("UPDATE jobs SET is_active = false WHERE id = $1", job_id)  # no NOTIFY
+        await wait_for(lambda: done(conn, job_id, status="cancelled"), timeout=2, what="cancellation")
+    finally:
+        await worker.stop()

@@ -96,6 +96,11 @@ def build_parser() -> ArgumentParser:
     p = sub.add_parser("reject", parents=[common], help="reject jobs waiting for approval")
     p.add_argument("ids", nargs="+", metavar="ID")
     p.add_argument("--reason", required=True, metavar="TEXT")
+    sub.add_parser("workers", parents=[common], help="list workers and what they run")
+    p = sub.add_parser("worker-ctl", parents=[common], help="pause, resume, drain or stop a worker")
+    p.add_argument("id", metavar="ID")
+    p.add_argument("action", metavar="ACTION", choices=["pause", "resume", "drain", "stop"],
+                   help="pause, resume, drain or stop")
     return parser
 
 
@@ -329,10 +334,52 @@ def cmd_db(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+async def cmd_workers(args: argparse.Namespace, settings: Settings) -> int:
+    from worker import fleet
+
+    client = await _client(settings)
+    try:
+        async with client.pool.acquire() as conn:
+            workers = await fleet.list_workers(conn)
+    finally:
+        await client.close()
+    if args.json:
+        _print_json([w.to_json() for w in workers])
+        return 0
+    if not workers:
+        print("no workers")
+        return 0
+    rows = [("ID", "HOST", "PID", "STATE", "SLOTS", "RUNNING", "HEARTBEAT", "TYPES")]
+    for w in workers:
+        stale = w.state in fleet.LIVE_STATES and w.heartbeat_age_s > settings.JOB_LEASE_TIMEOUT
+        rows.append((w.id, w.host[:20], str(w.pid), "lost?" if stale else w.state, str(w.concurrency),
+                     str(len(w.running_jobs)), f"{w.heartbeat_age_s:.0f}s ago", ",".join(w.job_types)[:40]))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    for r in rows:
+        print("  ".join(c.ljust(wd) for c, wd in zip(r, widths)).rstrip())
+    return 0
+
+
+async def cmd_worker_ctl(args: argparse.Namespace, settings: Settings) -> int:
+    from worker import fleet
+
+    client = await _client(settings)
+    try:
+        async with client.pool.acquire() as conn:
+            record = await fleet.request(conn, args.id, args.action)
+    finally:
+        await client.close()
+    if args.json:
+        _print_json({"worker": record.id, "requested": args.action})
+    else:
+        print(f"asked worker {record.id} on {record.host} to {args.action}")
+    return 0
+
+
 ASYNC_COMMANDS: dict[str, Callable[[argparse.Namespace, Settings], Coroutine[Any, Any, int]]] = {
     "migrate": cmd_migrate, "submit": cmd_submit, "jobs": cmd_jobs, "show": cmd_show,
     "cancel": cmd_action, "retry": cmd_action, "approve": cmd_action, "reject": cmd_action,
-    "demo": cmd_demo, "worker": cmd_worker,
+    "demo": cmd_demo, "worker": cmd_worker, "workers": cmd_workers, "worker-ctl": cmd_worker_ctl,
 }
 
 

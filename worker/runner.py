@@ -84,6 +84,7 @@ class Worker:
         self._side_tasks: set[asyncio.Task[None]] = set()
         self._avg_run_s: float | None = None
         self._reserved = 0  # slots a claim in flight may fill
+        self._writing: set[str] = set()  # finished jobs whose results are being written
         self._stop = asyncio.Event()
         self._hard_stop = asyncio.Event()
         self._stopping = False
@@ -120,6 +121,11 @@ class Worker:
 
     def running_ids(self) -> list[str]:
         return list(self._running)
+
+    def known_ids(self) -> list[str]:
+        """Every job this worker holds: running, waiting for a slot, or finished but unwritten."""
+        return [*self._running, *(j.id for j in self._ready), *(j.id for j, _ in self._plain_done),
+                *(j.id for j, _ in self._done), *self._writing]
 
     def install_signal_handlers(self) -> None:
         loop = asyncio.get_running_loop()
@@ -300,11 +306,14 @@ class Worker:
                 continue
             free = max(free, 0)
             self._reserved += free
+            writing = {j.id for j, _ in finished}
+            self._writing |= writing
             try:
                 written, jobs = await self.db_call(lambda c: transitions.complete_and_claim(
                     c, self.worker_id, self.types, free, finished))
             finally:
                 self._reserved -= free
+                self._writing -= writing
             self.stats["rounds"] += 1
             if finished:
                 self._account(finished, written)
@@ -399,7 +408,12 @@ class Worker:
         while self._done:
             batch, self._done = self._done, []
             self._done_event.clear()
-            await self._write(batch)
+            writing = {j.id for j, _ in batch}
+            self._writing |= writing
+            try:
+                await self._write(batch)
+            finally:
+                self._writing -= writing
 
     async def _write(self, batch: Sequence[tuple[Job, ProcessorResult]]) -> None:
         """Write results that create next jobs or wait for approval, each batch in a transaction."""
@@ -432,8 +446,11 @@ class Worker:
                     task.add_done_callback(self._side_tasks.discard)
 
     async def _not_written(self, job: Job) -> None:
-        """A finished job whose completion did not apply: cancelled meanwhile, or no longer ours."""
+        """A finished job whose completion did not apply: cancelled meanwhile, already recorded
+        (the answer to a write was lost with the connection), or no longer ours."""
         if await self.db_call(lambda c: transitions.mark_cancelled(c, self.worker_id, job)):
             log.info("job %s finished after it was cancelled; recorded as cancelled", job.id)
-        else:
+            return
+        status = await self.db_call(lambda c: c.fetchval("SELECT status FROM jobs WHERE id = $1", job.id))
+        if status not in ("completed", "waiting_approval"):
             log.warning("job %s finished, but this worker no longer owns it; result dropped", job.id)

@@ -86,6 +86,12 @@ class Supervisor:
         if running:
             for job_id in await w.db_call(lambda c: transitions.inactive_among(c, running)):
                 w.cancel_running(job_id)
+        known = w.known_ids()
+        orphans = await w.db_call(lambda c: transitions.release_orphans(c, w.worker_id, known,
+                                                                        max(5.0, 2 * self.interval)))
+        if orphans:
+            log.warning("gave back %d job(s) whose claim answer was lost with the connection", len(orphans))
+            w.kick()
         await self.rescue()
 
     def apply(self, command: str) -> None:

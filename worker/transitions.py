@@ -362,6 +362,26 @@ async def unclaim(conn: asyncpg.Connection, worker_id: str, job_ids: Sequence[st
     await conn.execute(_UNCLAIM, worker_id, list(job_ids))
 
 
+_ORPHANS = """
+SELECT id FROM jobs
+ WHERE status = 'in_progress' AND worker_id = $1 AND NOT (id = ANY($2::text[]))
+   AND updated_at < now() - make_interval(secs => $3)
+"""
+
+
+async def release_orphans(conn: asyncpg.Connection, worker_id: str, known: Sequence[str],
+                          older_than_s: float) -> list[str]:
+    """Give back jobs the database says this worker owns but the worker does not know of.
+
+    That happens when a claim committed but its answer was lost with the connection. Only
+    jobs claimed more than `older_than_s` ago count, so a claim still in flight is left alone.
+    """
+    ids = [r["id"] for r in await conn.fetch(_ORPHANS, worker_id, list(known), older_than_s)]
+    if ids:
+        await conn.execute(_UNCLAIM, worker_id, ids)
+    return ids
+
+
 _MARK_CANCELLED = """
 WITH upd AS (
     UPDATE jobs SET status = 'cancelled', worker_id = NULL, updated_at = now(),
