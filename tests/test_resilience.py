@@ -182,7 +182,7 @@ async def test_pause_resume_and_drain_through_the_control_channel(dsn: str, conn
     await assert_no_job_lost(conn, 2)
 
 
-@pytest.mark.parametrize(("workers", "jobs"), [(3, 3000)])
+@pytest.mark.parametrize(("workers", "jobs"), [(2, 1000), (3, 3000)])
 async def test_many_workers_run_each_job_exactly_once(dsn: str, conn: asyncpg.Connection, tmp_path: Path,
                                                       workers: int, jobs: int) -> None:
     log = tmp_path / "runs.txt"
@@ -198,5 +198,8 @@ async def test_many_workers_run_each_job_exactly_once(dsn: str, conn: asyncpg.Co
         for proc in procs:
             assert proc.wait(30) == 0
     counts = runs(log)
-    assert len(counts) == jobs and set(counts.values()) == {1}
+    assert len(counts) == jobs and set(counts.values()) == {1}, "a job ran twice"
+    pids = {line.split()[1] for line in log.read_text().splitlines()}
+    assert len(pids) == workers, "every worker took part"
+    assert await conn.fetchval("SELECT max(attempts) FROM jobs") == 1
     await assert_no_job_lost(conn, jobs)

@@ -8,7 +8,7 @@ from typing import Any
 
 import asyncpg
 
-from tests.helpers import RunningWorker, wait_for
+from tests.helpers import RunningWorker, assert_no_job_lost, wait_for
 from worker import transitions
 from worker.errors import PermanentJobError
 from worker.models import Job, JobCreate, ProcessorResult
@@ -217,6 +217,7 @@ async def test_running_job_cancelled_by_operator(conn: asyncpg.Connection, dsn: 
         await worker.stop()
     outcome = await conn.fetchval("SELECT outcome FROM job_attempts WHERE job_id = $1", a.id)
     assert outcome == "cancelled"
+    await assert_no_job_lost(conn, 2)
 
 
 async def test_cancel_without_notify_is_seen_at_the_next_heartbeat(conn: asyncpg.Connection, dsn: str) -> None:

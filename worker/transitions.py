@@ -133,6 +133,18 @@ async def enqueue(conn: asyncpg.Connection, jobs: Sequence[JobCreate]) -> list[s
 
 # -- worker side ----------------------------------------------------------------------------
 
+# The runnable jobs a worker may claim ($2: its types, $3: how many), oldest first, locked.
+# Runnable rows are exactly those of jobs_claimable_idx, so blocked and finished rows cost nothing.
+_PICK = """
+SELECT id FROM jobs
+ WHERE status = 'queued' AND pending_deps = 0 AND is_active
+   AND (next_retry_at IS NULL OR next_retry_at <= now())
+   AND type = ANY($2::text[])
+ ORDER BY priority DESC, seq
+ LIMIT $3
+   FOR UPDATE SKIP LOCKED
+"""
+
 # Completes the jobs a worker finished and claims more, in one statement and one commit.
 _EXCHANGE = """
 WITH done AS (
@@ -143,15 +155,7 @@ WITH done AS (
      WHERE j.id = u.id AND j.worker_id = $1 AND j.attempts = u.attempt
        AND j.status = 'in_progress' AND j.is_active
     RETURNING j.id
-), picked AS (
-    SELECT id FROM jobs
-     WHERE status = 'queued' AND pending_deps = 0 AND is_active
-       AND (next_retry_at IS NULL OR next_retry_at <= now())
-       AND type = ANY($2::text[])
-     ORDER BY priority DESC, seq
-     LIMIT $3
-       FOR UPDATE SKIP LOCKED
-), claimed AS (
+), picked AS (""" + _PICK + """), claimed AS (
     UPDATE jobs AS j
        SET status = 'in_progress', worker_id = $1, attempts = j.attempts + 1,
            started_at = now(), updated_at = now()
@@ -181,13 +185,7 @@ WITH async_commit AS (
 UPDATE jobs AS j
    SET status = 'in_progress', worker_id = $1, attempts = j.attempts + 1,
        started_at = now(), updated_at = now()
-  FROM (SELECT id FROM jobs
-         WHERE status = 'queued' AND pending_deps = 0 AND is_active
-           AND (next_retry_at IS NULL OR next_retry_at <= now())
-           AND type = ANY($2::text[])
-         ORDER BY priority DESC, seq
-         LIMIT $3
-           FOR UPDATE SKIP LOCKED) AS picked
+  FROM (""" + _PICK + """) AS picked
  WHERE j.id = picked.id AND (SELECT setting FROM async_commit) = 'off'
 RETURNING true AS claimed, j.id, j.type, j.input_data, j.user_id, j.pipeline_id, j.retry_count,
           j.attempts, j.priority, j.seq
