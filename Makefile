@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test venv worker demo db bench lint clean
+.PHONY: run test venv worker demo db bench lint clean screenshots
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -38,3 +38,7 @@ bench: $(STAMP)
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info .pytest_cache
+
+## screenshots: the console rendered offscreen with demo data, light and dark
+screenshots: $(STAMP)
+	QT_QPA_PLATFORM=offscreen $(PY) -m desktop.screenshots screenshots

@@ -1,0 +1,161 @@
+"""The console's link to PostgreSQL: a pool for queries, one LISTEN connection for pushed
+changes, and reconnection when the database goes away. Plain asyncio; Qt sees it through signals."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+import asyncpg
+from PySide6.QtCore import QObject, Signal
+
+from desktop.tasks import spawn
+from worker.client import JobClient
+from worker.db import CONNECTION_ERRORS, connect, describe
+from worker.settings import Settings
+
+log = logging.getLogger("jobdesk.console")
+T = TypeVar("T")
+
+CHANGES_CHANNEL = "jobdesk_job_changes"
+COALESCE_S = 0.25  # bursts of NOTIFYs collapse into one refresh per this many seconds
+POLL_S = 2.0  # without LISTEN, the console polls this often
+RETRY_MAX_S = 5.0
+
+
+class ConsoleConnection(QObject):
+    """Owns the database side of the console and reports what happens to it."""
+
+    connected = Signal(str)  # a description of the database
+    disconnected = Signal(str)  # why
+    jobs_changed = Signal(object)  # a set of job ids, or None for "reload everything"
+    writable_changed = Signal(bool)
+
+    def __init__(self, dsn: str, settings: Settings, *, embedded: bool, read_only: bool = False) -> None:
+        super().__init__()
+        self.dsn = dsn
+        self.settings = settings
+        self.embedded = embedded
+        self.forced_read_only = read_only
+        self.client: JobClient | None = None
+        self.writable = False
+        self.is_connected = False
+        self._listener: asyncpg.Connection | None = None
+        self._pending: set[str] = set()
+        self._reload = False
+        self._flush_handle: asyncio.TimerHandle | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._closing = False
+
+    def describe(self) -> str:
+        return ("embedded " if self.embedded else "") + describe(self.dsn)
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._keep_connected(), name="console-connection")
+
+    async def close(self) -> None:
+        self._closing = True
+        if self._flush_handle is not None:
+            self._flush_handle.cancel()
+            self._flush_handle = None
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+        await self._drop()
+
+    async def run(self, fn: Callable[[JobClient], Awaitable[T]]) -> T:
+        """Run `fn(client)`; a lost connection is reported and re-raised."""
+        if self.client is None:
+            raise ConnectionError("not connected to the database")
+        try:
+            return await fn(self.client)
+        except CONNECTION_ERRORS as exc:
+            self._lost(exc)
+            raise
+
+    # -- internals --------------------------------------------------------------------------
+
+    async def _keep_connected(self) -> None:
+        delay = 0.5
+        while not self._closing:
+            if not self.is_connected:
+                try:
+                    await self._open()
+                    delay = 0.5
+                except Exception as exc:  # every failure here means "try again later"
+                    self.disconnected.emit(_reason(exc))
+                    await asyncio.sleep(delay)
+                    delay = min(delay * 2, RETRY_MAX_S)
+                    continue
+            await asyncio.sleep(POLL_S)
+            if self._listener is None:
+                self._queue(None)  # no LISTEN: poll
+                continue
+            try:
+                await self._listener.execute("SELECT 1")
+            except Exception as exc:
+                self._lost(exc)
+
+    async def _open(self) -> None:
+        self.client = await JobClient.connect(self.dsn, settings=self.settings, source="console", pool_size=4)
+        try:
+            self._listener = await connect(self.dsn)
+            await self._listener.add_listener(CHANGES_CHANNEL, self._on_notify)
+        except Exception as exc:
+            log.warning("live updates unavailable (%s); polling every %.0f s", _reason(exc), POLL_S)
+            self._listener = None
+        self.writable = not self.forced_read_only and await self._can_write()
+        self.is_connected = True
+        self.connected.emit(self.describe())
+        self.writable_changed.emit(self.writable)
+        self._queue(None)  # whatever changed while we were away
+
+    async def _can_write(self) -> bool:
+        assert self.client is not None
+        return bool(await self.client.pool.fetchval(
+            "SELECT has_table_privilege(current_user, 'jobs', 'UPDATE') "
+            "AND NOT pg_is_in_recovery() AND current_setting('transaction_read_only') = 'off'"))
+
+    def _lost(self, exc: BaseException) -> None:
+        if not self.is_connected:
+            return
+        self.is_connected = False
+        self.disconnected.emit(_reason(exc))
+        spawn(self._drop(), "console-drop")
+
+    async def _drop(self) -> None:
+        listener, self._listener = self._listener, None
+        client, self.client = self.client, None
+        if listener is not None:
+            listener.terminate()
+        if client is not None:
+            client.pool.terminate()
+
+    def _on_notify(self, _conn: object, _pid: int, _channel: str, payload: str) -> None:
+        self._queue(None if payload == "*" else set(payload.split(",")))
+
+    def _queue(self, ids: set[str] | None) -> None:
+        if ids is None:
+            self._reload = True
+        else:
+            self._pending |= ids
+        if self._flush_handle is None:
+            self._flush_handle = asyncio.get_running_loop().call_later(COALESCE_S, self._flush)
+
+    def _flush(self) -> None:
+        self._flush_handle = None
+        if self._closing:
+            return
+        if self._reload:
+            self._reload, self._pending = False, set()
+            self.jobs_changed.emit(None)
+        elif self._pending:
+            ids, self._pending = self._pending, set()
+            self.jobs_changed.emit(ids)
+
+
+def _reason(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return text

@@ -1,0 +1,111 @@
+"""Cancel, retry, approve and reject on the selected jobs, through the same `worker.transitions`
+as the CLI. Each action is enabled only where it is legal for every selected job."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+from PySide6.QtCore import QObject, Signal
+from PySide6.QtGui import QAction, QKeySequence
+from PySide6.QtWidgets import QInputDialog, QMessageBox, QWidget
+
+from desktop.tasks import spawn
+from desktop.theme import icon
+from worker.errors import JobdeskError
+from worker.job_queries import JobRow
+from worker.transitions import is_legal
+
+# action name: (label, shortcut, confirmation question or None)
+ACTIONS: dict[str, tuple[str, str, str | None]] = {
+    "cancel": ("Cancel", "Ctrl+K", "Cancel {n} job(s)? Jobs that depend on them are cancelled too."),
+    "retry": ("Retry", "Ctrl+R", None),
+    "approve": ("Approve", "Ctrl+Return", None),
+    "reject": ("Reject…", "Ctrl+Shift+J", None),
+}
+
+
+class JobActions(QObject):
+    """Owns the QActions and runs them; reports results as messages."""
+
+    message = Signal(str)  # a result for the status bar
+    error = Signal(str)  # a refusal or a failure, for an error box
+    done = Signal(list)  # ids changed
+
+    def __init__(self, parent: QWidget, run: Callable[[Callable[[Any], Awaitable[Any]]], Awaitable[Any]]) -> None:
+        super().__init__(parent)
+        self._parent = parent
+        self._run = run
+        self.selection: list[JobRow] = []
+        self.read_only = False
+        self.connected = False
+        self.busy = False
+        self.actions: dict[str, QAction] = {}
+        for name, (label, shortcut, _) in ACTIONS.items():
+            action = QAction(icon(name), label, parent)
+            action.setShortcut(QKeySequence(shortcut))
+            action.setToolTip(f"{label.rstrip('…')} the selected jobs ({shortcut})")
+            action.triggered.connect(lambda _checked=False, n=name: self.trigger(n))
+            self.actions[name] = action
+        self.update_enabled()
+
+    def set_selection(self, rows: Sequence[JobRow]) -> None:
+        self.selection = list(rows)
+        self.update_enabled()
+
+    def set_read_only(self, read_only: bool) -> None:
+        self.read_only = read_only
+        for action in self.actions.values():
+            action.setVisible(not read_only)
+        self.update_enabled()
+
+    def set_connected(self, connected: bool) -> None:
+        self.connected = connected
+        self.update_enabled()
+
+    def legal(self, name: str) -> bool:
+        return (bool(self.selection) and self.connected and not self.read_only and not self.busy
+                and all(is_legal(name, row.status) for row in self.selection))
+
+    def update_enabled(self) -> None:
+        for name, action in self.actions.items():
+            action.setEnabled(self.legal(name))
+
+    def trigger(self, name: str) -> None:
+        if not self.legal(name):
+            return
+        ids = [row.id for row in self.selection]
+        reason = None
+        question = ACTIONS[name][2]
+        if question is not None:
+            answer = QMessageBox.question(self._parent, "jobdesk", question.format(n=len(ids)))
+            if answer != QMessageBox.StandardButton.Yes:
+                return
+        if name == "reject":
+            reason, ok = QInputDialog.getText(self._parent, "Reject", f"Why reject {len(ids)} job(s)?")
+            if not ok or not reason.strip():
+                return
+        spawn(self.perform(name, ids, reason), f"action-{name}")
+
+    async def perform(self, name: str, ids: list[str], reason: str | None = None) -> list[str]:
+        """Run an action (no dialogs); returns the ids changed, or [] after reporting an error."""
+        self.busy = True
+        self.update_enabled()
+        try:
+            if name == "reject":
+                changed = await self._run(lambda c: c.reject(ids, reason or ""))
+            else:
+                changed = await self._run(lambda c: getattr(c, name)(ids))
+        except JobdeskError as exc:
+            self.error.emit(str(exc))
+            return []
+        except Exception as exc:  # a lost connection or a database error: readable, never a crash
+            self.error.emit(f"{ACTIONS[name][0].rstrip('…')} failed: {exc}")
+            return []
+        finally:
+            self.busy = False
+            self.update_enabled()
+        changed_ids = list(changed)
+        self.message.emit(f"{ACTIONS[name][0].rstrip('…')}: {len(changed_ids)} job(s)")
+        self.done.emit(changed_ids)
+        return changed_ids

@@ -1,0 +1,201 @@
+"""Detail panes of the selected job: metadata, input and result JSON, error, attempt history,
+dependencies. Large JSON documents are shown lazily and truncated, so they never freeze the UI."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QFont, QFontDatabase
+from PySide6.QtWidgets import (
+    QFormLayout,
+    QLabel,
+    QPlainTextEdit,
+    QSplitter,
+    QTableWidget,
+    QTableWidgetItem,
+    QTabWidget,
+    QTreeWidget,
+    QTreeWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
+
+from desktop.jobs.job_table_model import relative
+from desktop.theme import STATUS_COLOURS, STATUS_SYMBOLS
+from worker.models import JobRecord
+
+RAW_LIMIT = 200_000  # characters of raw JSON shown; the rest is cut with a note
+CHILD_LIMIT = 500  # children shown per JSON node
+
+
+def monospace() -> QFont:
+    return QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont)
+
+
+class JsonView(QWidget):
+    """An expandable JSON tree (children built on first expand) over a raw, copyable text view."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tree = QTreeWidget()
+        self.tree.setHeaderLabels(["Key", "Value"])
+        self.tree.setColumnWidth(0, 180)
+        self.tree.itemExpanded.connect(self._expand)
+        self.raw = QPlainTextEdit()
+        self.raw.setReadOnly(True)
+        self.raw.setFont(monospace())
+        split = QSplitter(Qt.Orientation.Vertical)
+        split.addWidget(self.tree)
+        split.addWidget(self.raw)
+        split.setSizes([300, 120])
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addWidget(split)
+        self._values: dict[int, Any] = {}
+
+    def show_value(self, value: Any) -> None:
+        self.tree.clear()
+        self._values.clear()
+        if value is None:
+            self.raw.setPlainText("(none)")
+            return
+        self._add_children(self.tree.invisibleRootItem(), value)
+        text = json.dumps(value, indent=2, ensure_ascii=False)
+        if len(text) > RAW_LIMIT:
+            text = text[:RAW_LIMIT] + f"\n… cut: {len(text) - RAW_LIMIT:,} more characters"
+        self.raw.setPlainText(text)
+
+    def _add_children(self, parent: QTreeWidgetItem, value: Any) -> None:
+        items = list(value.items()) if isinstance(value, dict) else list(enumerate(value))
+        for key, child in items[:CHILD_LIMIT]:
+            item = QTreeWidgetItem(parent, [str(key), _summary(child)])
+            if isinstance(child, (dict, list)) and child:
+                self._values[id(item)] = child
+                QTreeWidgetItem(item, ["…", ""])  # placeholder until expanded
+        if len(items) > CHILD_LIMIT:
+            QTreeWidgetItem(parent, ["…", f"{len(items) - CHILD_LIMIT:,} more (see the raw view)"])
+
+    def _expand(self, item: QTreeWidgetItem) -> None:
+        value = self._values.pop(id(item), None)
+        if value is None:
+            return
+        item.takeChildren()
+        self._add_children(item, value)
+
+
+def _summary(value: Any) -> str:
+    if isinstance(value, dict):
+        return f"{{{len(value)} keys}}"
+    if isinstance(value, list):
+        return f"[{len(value)} items]"
+    text = json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= 200 else text[:200] + "…"
+
+
+class JobDetail(QWidget):
+    """Everything about one job. `job_link_clicked` carries the id of a linked job."""
+
+    job_link_clicked = Signal(str)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.title = QLabel("Select a job")
+        self.title.setObjectName("detailTitle")
+        self.title.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.meta = QFormLayout()
+        self.meta_labels: dict[str, QLabel] = {}
+        for key in ("Status", "Type", "Pipeline", "User", "Attempts", "Created", "Started", "Finished",
+                    "Next retry", "Worker", "Depends on", "Dependants"):
+            label = QLabel("")
+            label.setTextInteractionFlags(Qt.TextInteractionFlag.TextBrowserInteraction)
+            label.setWordWrap(True)
+            label.linkActivated.connect(self.job_link_clicked.emit)
+            self.meta_labels[key] = label
+            self.meta.addRow(key, label)
+        self.input_view = JsonView()
+        self.result_view = JsonView()
+        self.error_view = QPlainTextEdit()
+        self.error_view.setReadOnly(True)
+        self.error_view.setFont(monospace())
+        self.history = QTableWidget(0, 5)
+        self.history.setHorizontalHeaderLabels(["Attempt", "Outcome", "Finished", "Duration", "Error"])
+        self.history.horizontalHeader().setStretchLastSection(True)
+        self.history.verticalHeader().hide()
+        self.history.setEditTriggers(QTableWidget.EditTrigger.NoEditTriggers)
+        self.tabs = QTabWidget()
+        self.tabs.addTab(self.input_view, "Input")
+        self.tabs.addTab(self.result_view, "Result")
+        self.tabs.addTab(self.error_view, "Error")
+        self.tabs.addTab(self.history, "History")
+        meta_box = QWidget()
+        meta_box.setLayout(self.meta)
+        layout = QVBoxLayout(self)
+        layout.addWidget(self.title)
+        layout.addWidget(meta_box)
+        layout.addWidget(self.tabs, 1)
+        self.job_id: str | None = None
+
+    def clear(self) -> None:
+        self.job_id = None
+        self.title.setText("Select a job")
+        for label in self.meta_labels.values():
+            label.setText("")
+        self.input_view.show_value(None)
+        self.result_view.show_value(None)
+        self.error_view.setPlainText("")
+        self.history.setRowCount(0)
+
+    def show_job(self, record: JobRecord, attempts: list[dict[str, Any]], dependants: list[str]) -> None:
+        now = datetime.now(UTC)
+        self.job_id = record.id
+        self.title.setText(f"<b>{record.type}</b> &nbsp; <code>{record.id}</code>")
+        background, foreground = STATUS_COLOURS[record.status]
+        status = record.status.value.replace("_", " ")
+        inactive = "" if record.is_active or record.status.value == "cancelled" else " (cancel requested)"
+        self._set("Status", f"<span style='background:{background}; color:{foreground}; padding:2px 6px;'>"
+                            f"&nbsp;{STATUS_SYMBOLS[record.status]} {status}&nbsp;</span>{inactive}")
+        self._set("Type", record.type)
+        self._set("Pipeline", _link(record.pipeline_id) if record.pipeline_id else "—")
+        self._set("User", str(record.user_id))
+        self._set("Attempts", f"{record.attempts} (retries used: {record.retry_count})")
+        self._set("Created", _when(record.created_at, now))
+        self._set("Started", _when(record.started_at, now))
+        finished = record.completed_at or (record.updated_at if record.status.value in ("failed", "cancelled")
+                                           else None)
+        self._set("Finished", _when(finished, now))
+        self._set("Next retry", _when(record.next_retry_at, now) if record.status.value == "queued" else "—")
+        self._set("Worker", record.worker_id or "—")
+        self._set("Depends on", ", ".join(_link(d) for d in record.dependent_on_jobs) or "—")
+        self._set("Dependants", ", ".join(_link(d) for d in dependants) or "—")
+        self.input_view.show_value(record.input_data)
+        self.result_view.show_value(record.result_data)
+        last_trace = next((a["traceback"] for a in reversed(attempts) if a.get("traceback")), None)
+        self.error_view.setPlainText("\n\n".join(t for t in (record.error_message, last_trace) if t) or "(no error)")
+        self.history.setRowCount(len(attempts))
+        for i, attempt in enumerate(attempts):
+            took = ""
+            if attempt["started_at"] and attempt["finished_at"]:
+                took = f"{(attempt['finished_at'] - attempt['started_at']).total_seconds():.2f}s"
+            cells = [str(attempt["attempt"]), attempt["outcome"],
+                     attempt["finished_at"].astimezone().strftime("%Y-%m-%d %H:%M:%S"), took,
+                     (attempt["error_message"] or "").splitlines()[0] if attempt["error_message"] else ""]
+            for col, text in enumerate(cells):
+                self.history.setItem(i, col, QTableWidgetItem(text))
+        if record.error_message and self.tabs.currentIndex() == 0 and record.status.value == "failed":
+            self.tabs.setCurrentWidget(self.error_view)
+
+    def _set(self, key: str, html: str) -> None:
+        self.meta_labels[key].setText(html)
+
+
+def _link(job_id: str) -> str:
+    return f"<a href='{job_id}'>{job_id[:8]}</a>"
+
+
+def _when(value: datetime | None, now: datetime) -> str:
+    if value is None:
+        return "—"
+    return f"{value.astimezone().strftime('%Y-%m-%d %H:%M:%S')} ({relative(value, now)})"

@@ -1,0 +1,26 @@
+"""The `jobdesk` command: with a subcommand it is the CLI; without one it opens the console.
+
+Kept free of Qt imports, so that `jobdesk worker` runs on a headless server.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+
+CONSOLE_FLAGS = {"--read-only", "--production", "--dark", "--light"}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if all(a in CONSOLE_FLAGS for a in args):
+        from desktop.app import main as console_main
+
+        return console_main(args)
+    from worker.cli import main as cli_main
+
+    return cli_main(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

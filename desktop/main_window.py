@@ -1,0 +1,343 @@
+"""The console window: banner, filters, the live job table and the detail panes."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from PySide6.QtCore import QItemSelection, Qt, QTimer
+from PySide6.QtGui import QAction, QCloseEvent, QKeySequence
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QComboBox,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QLineEdit,
+    QMainWindow,
+    QMessageBox,
+    QSplitter,
+    QTableView,
+    QToolBar,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from desktop.connection import ConsoleConnection
+from desktop.jobs.job_actions import JobActions
+from desktop.jobs.job_detail import JobDetail
+from desktop.jobs.job_table_model import COL_ID, COL_STATUS, JobTableModel
+from desktop.jobs.status_delegate import StatusChipDelegate
+from desktop.tasks import spawn
+from desktop.theme import STATUS_COLOURS, STATUS_SYMBOLS, icon
+from worker.job_queries import JobFilter, StatusCounts, status_counts
+from worker.models import Status
+
+log = logging.getLogger("jobdesk.console")
+
+TIME_RANGES = {"Any time": None, "Last hour": timedelta(hours=1), "Last 24 hours": timedelta(days=1),
+               "Last 7 days": timedelta(days=7)}
+
+
+class MainWindow(QMainWindow):
+    def __init__(self, connection: ConsoleConnection, *, production: bool = False) -> None:
+        super().__init__()
+        self.connection = connection
+        self.production = production
+        self.resize(1280, 800)
+        self.setWindowIcon(icon("jobdesk"))
+
+        self.model = JobTableModel(connection.run)
+        self.model.failed.connect(self._query_failed)
+        self.table = QTableView()
+        self.table.setModel(self.model)
+        self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.table.setSelectionMode(QAbstractItemView.SelectionMode.ExtendedSelection)
+        self.table.setSortingEnabled(True)
+        self.table.horizontalHeader().setSortIndicator(COL_ID, Qt.SortOrder.DescendingOrder)
+        self.table.setItemDelegateForColumn(COL_STATUS, StatusChipDelegate(self.table))
+        self.table.verticalHeader().hide()
+        self.table.verticalHeader().setDefaultSectionSize(26)
+        self.table.setAlternatingRowColors(True)
+        self.table.setWordWrap(False)
+        header = self.table.horizontalHeader()
+        header.setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
+        header.setStretchLastSection(True)
+        for col, width in enumerate((80, 140, 130, 80, 50, 50, 80, 80, 80, 80, 200)):
+            self.table.setColumnWidth(col, width)
+        self.table.selectionModel().selectionChanged.connect(self._selection_changed)
+
+        self.detail = JobDetail()
+        self.detail.job_link_clicked.connect(self.select_job)
+        self.job_actions = JobActions(self, connection.run)
+        self.job_actions.message.connect(self._show_message)
+        self.job_actions.error.connect(self._show_error)
+        self.job_actions.done.connect(lambda ids: self._changed(set(ids)))
+
+        self.banner = QLabel()
+        self.banner.setObjectName("banner")
+        self.banner.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.read_only_label = QLabel("read-only")
+        self.read_only_label.setObjectName("readOnly")
+
+        toolbar = QToolBar("Actions")
+        toolbar.setMovable(False)
+        for action in self.job_actions.actions.values():
+            toolbar.addAction(action)
+        toolbar.addSeparator()
+        refresh = QAction(icon("refresh"), "Refresh", self)
+        refresh.setShortcut(QKeySequence.StandardKey.Refresh)
+        refresh.triggered.connect(self.model.reload)
+        toolbar.addAction(refresh)
+        self.read_only_action = toolbar.addWidget(self.read_only_label)
+        self.read_only_action.setVisible(False)
+        self.addToolBar(toolbar)
+
+        self.status_buttons: dict[Status | None, QToolButton] = {}
+        filters = QHBoxLayout()
+        for status in (None, *Status):
+            button = QToolButton()
+            button.setCheckable(True)
+            button.setObjectName("statusFilter")
+            if status is not None:
+                button.setProperty("status", status.value)
+                colour = STATUS_COLOURS[status][0]
+                button.setStyleSheet(f"QToolButton:checked {{ border-bottom: 3px solid {colour}; }}")
+            button.clicked.connect(lambda _c=False, s=status: self._status_clicked(s))
+            self.status_buttons[status] = button
+            filters.addWidget(button)
+        self.status_buttons[None].setChecked(True)
+        filters.addStretch(1)
+        self.type_edit = self._filter_edit("type", 110)
+        self.pipeline_edit = self._filter_edit("pipeline id", 110)
+        self.user_edit = self._filter_edit("user", 60)
+        self.search_edit = self._filter_edit("search id, type, error, input", 220)
+        self.time_combo = QComboBox()
+        self.time_combo.addItems(list(TIME_RANGES))
+        self.time_combo.currentIndexChanged.connect(self._apply_filters)
+        for widget in (self.type_edit, self.pipeline_edit, self.user_edit, self.time_combo, self.search_edit):
+            filters.addWidget(widget)
+
+        split = QSplitter(Qt.Orientation.Horizontal)
+        split.addWidget(self.table)
+        split.addWidget(self.detail)
+        split.setStretchFactor(0, 3)
+        split.setStretchFactor(1, 2)
+        split.setSizes([800, 480])
+
+        central = QWidget()
+        layout = QVBoxLayout(central)
+        layout.setContentsMargins(6, 0, 6, 6)
+        layout.addWidget(self.banner)
+        layout.addLayout(filters)
+        layout.addWidget(split, 1)
+        self.setCentralWidget(central)
+
+        self._counts_timer = QTimer(self, singleShot=True, interval=1000)
+        self._counts_timer.timeout.connect(lambda: spawn(self.refresh_counts(), "status-counts"))
+        self._clock = QTimer(self, interval=1000)
+        self._clock.timeout.connect(self._tick)
+        self._clock.start()
+        self._detail_task: asyncio.Task[None] | None = None
+
+        connection.connected.connect(self._on_connected)
+        connection.disconnected.connect(self._on_disconnected)
+        connection.writable_changed.connect(self._on_writable)
+        connection.jobs_changed.connect(self._on_jobs_changed)
+        self._set_banner(f"connecting to {connection.describe()}…", "connecting")
+        self._update_status_labels(StatusCounts())
+
+    def closeEvent(self, event: QCloseEvent) -> None:  # noqa: N802
+        self.stop_timers()
+        super().closeEvent(event)
+
+    def stop_timers(self) -> None:
+        self._clock.stop()
+        self._counts_timer.stop()
+        if getattr(self, "_debounce_timer", None) is not None:
+            self._debounce_timer.stop()
+
+    # -- connection -------------------------------------------------------------------------
+
+    def _on_connected(self, description: str) -> None:
+        kind = "production" if self.production else "connected"
+        self._set_banner(f"{'PRODUCTION · ' if self.production else ''}{description}", kind)
+        self.setWindowTitle(f"jobdesk — {description}")
+        self.job_actions.set_connected(True)
+        self.model.reload()
+        self._counts_timer.start(0)
+
+    def _on_disconnected(self, reason: str) -> None:
+        self._set_banner(f"disconnected, retrying… ({reason})", "disconnected")
+        self.job_actions.set_connected(False)
+
+    def _on_writable(self, writable: bool) -> None:
+        self.job_actions.set_read_only(not writable)
+        self.read_only_action.setVisible(not writable)
+        title = self.windowTitle().removesuffix(" (read-only)")
+        self.setWindowTitle(title + ("" if writable else " (read-only)"))
+
+    def _set_banner(self, text: str, kind: str) -> None:
+        self.banner.setText(text)
+        self.banner.setProperty("kind", kind)
+        self.banner.style().unpolish(self.banner)
+        self.banner.style().polish(self.banner)
+
+    # -- live updates -----------------------------------------------------------------------
+
+    def _on_jobs_changed(self, ids: set[str] | None) -> None:
+        self._changed(ids)
+
+    def _changed(self, ids: set[str] | None) -> None:
+        if ids is None:
+            self.model.reload()
+        else:
+            spawn(self._apply(ids), "apply-changes")
+        if not self._counts_timer.isActive():
+            self._counts_timer.start()
+        if self.detail.job_id and (ids is None or self.detail.job_id in ids):
+            self._load_detail(self.detail.job_id)
+
+    async def _apply(self, ids: set[str]) -> None:
+        try:
+            await self.model.apply_changes(ids)
+        except Exception as exc:
+            log.warning("live update failed: %s", exc)
+        self._selection_changed()
+
+    async def refresh_counts(self) -> None:
+        filt = self.model.filter
+        try:
+            counts = await self.connection.run(lambda c: _counts(c, filt))
+        except Exception as exc:
+            log.warning("status counts failed: %s", exc)
+            return
+        self._update_status_labels(counts)
+
+    def _update_status_labels(self, counts: StatusCounts) -> None:
+        total = 0
+        exact = True
+        for status, button in self.status_buttons.items():
+            if status is None:
+                continue
+            n = counts.counts.get(status, 0)
+            total += n
+            exact &= counts.exact(status)
+            shown = f"{n:,}" + ("" if counts.exact(status) else "+")
+            button.setText(f"{STATUS_SYMBOLS[status]} {status.value.replace('_', ' ')} {shown}")
+            button.setToolTip("" if counts.exact(status) else f"at least {n:,} (counting stops there)")
+        self.status_buttons[None].setText(f"All {total:,}{'' if exact else '+'}")
+
+    def _tick(self) -> None:
+        self.model.now = datetime.now(UTC)
+        self.table.viewport().update()
+
+    # -- filters ----------------------------------------------------------------------------
+
+    def _filter_edit(self, placeholder: str, width: int) -> QLineEdit:
+        edit = QLineEdit()
+        edit.setPlaceholderText(placeholder)
+        edit.setClearButtonEnabled(True)
+        edit.setMinimumWidth(width)
+        edit.returnPressed.connect(self._apply_filters)
+        edit.textChanged.connect(lambda _t: self._debounce.start())
+        return edit
+
+    @property
+    def _debounce(self) -> QTimer:
+        timer = getattr(self, "_debounce_timer", None)
+        if timer is None:
+            timer = QTimer(self, singleShot=True, interval=400)
+            timer.timeout.connect(self._apply_filters)
+            self._debounce_timer = timer
+        return timer
+
+    def _status_clicked(self, status: Status | None) -> None:
+        if status is None:
+            for s, button in self.status_buttons.items():
+                button.setChecked(s is None)
+        else:
+            any_checked = any(b.isChecked() for s, b in self.status_buttons.items() if s is not None)
+            self.status_buttons[None].setChecked(not any_checked)
+        self._apply_filters()
+
+    def current_filter(self) -> JobFilter:
+        statuses = frozenset(s for s, b in self.status_buttons.items() if s is not None and b.isChecked())
+        user_text = self.user_edit.text().strip()
+        span = TIME_RANGES[self.time_combo.currentText()]
+        return JobFilter(statuses=statuses, type=self.type_edit.text().strip() or None,
+                         pipeline_id=self.pipeline_edit.text().strip() or None,
+                         user_id=int(user_text) if user_text.isdigit() else None,
+                         created_from=datetime.now(UTC) - span if span else None,
+                         search=self.search_edit.text().strip() or None)
+
+    def _apply_filters(self) -> None:
+        if self.user_edit.text().strip() and not self.user_edit.text().strip().isdigit():
+            self._show_message("user must be a number")
+            return
+        self.model.set_query(self.current_filter())
+        self._counts_timer.start(0)
+
+    # -- selection and detail ---------------------------------------------------------------
+
+    def selected_rows(self) -> list[Any]:
+        rows = sorted({i.row() for i in self.table.selectionModel().selectedRows()})
+        return [r for r in (self.model.row_at(i) for i in rows) if r is not None]
+
+    def _selection_changed(self, *_: QItemSelection) -> None:
+        rows = self.selected_rows()
+        self.job_actions.set_selection(rows)
+        if len(rows) == 1 and rows[0].id != self.detail.job_id:
+            self._load_detail(rows[0].id)
+        elif not rows:
+            self.detail.clear()
+
+    def select_job(self, job_id: str) -> None:
+        row = self.model.row_of(job_id)
+        if row is not None:
+            self.table.selectRow(row)
+            self.table.scrollTo(self.model.index(row, 0))
+        else:
+            self._load_detail(job_id)
+
+    def _load_detail(self, job_id: str) -> None:
+        if self._detail_task is not None:
+            self._detail_task.cancel()
+        self._detail_task = spawn(self._fetch_detail(job_id), "job-detail")
+
+    async def _fetch_detail(self, job_id: str) -> None:
+        try:
+            record, attempts, dependants = await self.connection.run(lambda c: _detail(c, job_id))
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            self._show_message(f"cannot load job {job_id[:8]}: {exc}")
+            return
+        self.detail.show_job(record, attempts, dependants)
+
+    # -- messages ---------------------------------------------------------------------------
+
+    def _show_message(self, text: str) -> None:
+        self.statusBar().showMessage(text, 8000)
+
+    def _show_error(self, text: str) -> None:
+        self._show_message(text)
+        box = QMessageBox(QMessageBox.Icon.Warning, "jobdesk", text, QMessageBox.StandardButton.Ok, self)
+        box.setModal(False)
+        box.show()
+
+    def _query_failed(self, text: str) -> None:
+        self._show_message(f"query failed: {text}")
+
+
+async def _counts(client: Any, filt: JobFilter) -> StatusCounts:
+    async with client.pool.acquire() as conn:
+        return await status_counts(conn, filt)
+
+
+async def _detail(client: Any, job_id: str) -> tuple[Any, list[dict[str, Any]], list[str]]:
+    return await client.get_job(job_id), await client.attempts(job_id), await client.dependants(job_id)
+

@@ -1,0 +1,65 @@
+"""Colours, icons and the light or dark style, chosen to follow the OS."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QColor, QGuiApplication, QIcon, QPalette
+from PySide6.QtWidgets import QApplication
+
+from worker.models import Status
+from worker.paths import project_root
+
+RESOURCES = project_root() / "resources"
+
+# Status colours: (background, text). Failures and approvals stand out; finished work recedes.
+STATUS_COLOURS: dict[Status, tuple[str, str]] = {
+    Status.QUEUED: ("#5b6b7f", "#ffffff"),
+    Status.IN_PROGRESS: ("#1f6feb", "#ffffff"),
+    Status.COMPLETED: ("#2da44e", "#ffffff"),
+    Status.FAILED: ("#cf222e", "#ffffff"),
+    Status.CANCELLED: ("#8c959f", "#ffffff"),
+    Status.WAITING_APPROVAL: ("#d4a72c", "#1f2328"),
+}
+
+# A symbol beside the colour, so status never depends on colour alone.
+STATUS_SYMBOLS: dict[Status, str] = {
+    Status.QUEUED: "◷", Status.IN_PROGRESS: "▶", Status.COMPLETED: "✔", Status.FAILED: "✖",
+    Status.CANCELLED: "⊘", Status.WAITING_APPROVAL: "✋",
+}
+
+
+def is_dark() -> bool:
+    hints = QGuiApplication.styleHints()
+    scheme = hints.colorScheme() if hints is not None else Qt.ColorScheme.Unknown
+    if scheme != Qt.ColorScheme.Unknown:
+        return scheme == Qt.ColorScheme.Dark
+    window = QGuiApplication.palette().color(QPalette.ColorRole.Window)
+    return window.lightness() < 128
+
+
+def apply_style(app: QApplication, dark: bool | None = None) -> bool:
+    """Apply the light or dark style sheet (following the OS unless told); return whether dark."""
+    dark = is_dark() if dark is None else dark
+    app.setStyle("Fusion")
+    palette = QPalette()
+    if dark:
+        for role, colour in ((QPalette.ColorRole.Window, "#1f2328"), (QPalette.ColorRole.Base, "#161b22"),
+                             (QPalette.ColorRole.AlternateBase, "#1c2128"), (QPalette.ColorRole.Text, "#e6edf3"),
+                             (QPalette.ColorRole.WindowText, "#e6edf3"), (QPalette.ColorRole.Button, "#2d333b"),
+                             (QPalette.ColorRole.ButtonText, "#e6edf3"), (QPalette.ColorRole.Highlight, "#1f6feb"),
+                             (QPalette.ColorRole.HighlightedText, "#ffffff"),
+                             (QPalette.ColorRole.ToolTipBase, "#2d333b"),
+                             (QPalette.ColorRole.ToolTipText, "#e6edf3"),
+                             (QPalette.ColorRole.PlaceholderText, "#7d8590")):
+            palette.setColor(role, QColor(colour))
+    app.setPalette(palette)
+    sheet = RESOURCES / ("dark.qss" if dark else "light.qss")
+    app.setStyleSheet(sheet.read_text(encoding="utf-8") if sheet.exists() else "")
+    return dark
+
+
+def icon(name: str) -> QIcon:
+    path: Path = RESOURCES / "icons" / f"{name}.svg"
+    return QIcon(str(path)) if path.exists() else QIcon()

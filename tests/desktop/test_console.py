@@ -1,0 +1,109 @@
+"""The console against a real PostgreSQL, offscreen: live table, actions, detail panes, read-only."""
+
+from __future__ import annotations
+
+import asyncio
+
+import asyncpg
+import pytest
+from PySide6.QtWidgets import QApplication
+
+from desktop.connection import ConsoleConnection
+from desktop.main_window import MainWindow
+from tests import pg
+from tests.desktop.qt_helpers import run_qasync, until
+from worker.models import Status
+from worker.settings import load_settings
+
+
+@pytest.fixture
+def test_db(template: str, pg_server):  # type: ignore[no-untyped-def]
+    dsn = asyncio.run(pg.create_test_database(template))
+    yield dsn
+    asyncio.run(pg.drop_test_database(dsn))
+
+
+def open_window(qtbot, dsn: str, *, read_only: bool = False) -> MainWindow:  # type: ignore[no-untyped-def]
+    connection = ConsoleConnection(dsn, load_settings(DATABASE_URL=dsn), embedded=False, read_only=read_only)
+    window = MainWindow(connection)
+    qtbot.addWidget(window)
+    window.show()
+    connection.start()
+    return window
+
+
+def ids_shown(window: MainWindow) -> list[str]:
+    return [window.model.row_at(i).id for i in range(window.model.rowCount())]  # type: ignore[union-attr]
+
+
+def test_live_table_actions_and_detail(qapp: QApplication, qtbot, test_db: str) -> None:  # type: ignore[no-untyped-def]
+    async def scenario() -> None:
+        conn = await asyncpg.connect(test_db)
+        await conn.execute("INSERT INTO jobs (id, type, input_data) VALUES ('job-a', 'echo', '{\"n\": 1}'), "
+                           "('job-b', 'email', '{\"to\": \"ops@example.com\"}')")
+        await conn.execute("UPDATE jobs SET status = 'failed', error_message = 'SMTPError: 550\nTraceback: …' "
+                           "WHERE id = 'job-b'")
+        window = open_window(qtbot, test_db)
+        await until(lambda: window.connection.is_connected, what="connection")
+        await until(lambda: set(ids_shown(window)) == {"job-a", "job-b"}, what="the first rows")
+        assert "jobdesk" in window.windowTitle() and "jdtest" in window.windowTitle()
+
+        # A row inserted by plain SQL appears without any refresh, at the top.
+        await conn.execute("INSERT INTO jobs (id, type, input_data) VALUES ('job-c', 'echo', '{}')")
+        await until(lambda: ids_shown(window)[:1] == ["job-c"], what="the pushed row")
+
+        # Actions are enabled only where legal for every selected job.
+        window.select_job("job-b")
+        await until(lambda: window.job_actions.selection and window.job_actions.selection[0].id == "job-b")
+        actions = window.job_actions.actions
+        assert actions["retry"].isEnabled() and not actions["cancel"].isEnabled()
+        assert not actions["approve"].isEnabled() and not actions["reject"].isEnabled()
+
+        # The detail pane shows input and error.
+        await until(lambda: window.detail.job_id == "job-b", what="the detail pane")
+        assert "ops@example.com" in window.detail.input_view.raw.toPlainText()
+        assert "SMTPError: 550" in window.detail.error_view.toPlainText()
+
+        # Retry changes the database and the row within a second.
+        await window.job_actions.perform("retry", ["job-b"])
+        assert await conn.fetchval("SELECT status FROM jobs WHERE id = 'job-b'") == "queued"
+        row = window.model.row_of("job-b")
+        await until(lambda: window.model.row_at(row).status == Status.QUEUED, timeout=1.0, what="the row update")
+        assert await conn.fetchval("SELECT source FROM audit_log WHERE action = 'retry'") == "console"
+
+        # A refused action is a message, not a crash, and changes nothing.
+        errors: list[str] = []
+        window.job_actions.error.connect(errors.append)
+        await window.job_actions.perform("approve", ["job-a"])
+        assert errors and "cannot approve job job-a" in errors[0]
+        assert await conn.fetchval("SELECT status FROM jobs WHERE id = 'job-a'") == "queued"
+
+        # Filters run on the server.
+        window.status_buttons[None].setChecked(False)
+        window.status_buttons[Status.QUEUED].setChecked(True)
+        window.type_edit.setText("email")
+        window._apply_filters()
+        await until(lambda: ids_shown(window) == ["job-b"], what="the filtered rows")
+        await conn.close()
+        window.close()
+        await window.connection.close()
+
+    run_qasync(qapp, scenario())
+
+
+def test_read_only_mode_disables_actions(qapp: QApplication, qtbot, test_db: str) -> None:  # type: ignore[no-untyped-def]
+    async def scenario() -> None:
+        conn = await asyncpg.connect(test_db)
+        await conn.execute("INSERT INTO jobs (id, type, input_data, status) VALUES ('f', 'echo', '{}', 'failed')")
+        window = open_window(qtbot, test_db, read_only=True)
+        await until(lambda: ids_shown(window) == ["f"], what="rows")
+        window.select_job("f")
+        await until(lambda: window.job_actions.selection)
+        assert not any(a.isEnabled() or a.isVisible() for a in window.job_actions.actions.values())
+        assert "read-only" in window.windowTitle()
+        assert window.read_only_action.isVisible()
+        await conn.close()
+        window.close()
+        await window.connection.close()
+
+    run_qasync(qapp, scenario())

@@ -1,0 +1,117 @@
+"""Browsing jobs on the server: filters, every sort order paged by keyset, capped counts, and the
+NOTIFY of changed ids that drives live views."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from datetime import UTC, datetime, timedelta
+
+import asyncpg
+import pytest
+
+from worker.job_queries import SORT_KEYS, JobFilter, fetch_page, fetch_rows, status_counts
+from worker.models import Status
+
+TYPES = ["video.render", "email", "echo", "resize_50%"]
+
+
+async def seed(conn: asyncpg.Connection, n: int = 240) -> None:
+    rng = random.Random(7)
+    users = [1] + [await conn.fetchval("INSERT INTO users DEFAULT VALUES RETURNING id") for _ in range(2)]
+    base = datetime(2026, 1, 1, tzinfo=UTC)
+    for i in range(n):
+        status = rng.choice(list(Status))
+        await conn.execute(
+            "INSERT INTO jobs (id, type, user_id, pipeline_id, input_data, status, error_message, retry_count, "
+            "created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+            f"job-{i:04d}", rng.choice(TYPES), rng.choice(users), rng.choice([None, "p-a", "p-b"]),
+            {"n": i, "note": "under_score" if i % 50 == 0 else "plain"}, str(status),
+            f"Boom {i}\nTraceback ..." if status == Status.FAILED else None, rng.randint(0, 3),
+            base + timedelta(minutes=i), base + timedelta(minutes=rng.randint(0, 20)))
+
+
+def expected_order(rows: list[asyncpg.Record], column: str, descending: bool) -> list[str]:
+    def key(r: asyncpg.Record) -> tuple:
+        value = r[column]
+        return (value is not None, value if value is not None else 0, r["seq"])
+    return [r["id"] for r in sorted(rows, key=key, reverse=descending)]
+
+
+@pytest.mark.parametrize("sort", sorted(SORT_KEYS))
+@pytest.mark.parametrize("descending", [True, False])
+async def test_every_sort_pages_through_every_row_once_in_order(conn: asyncpg.Connection, sort: str,
+                                                                 descending: bool) -> None:
+    await seed(conn)
+    filt = JobFilter(statuses=frozenset({Status.QUEUED, Status.FAILED, Status.COMPLETED}))
+    seen: list[str] = []
+    after = None
+    while True:
+        page = await fetch_page(conn, filt, sort=sort, descending=descending, after=after, limit=17)
+        seen += [r.id for r in page.rows]
+        if not page.has_more:
+            break
+        after = page.rows[-1].keyset(sort)
+    rows = await conn.fetch(f"SELECT id, seq, {SORT_KEYS[sort]} FROM jobs "
+                            "WHERE status IN ('queued', 'failed', 'completed')")
+    assert seen == expected_order(rows, SORT_KEYS[sort], descending)
+
+
+async def test_filters(conn: asyncpg.Connection) -> None:
+    await seed(conn)
+
+    async def ids(**kwargs: object) -> set[str]:
+        page = await fetch_page(conn, JobFilter(**kwargs), limit=1000)  # type: ignore[arg-type]
+        return {r.id for r in page.rows}
+
+    async def sql_ids(where: str, *args: object) -> set[str]:
+        return {r["id"] for r in await conn.fetch(f"SELECT id FROM jobs WHERE {where}", *args)}
+
+    assert await ids(type="email") == await sql_ids("type = 'email'")
+    assert await ids(pipeline_id="p-a", user_id=1) == await sql_ids("pipeline_id = 'p-a' AND user_id = 1")
+    since = datetime(2026, 1, 1, 1, tzinfo=UTC)
+    until = datetime(2026, 1, 1, 2, tzinfo=UTC)
+    assert await ids(created_from=since, created_to=until) == {f"job-{i:04d}" for i in range(60, 120)}
+    assert await ids(search="JOB-0042") == {"job-0042"}
+    failed = await sql_ids("status = 'failed'")
+    assert await ids(search="boom") == failed, "search looks in the error"
+    assert await ids(search="under_score") == {f"job-{i:04d}" for i in range(0, 240, 50)}, "and in the input"
+    assert await ids(search="50%") == await sql_ids("type = 'resize_50%'"), "% is matched literally"
+    page = await fetch_page(conn, JobFilter(statuses=frozenset({Status.FAILED})), limit=5)
+    assert all(r.error_line and "\n" not in r.error_line for r in page.rows)
+
+
+async def test_capped_status_counts(conn: asyncpg.Connection) -> None:
+    await seed(conn)
+    exact = await conn.fetch("SELECT status, count(*) AS n FROM jobs WHERE type = 'email' GROUP BY status")
+    counts = await status_counts(conn, JobFilter(type="email", statuses=frozenset({Status.QUEUED})))
+    assert {s: n for s, n in counts.counts.items() if n} == {Status(r["status"]): r["n"] for r in exact}
+    assert all(counts.exact(s) for s in Status)
+    capped = await status_counts(conn, JobFilter(), cap=5)
+    assert set(capped.counts.values()) == {5} and not capped.exact(Status.QUEUED)
+
+
+async def test_fetch_rows_sees_current_values(conn: asyncpg.Connection) -> None:
+    await seed(conn, 3)
+    await conn.execute("UPDATE jobs SET status = 'completed' WHERE id = 'job-0001'")
+    rows = {r.id: r for r in await fetch_rows(conn, ["job-0001", "job-0002", "gone"])}
+    assert set(rows) == {"job-0001", "job-0002"} and rows["job-0001"].status == Status.COMPLETED
+
+
+async def test_changes_are_notified_per_statement(conn: asyncpg.Connection, dsn: str) -> None:
+    listener = await asyncpg.connect(dsn)
+    heard: list[str] = []
+    await listener.add_listener("jobdesk_job_changes", lambda *args: heard.append(args[-1]))
+    try:
+        await conn.execute("INSERT INTO jobs (id, type, input_data) "
+                           "VALUES ('n-1', 'echo', '{}'), ('n-2', 'echo', '{}')")
+        await conn.execute("UPDATE jobs SET status = 'cancelled' WHERE id = 'n-2'")
+        await conn.execute("INSERT INTO jobs (type, input_data) SELECT 'echo', '{}' FROM generate_series(1, 400)")
+        await conn.execute("DELETE FROM jobs WHERE id = 'n-1'")
+        for _ in range(100):
+            if len(heard) >= 4:
+                break
+            await asyncio.sleep(0.02)
+    finally:
+        await listener.close()
+    assert heard == ["n-1,n-2", "n-2", "*", "n-1"]

@@ -1,0 +1,175 @@
+"""Read-side queries for browsing jobs: filters, server-side sorting, keyset pages, capped counts.
+
+The console and the CLI read through these; they never count or scan more than a screen needs,
+so they stay fast on a table of millions of jobs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import asyncpg
+
+from worker.models import Status
+
+# Columns of a job list row: what a table shows, without the large JSON documents.
+ROW_COLUMNS = ("id, type, status, user_id, pipeline_id, retry_count, attempts, is_active, created_at, "
+               "updated_at, started_at, completed_at, next_retry_at, seq, "
+               "split_part(error_message, E'\\n', 1) AS error_line")
+
+# Sort keys the server can order by; `seq` breaks ties, so every key is unique and pages are stable.
+SORT_KEYS: dict[str, str] = {
+    "created": "seq",
+    "updated": "updated_at",
+    "type": "type",
+    "status": "status",
+    "user": "user_id",
+    "pipeline": "pipeline_id",
+    "attempts": "retry_count",
+}
+
+COUNT_CAP = 10_000
+
+
+@dataclass(frozen=True)
+class JobFilter:
+    """What the user narrowed the list to. Empty fields do not filter."""
+
+    statuses: frozenset[Status] = frozenset()
+    type: str | None = None
+    pipeline_id: str | None = None
+    user_id: int | None = None
+    created_from: datetime | None = None
+    created_to: datetime | None = None
+    search: str | None = None  # substring of id, type, error or input
+
+    def where(self, params: list[Any], *, skip_status: bool = False) -> str:
+        """A WHERE clause for this filter; values are appended to `params` as $n placeholders."""
+        clauses: list[str] = []
+
+        def bind(value: Any) -> str:
+            params.append(value)
+            return f"${len(params)}"
+
+        if self.statuses and not skip_status:
+            clauses.append(f"status = ANY({bind([str(s) for s in sorted(self.statuses)])}::text[])")
+        if self.type:
+            clauses.append(f"type = {bind(self.type)}")
+        if self.pipeline_id:
+            clauses.append(f"pipeline_id = {bind(self.pipeline_id)}")
+        if self.user_id is not None:
+            clauses.append(f"user_id = {bind(self.user_id)}")
+        if self.created_from:
+            clauses.append(f"created_at >= {bind(self.created_from)}")
+        if self.created_to:
+            clauses.append(f"created_at < {bind(self.created_to)}")
+        if self.search and self.search.strip():
+            pattern = bind("%" + _escape_like(self.search.strip()) + "%")
+            clauses.append(f"(id ILIKE {pattern} OR type ILIKE {pattern} OR error_message ILIKE {pattern} "
+                           f"OR input_data::text ILIKE {pattern})")
+        return " AND ".join(clauses) or "true"
+
+
+def _escape_like(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
+@dataclass
+class JobRow:
+    """One line of a job list."""
+
+    id: str
+    type: str
+    status: Status
+    user_id: int | None
+    pipeline_id: str | None
+    retry_count: int
+    attempts: int
+    is_active: bool
+    created_at: datetime
+    updated_at: datetime
+    started_at: datetime | None
+    completed_at: datetime | None
+    next_retry_at: datetime | None
+    seq: int
+    error_line: str | None
+
+    @classmethod
+    def from_record(cls, record: asyncpg.Record) -> JobRow:
+        values = dict(record)
+        values["status"] = Status(values["status"])
+        return cls(**values)
+
+    def keyset(self, sort: str) -> tuple[Any, int]:
+        """This row's position in `sort` order, to fetch the page after it."""
+        return getattr(self, SORT_KEYS[sort]), self.seq
+
+
+@dataclass(frozen=True)
+class Page:
+    rows: list[JobRow]
+    has_more: bool
+
+
+@dataclass(frozen=True)
+class StatusCounts:
+    """Per-status counts; a count at the cap is shown as "N+" (`exact` is False)."""
+
+    counts: dict[Status, int] = field(default_factory=dict)
+    cap: int = COUNT_CAP
+
+    def exact(self, status: Status) -> bool:
+        return self.counts.get(status, 0) < self.cap
+
+
+async def fetch_page(conn: asyncpg.Connection, filt: JobFilter, *, sort: str = "created", descending: bool = True,
+                     after: tuple[Any, int] | None = None, limit: int = 200) -> Page:
+    """One page of jobs in the requested order, after the keyset `after` = (sort value, seq)."""
+    if sort not in SORT_KEYS:
+        raise ValueError(f"cannot sort by {sort!r}")
+    column = SORT_KEYS[sort]
+    params: list[Any] = []
+    where = filt.where(params)
+    direction = "DESC" if descending else "ASC"
+    nulls = "NULLS LAST" if descending else "NULLS FIRST"
+    if after is not None:
+        value, seq = after
+        cmp = "<" if descending else ">"
+        if column == "seq":
+            where += f" AND seq {cmp} ${len(params) + 1}"
+            params.append(seq)
+        elif value is None:
+            # NULL keys count as the smallest: last when descending, first when ascending.
+            not_null_side = "" if descending else f" OR {column} IS NOT NULL"
+            where += f" AND (({column} IS NULL AND seq {cmp} ${len(params) + 1}){not_null_side})"
+            params.append(seq)
+        else:
+            v, s = len(params) + 1, len(params) + 2
+            params += [value, seq]
+            null_side = f" OR {column} IS NULL" if descending else ""
+            where += f" AND (({column}, seq) {cmp} (${v}, ${s}){null_side})"
+    order = "seq " + direction if column == "seq" else f"{column} {direction} {nulls}, seq {direction}"
+    params.append(limit + 1)
+    rows = await conn.fetch(f"SELECT {ROW_COLUMNS} FROM jobs WHERE {where} ORDER BY {order} LIMIT ${len(params)}",
+                            *params)
+    return Page([JobRow.from_record(r) for r in rows[:limit]], has_more=len(rows) > limit)
+
+
+async def fetch_rows(conn: asyncpg.Connection, job_ids: Sequence[str]) -> list[JobRow]:
+    """The current list rows of these jobs (for live updates); missing ids were deleted."""
+    rows = await conn.fetch(f"SELECT {ROW_COLUMNS} FROM jobs WHERE id = ANY($1::text[])", list(job_ids))
+    return [JobRow.from_record(r) for r in rows]
+
+
+async def status_counts(conn: asyncpg.Connection, filt: JobFilter, *, cap: int = COUNT_CAP) -> StatusCounts:
+    """How many jobs of each status match the filter (ignoring its own status choice), capped."""
+    params: list[Any] = [[s.value for s in Status], cap]
+    where = filt.where(params, skip_status=True)
+    rows = await conn.fetch(f"""
+        SELECT s AS status,
+               (SELECT count(*) FROM (SELECT 1 FROM jobs WHERE status = s AND {where} LIMIT $2) AS capped) AS n
+          FROM unnest($1::text[]) AS s""", *params)
+    return StatusCounts({Status(r["status"]): r["n"] for r in rows}, cap)
