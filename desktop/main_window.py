@@ -85,6 +85,7 @@ class MainWindow(QMainWindow):
 
         toolbar = QToolBar("Actions")
         toolbar.setMovable(False)
+        toolbar.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
         for action in self.job_actions.actions.values():
             toolbar.addAction(action)
         toolbar.addSeparator()
@@ -167,12 +168,14 @@ class MainWindow(QMainWindow):
         self._set_banner(f"{'PRODUCTION · ' if self.production else ''}{description}", kind)
         self.setWindowTitle(f"jobdesk — {description}")
         self.job_actions.set_connected(True)
+        self.model.active = True
         self.model.reload()
         self._counts_timer.start(0)
 
     def _on_disconnected(self, reason: str) -> None:
         self._set_banner(f"disconnected, retrying… ({reason})", "disconnected")
         self.job_actions.set_connected(False)
+        self.model.active = False
 
     def _on_writable(self, writable: bool) -> None:
         self.job_actions.set_read_only(not writable)

@@ -26,7 +26,7 @@ STATUS_COLOURS: dict[Status, tuple[str, str]] = {
 # A symbol beside the colour, so status never depends on colour alone.
 STATUS_SYMBOLS: dict[Status, str] = {
     Status.QUEUED: "◷", Status.IN_PROGRESS: "▶", Status.COMPLETED: "✔", Status.FAILED: "✖",
-    Status.CANCELLED: "⊘", Status.WAITING_APPROVAL: "✋",
+    Status.CANCELLED: "⊘", Status.WAITING_APPROVAL: "⚑",
 }
 
 
@@ -52,7 +52,8 @@ def apply_style(app: QApplication, dark: bool | None = None) -> bool:
                              (QPalette.ColorRole.HighlightedText, "#ffffff"),
                              (QPalette.ColorRole.ToolTipBase, "#2d333b"),
                              (QPalette.ColorRole.ToolTipText, "#e6edf3"),
-                             (QPalette.ColorRole.PlaceholderText, "#7d8590")):
+                             (QPalette.ColorRole.PlaceholderText, "#7d8590"),
+                             (QPalette.ColorRole.Link, "#58a6ff")):
             palette.setColor(role, QColor(colour))
     app.setPalette(palette)
     sheet = RESOURCES / ("dark.qss" if dark else "light.qss")

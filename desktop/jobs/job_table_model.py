@@ -80,6 +80,7 @@ class JobTableModel(QAbstractTableModel):
         self._has_more = False
         self._loading: asyncio.Task[None] | None = None
         self._generation = 0
+        self.active = False  # set once connected; queries wait until then
         self.now = datetime.now(UTC)
 
     # -- Qt model API -----------------------------------------------------------------------
@@ -146,7 +147,7 @@ class JobTableModel(QAbstractTableModel):
         return ""
 
     def canFetchMore(self, parent: Index = QModelIndex()) -> bool:  # noqa: B008, N802
-        return not parent.isValid() and self._has_more and self._loading is None
+        return not parent.isValid() and self.active and self._has_more and self._loading is None
 
     def fetchMore(self, parent: Index = QModelIndex()) -> None:  # noqa: B008, N802
         if self.canFetchMore(parent):
@@ -174,6 +175,8 @@ class JobTableModel(QAbstractTableModel):
         self.reload()
 
     def reload(self) -> None:
+        if not self.active:
+            return
         self._generation += 1
         if self._loading is not None:
             self._loading.cancel()

@@ -36,7 +36,8 @@ def ids_shown(window: MainWindow) -> list[str]:
     return [window.model.row_at(i).id for i in range(window.model.rowCount())]  # type: ignore[union-attr]
 
 
-def test_live_table_actions_and_detail(qapp: QApplication, qtbot, test_db: str) -> None:  # type: ignore[no-untyped-def]
+def test_live_table_actions_and_detail(qapp: QApplication, qtbot, qtmodeltester,  # type: ignore[no-untyped-def]
+                                      test_db: str) -> None:
     async def scenario() -> None:
         conn = await asyncpg.connect(test_db)
         await conn.execute("INSERT INTO jobs (id, type, input_data) VALUES ('job-a', 'echo', '{\"n\": 1}'), "
@@ -47,6 +48,7 @@ def test_live_table_actions_and_detail(qapp: QApplication, qtbot, test_db: str) 
         await until(lambda: window.connection.is_connected, what="connection")
         await until(lambda: set(ids_shown(window)) == {"job-a", "job-b"}, what="the first rows")
         assert "jobdesk" in window.windowTitle() and "jdtest" in window.windowTitle()
+        qtmodeltester.check(window.model)
 
         # A row inserted by plain SQL appears without any refresh, at the top.
         await conn.execute("INSERT INTO jobs (id, type, input_data) VALUES ('job-c', 'echo', '{}')")
