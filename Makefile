@@ -14,9 +14,9 @@ $(STAMP): pyproject.toml
 
 venv: $(STAMP)
 
-## run: the embedded database, a worker and the demo pipeline
+## run: the console, a worker and the demo pipeline on the embedded database
 run: $(STAMP)
-	$(PY) -m worker.devrun
+	$(PY) -m desktop.devrun
 
 ## test: the whole suite against a real embedded PostgreSQL
 test: $(STAMP)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import time
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -25,7 +27,12 @@ TERMINAL_STATUSES = frozenset({Status.COMPLETED, Status.FAILED, Status.CANCELLED
 
 
 def new_job_id() -> str:
-    return str(uuid.uuid4())
+    """A UUIDv7: 48 bits of milliseconds, then random bits. Time-ordered ids keep the primary
+    key's hot pages few, which matters once the table holds millions of old jobs."""
+    value = (time.time_ns() // 1_000_000 & (1 << 48) - 1) << 80 | int.from_bytes(os.urandom(10), "big")
+    value = value & ~(0xF << 76) | 0x7 << 76  # version 7
+    value = value & ~(0x3 << 62) | 0x2 << 62  # RFC 4122 variant
+    return str(uuid.UUID(int=value))
 
 
 @dataclass

@@ -109,3 +109,29 @@ def test_read_only_mode_disables_actions(qapp: QApplication, qtbot, test_db: str
         await window.connection.close()
 
     run_qasync(qapp, scenario())
+
+
+def test_reconnects_after_the_database_restarts(qapp: QApplication, qtbot, test_db: str,  # type: ignore[no-untyped-def]
+                                                pg_server) -> None:
+    async def scenario() -> None:
+        conn = await asyncpg.connect(test_db)
+        await conn.execute("INSERT INTO jobs (id, type, input_data, status) VALUES ('before', 'echo', '{}', 'failed')")
+        await conn.close()
+        window = open_window(qtbot, test_db)
+        await until(lambda: ids_shown(window) == ["before"], what="rows")
+        window.select_job("before")
+        await until(lambda: window.job_actions.actions["retry"].isEnabled(), what="retry enabled")
+        pg_server.stop()
+        await until(lambda: window.banner.property("kind") == "disconnected", timeout=10, what="the banner")
+        assert "disconnected, retrying" in window.banner.text()
+        assert not window.job_actions.actions["retry"].isEnabled(), "actions are off while disconnected"
+        pg_server.ensure_running()
+        await until(lambda: window.banner.property("kind") == "connected", timeout=20, what="reconnection")
+        conn = await asyncpg.connect(test_db)
+        await conn.execute("INSERT INTO jobs (id, type, input_data) VALUES ('after', 'echo', '{}')")
+        await conn.close()
+        await until(lambda: "after" in ids_shown(window), timeout=5, what="live updates to resume")
+        window.close()
+        await window.connection.close()
+
+    run_qasync(qapp, scenario())
