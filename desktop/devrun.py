@@ -75,9 +75,10 @@ def main() -> int:
     from desktop.theme import apply_style, icon
 
     app = QApplication.instance() or QApplication([sys.argv[0]])
+    assert isinstance(app, QApplication)
     app.setApplicationName("jobdesk")
     app.setWindowIcon(icon("jobdesk"))
-    apply_style(app)  # type: ignore[arg-type]
+    apply_style(app)
     try:
         return qasync.run(run(app))
     except JobdeskError as exc:

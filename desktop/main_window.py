@@ -72,6 +72,7 @@ class MainWindow(QMainWindow):
 
         self.detail = JobDetail()
         self.detail.job_link_clicked.connect(self.select_job)
+        self.detail.pipeline_link_clicked.connect(self.show_pipeline)
         self.job_actions = JobActions(self, connection.run)
         self.job_actions.message.connect(self._show_message)
         self.job_actions.error.connect(self._show_error)
@@ -297,6 +298,11 @@ class MainWindow(QMainWindow):
             self._load_detail(rows[0].id)
         elif not rows:
             self.detail.clear()
+
+    def show_pipeline(self, pipeline_id: str) -> None:
+        """Narrow the table to one pipeline's jobs."""
+        self.pipeline_edit.setText(pipeline_id)
+        self._apply_filters()
 
     def select_job(self, job_id: str) -> None:
         row = self.model.row_of(job_id)

@@ -10,7 +10,7 @@ import os
 import signal
 import sys
 from collections.abc import Callable, Coroutine, Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, NoReturn
 
 import asyncpg
@@ -21,6 +21,7 @@ from worker.db import connect, resolve_target
 from worker.errors import InvalidJob, JobdeskError
 from worker.models import JobRecord, Status
 from worker.settings import Settings, load_settings
+from worker.timefmt import relative
 
 EXIT_ERROR = 1
 EXIT_USAGE = 2
@@ -107,18 +108,7 @@ def build_parser() -> ArgumentParser:
 # -- output ---------------------------------------------------------------------------------
 
 def _ago(when: datetime | None) -> str:
-    if when is None:
-        return "-"
-    seconds = (datetime.now(UTC) - when).total_seconds()
-    future = seconds < 0
-    seconds = abs(seconds)
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds >= size:
-            text = f"{int(seconds // size)}{unit}"
-            break
-    else:
-        text = f"{int(seconds)}s"
-    return f"in {text}" if future else f"{text} ago"
+    return relative(when) or "-"
 
 
 def _print_json(value: Any) -> None:

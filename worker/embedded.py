@@ -217,7 +217,7 @@ class EmbeddedServer:
         stale = self.socket_dir / f".s.PGSQL.{PORT}"
         argv = [str(self.bin_dir / "postgres"), "-D", str(self.pgdata), "-p", str(PORT),
                 "-c", "listen_addresses=", "-c", f"unix_socket_directories={self.socket_dir}",
-                "-c", "max_connections=200", "-c", "shared_buffers=128MB"]
+                "-c", "max_connections=200", "-c", "shared_buffers=256MB"]
         log_file = open(self.log_path, "ab")
         try:
             # A new session, so that a Ctrl-C meant for the console does not reach the server.

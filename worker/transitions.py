@@ -220,16 +220,6 @@ async def claim(conn: asyncpg.Connection, worker_id: str, types: Sequence[str], 
     return (await complete_and_claim(conn, worker_id, types, limit))[1]
 
 
-_COMPLETE = """
-UPDATE jobs AS j
-   SET status = 'completed', result_data = u.result::jsonb, completed_at = now(), updated_at = now(),
-       error_message = NULL, next_retry_at = NULL, worker_id = NULL
-  FROM unnest($2::text[], $3::text[], $4::int[]) AS u(id, result, attempt)
- WHERE j.id = u.id AND j.worker_id = $1 AND j.attempts = u.attempt
-   AND j.status = 'in_progress' AND j.is_active
-RETURNING j.id
-"""
-
 _HOLD_FOR_APPROVAL = """
 UPDATE jobs
    SET status = 'waiting_approval', result_data = $4, pending_next_jobs = $5,
@@ -263,15 +253,11 @@ async def complete_batch(conn: asyncpg.Connection, worker_id: str,
     held = [(job, res) for job, res in done if res.requires_approval]
     needs_tx = len(held) > 0 or any(res.next_jobs for _, res in plain)
     if not needs_tx:
-        rows = await conn.fetch(_COMPLETE, worker_id, [j.id for j, _ in plain],
-                                [_dumps(r.result_data) for _, r in plain], [j.attempt for j, _ in plain])
-        return {r["id"] for r in rows}
+        return (await complete_and_claim(conn, worker_id, (), 0, plain))[0]
     written: set[str] = set()
     async with conn.transaction():
         if plain:
-            rows = await conn.fetch(_COMPLETE, worker_id, [j.id for j, _ in plain],
-                                    [_dumps(r.result_data) for _, r in plain], [j.attempt for j, _ in plain])
-            written.update(r["id"] for r in rows)
+            written |= (await complete_and_claim(conn, worker_id, (), 0, plain))[0]
             children = [c for job, res in plain if job.id in written for c in _inherit(job, res.next_jobs)]
             if children:
                 await enqueue(conn, children)

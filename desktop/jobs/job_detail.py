@@ -23,9 +23,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from desktop.jobs.job_table_model import relative
 from desktop.theme import STATUS_COLOURS, STATUS_SYMBOLS
 from worker.models import JobRecord
+from worker.timefmt import relative
 
 RAW_LIMIT = 200_000  # characters of raw JSON shown; the rest is cut with a note
 CHILD_LIMIT = 500  # children shown per JSON node
@@ -99,6 +99,7 @@ class JobDetail(QWidget):
     """Everything about one job. `job_link_clicked` carries the id of a linked job."""
 
     job_link_clicked = Signal(str)
+    pipeline_link_clicked = Signal(str)
 
     def __init__(self) -> None:
         super().__init__()
@@ -112,7 +113,7 @@ class JobDetail(QWidget):
             label = QLabel("")
             label.setTextInteractionFlags(Qt.TextInteractionFlag.TextBrowserInteraction)
             label.setWordWrap(True)
-            label.linkActivated.connect(self.job_link_clicked.emit)
+            label.linkActivated.connect(self._link)
             self.meta_labels[key] = label
             self.meta.addRow(key, label)
         self.input_view = JsonView()
@@ -158,7 +159,8 @@ class JobDetail(QWidget):
         self._set("Status", f"<span style='background:{background}; color:{foreground}; padding:2px 6px;'>"
                             f"&nbsp;{STATUS_SYMBOLS[record.status]} {status}&nbsp;</span>{inactive}")
         self._set("Type", record.type)
-        self._set("Pipeline", _link(record.pipeline_id) if record.pipeline_id else "—")
+        self._set("Pipeline", f"<a href='pipeline:{record.pipeline_id}'>{record.pipeline_id[:8]}</a>"
+                              if record.pipeline_id else "—")
         self._set("User", str(record.user_id))
         self._set("Attempts", f"{record.attempts} (retries used: {record.retry_count})")
         self._set("Created", _when(record.created_at, now))
@@ -186,6 +188,12 @@ class JobDetail(QWidget):
                 self.history.setItem(i, col, QTableWidgetItem(text))
         if record.error_message and self.tabs.currentIndex() == 0 and record.status.value == "failed":
             self.tabs.setCurrentWidget(self.error_view)
+
+    def _link(self, href: str) -> None:
+        if href.startswith("pipeline:"):
+            self.pipeline_link_clicked.emit(href.removeprefix("pipeline:"))
+        else:
+            self.job_link_clicked.emit(href)
 
     def _set(self, key: str, html: str) -> None:
         self.meta_labels[key].setText(html)

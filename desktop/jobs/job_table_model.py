@@ -18,6 +18,7 @@ from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelInd
 from desktop.tasks import spawn
 from worker.job_queries import JobFilter, JobRow, Page, fetch_page, fetch_rows
 from worker.models import Status
+from worker.timefmt import relative
 
 log = logging.getLogger("jobdesk.console")
 
@@ -35,20 +36,6 @@ COL_ID, COL_TYPE, COL_STATUS, COL_PIPELINE, COL_USER, COL_TRIES, COL_CREATED, CO
 
 Index = QModelIndex | QPersistentModelIndex
 Fetcher = Callable[[Callable[[Any], Awaitable[Any]]], Awaitable[Any]]
-
-
-def relative(when: datetime | None, now: datetime) -> str:
-    if when is None:
-        return ""
-    seconds = (now - when).total_seconds()
-    future, seconds = seconds < 0, abs(seconds)
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds >= size:
-            text = f"{int(seconds // size)}{unit}"
-            break
-    else:
-        text = f"{int(seconds)}s"
-    return f"in {text}" if future else f"{text} ago"
 
 
 def duration(row: JobRow, now: datetime) -> str:

@@ -135,3 +135,62 @@ def test_reconnects_after_the_database_restarts(qapp: QApplication, qtbot, test_
         await window.connection.close()
 
     run_qasync(qapp, scenario())
+
+
+def test_worker_progress_and_every_action_show_in_the_table(qapp: QApplication, qtbot,  # type: ignore[no-untyped-def]
+                                                            test_db: str) -> None:
+    from worker.models import JobCreate
+    from worker.processors.builtin import EchoProcessor
+    from worker.runner import Worker
+    from worker.transitions import enqueue
+
+    async def scenario() -> None:
+        conn = await asyncpg.connect(test_db)
+        for job_id, status in (("wait-1", "waiting_approval"), ("wait-2", "waiting_approval"),
+                               ("idle", "queued")):
+            await conn.execute("INSERT INTO jobs (id, type, input_data, status) VALUES ($1, 'never.served', "
+                               "'{}', $2)", job_id, status)
+        window = open_window(qtbot, test_db)
+        await until(lambda: len(ids_shown(window)) == 3, what="rows")
+
+        def status_of(job_id: str) -> Status | None:
+            row = window.model.row_of(job_id)
+            return None if row is None else window.model.row_at(row).status  # type: ignore[union-attr]
+
+        # A worker completing a job changes its row, and the detail pane shows its result.
+        from worker.db import connect
+        c = await connect(test_db)
+        await enqueue(c, [JobCreate("echo", {"say": "hi"}, id="echoed")])
+        await c.close()
+        worker = Worker(load_settings(DATABASE_URL=test_db), test_db, {"echo": EchoProcessor()})
+        task = asyncio.create_task(worker.run())
+        await until(lambda: status_of("echoed") == Status.COMPLETED, what="the worker's result in the table")
+        worker.request_stop()
+        await task
+        window.select_job("echoed")
+        await until(lambda: window.detail.job_id == "echoed", what="detail")
+        assert '"say": "hi"' in window.detail.result_view.raw.toPlainText()
+
+        await window.job_actions.perform("approve", ["wait-1"])
+        await until(lambda: status_of("wait-1") == Status.COMPLETED, timeout=1, what="approve in the table")
+        await window.job_actions.perform("reject", ["wait-2"], "wrong colours")
+        await until(lambda: status_of("wait-2") == Status.FAILED, timeout=1, what="reject in the table")
+        await window.job_actions.perform("cancel", ["idle"])
+        await until(lambda: status_of("idle") == Status.CANCELLED, timeout=1, what="cancel in the table")
+        rows = await conn.fetch("SELECT id, status, error_message FROM jobs WHERE id IN ('wait-1', 'wait-2', 'idle')")
+        assert {r["id"]: r["status"] for r in rows} == {"wait-1": "completed", "wait-2": "failed",
+                                                        "idle": "cancelled"}
+        assert await conn.fetchval("SELECT count(*) FROM audit_log WHERE source = 'console'") == 3
+
+        # The history tab lists failed attempts.
+        await conn.execute("INSERT INTO job_attempts (job_id, attempt, outcome, error_message) "
+                           "VALUES ('wait-2', 1, 'failed', 'TimeoutError: upstream slow')")
+        window.select_job("wait-2")
+        await until(lambda: window.detail.job_id == "wait-2" and window.detail.history.rowCount() == 1,
+                    what="history")
+        assert window.detail.history.item(0, 4).text() == "TimeoutError: upstream slow"
+        await conn.close()
+        window.close()
+        await window.connection.close()
+
+    run_qasync(qapp, scenario())
