@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test venv worker demo db bench lint clean screenshots
+.PHONY: run test venv worker demo db bench bench-console lint clean screenshots
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -35,6 +35,10 @@ db: $(STAMP)
 ## bench: throughput and latency of the engine (prints figures)
 bench: $(STAMP)
 	$(PY) benchmarks/engine_bench.py
+
+## bench-console: the console over a million jobs while a worker is busy (prints figures)
+bench-console: $(STAMP)
+	QT_QPA_PLATFORM=offscreen $(PY) benchmarks/console_bench.py
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info .pytest_cache

@@ -250,16 +250,21 @@ class JobTableModel(QAbstractTableModel):
             if shown_at is not None:
                 self._rows[shown_at] = row
                 self.dataChanged.emit(self.index(shown_at, 0), self.index(shown_at, len(COLUMNS) - 1))
-        # New rows: placed where the sort order puts them within the loaded range.
+        # New rows go where the sort order puts them within the loaded range, one block insert
+        # per gap, so a burst of new jobs at the top costs one model update, not one per row.
         new = [r for i, r in matching.items() if i not in self._index]
-        for row in sorted(new, key=lambda r: r.seq):
+        groups: dict[int, list[JobRow]] = {}
+        for row in new:
             at = self._insert_position(row)
-            if at is None:
-                continue  # beyond what is loaded; it comes with a later page
-            self.beginInsertRows(QModelIndex(), at, at)
-            self._rows.insert(at, row)
+            if at is not None:  # else: beyond what is loaded; it comes with a later page
+                groups.setdefault(at, []).append(row)
+        for at in sorted(groups, reverse=True):
+            block = sorted(groups[at], key=self._sort_key, reverse=self.descending)
+            self.beginInsertRows(QModelIndex(), at, at + len(block) - 1)
+            self._rows[at:at] = block
             self.endInsertRows()
-            self._reindex(at)
+        if groups:
+            self._reindex(min(groups))
         self.loaded.emit()
 
     def _matches(self, row: JobRow) -> bool:
@@ -283,17 +288,25 @@ class JobTableModel(QAbstractTableModel):
                 return False  # input_data is not in the row; the next reload settles it
         return True
 
-    def _insert_position(self, row: JobRow) -> int | None:
-        def key(r: JobRow) -> tuple[Any, ...]:
-            value, seq = r.keyset(self.sort_key)
-            return (value is not None, value if value is not None else 0, seq)
+    def _sort_key(self, row: JobRow) -> tuple[Any, ...]:
+        value, seq = row.keyset(self.sort_key)
+        key = (value is not None, value if value is not None else 0, seq)
+        return key
 
-        new_key = key(row)
-        for i, existing in enumerate(self._rows):
-            before = new_key > key(existing) if self.descending else new_key < key(existing)
-            if before:
-                return i
-        return len(self._rows) if not self._has_more else None
+    def _insert_position(self, row: JobRow) -> int | None:
+        """Where `row` goes among the loaded rows (binary search), or None past the loaded end."""
+        new_key = self._sort_key(row)
+        lo, hi = 0, len(self._rows)
+        while lo < hi:
+            mid = (lo + hi) // 2
+            key = self._sort_key(self._rows[mid])
+            if (new_key > key) if self.descending else (new_key < key):
+                hi = mid
+            else:
+                lo = mid + 1
+        if lo == len(self._rows) and self._has_more:
+            return None
+        return lo
 
 
 async def _with_conn(client: Any, fn: Callable[[Any], Awaitable[Any]]) -> Any:
