@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import logging
 import os
+import signal
 import sys
 from collections.abc import Sequence
 
@@ -15,8 +16,10 @@ import qasync  # noqa: E402
 from PySide6.QtWidgets import QApplication, QMessageBox  # noqa: E402
 
 from desktop.connection import ConsoleConnection  # noqa: E402
+from desktop.connection_dialog import Profile  # noqa: E402
 from desktop.main_window import MainWindow  # noqa: E402
-from desktop.theme import apply_style, icon  # noqa: E402
+from desktop.tasks import spawn  # noqa: E402
+from desktop.theme import apply_style, follow_os_style, icon  # noqa: E402
 from worker.db import resolve_target  # noqa: E402
 from worker.errors import JobdeskError  # noqa: E402
 from worker.settings import load_settings  # noqa: E402
@@ -33,17 +36,50 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     return parser.parse_args(list(argv))
 
 
+class Console:
+    """The open console window and its connection; switches both when another database is chosen."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.settings = load_settings()
+        self.window: MainWindow | None = None
+        self.closed = asyncio.Event()
+
+    def open(self, dsn: str, *, embedded: bool, production: bool, read_only: bool) -> None:
+        connection = ConsoleConnection(dsn, self.settings, embedded=embedded, read_only=read_only)
+        window = MainWindow(connection, production=production)
+        window.switch_requested.connect(self.switch)
+        window.show()
+        connection.start()
+        old, self.window = self.window, window
+        if old is not None:
+            old.close()
+            spawn(old.connection.close(), "close-old-connection")
+
+    def switch(self, profile: Profile | None, url: str | None) -> None:
+        if profile is None:
+            try:
+                target = resolve_target(self.settings.model_copy(update={"DATABASE_URL": None}))
+            except JobdeskError as exc:
+                QMessageBox.warning(self.window, "jobdesk", str(exc))
+                return
+            self.open(target.dsn, embedded=True, production=False, read_only=self.args.read_only)
+        else:
+            self.open(url or profile.url, embedded=False, production=profile.production,
+                      read_only=self.args.read_only or profile.read_only)
+
+
 async def run_console(app: QApplication, args: argparse.Namespace) -> int:
-    settings = load_settings()
-    target = resolve_target(settings)
-    connection = ConsoleConnection(target.dsn, settings, embedded=target.embedded, read_only=args.read_only)
-    window = MainWindow(connection, production=args.production)
-    window.show()
-    connection.start()
-    closed = asyncio.Event()
-    app.lastWindowClosed.connect(closed.set)
-    await closed.wait()
-    await connection.close()
+    console = Console(args)
+    target = resolve_target(console.settings)
+    console.open(target.dsn, embedded=target.embedded, production=args.production, read_only=args.read_only)
+    app.lastWindowClosed.connect(console.closed.set)
+    # Ctrl-C or SIGTERM in the terminal close the console like its window's close button.
+    signal.signal(signal.SIGINT, lambda *_: console.closed.set())
+    signal.signal(signal.SIGTERM, lambda *_: console.closed.set())
+    await console.closed.wait()
+    if console.window is not None:
+        await console.window.connection.close()
     return 0
 
 
@@ -54,7 +90,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     assert isinstance(app, QApplication)
     app.setApplicationName("jobdesk")
     app.setWindowIcon(icon("jobdesk"))
-    apply_style(app, args.dark)
+    if args.dark is None:
+        follow_os_style(app)
+    else:
+        apply_style(app, args.dark)
     try:
         return qasync.run(run_console(app, args))
     except JobdeskError as exc:

@@ -72,13 +72,13 @@ def main() -> int:
     import qasync
     from PySide6.QtWidgets import QApplication
 
-    from desktop.theme import apply_style, icon
+    from desktop.theme import follow_os_style, icon
 
     app = QApplication.instance() or QApplication([sys.argv[0]])
     assert isinstance(app, QApplication)
     app.setApplicationName("jobdesk")
     app.setWindowIcon(icon("jobdesk"))
-    apply_style(app)
+    follow_os_style(app)
     try:
         return qasync.run(run(app))
     except JobdeskError as exc:

@@ -7,7 +7,7 @@ import logging
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from PySide6.QtCore import QItemSelection, Qt, QTimer
+from PySide6.QtCore import QItemSelection, Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QCloseEvent, QKeySequence
 from PySide6.QtWidgets import (
     QAbstractItemView,
@@ -27,6 +27,7 @@ from PySide6.QtWidgets import (
 )
 
 from desktop.connection import ConsoleConnection
+from desktop.connection_dialog import ConnectionDialog, ProfileStore
 from desktop.jobs.job_actions import JobActions
 from desktop.jobs.job_detail import JobDetail
 from desktop.jobs.job_table_model import COL_ID, COL_STATUS, JobTableModel
@@ -43,6 +44,8 @@ TIME_RANGES = {"Any time": None, "Last hour": timedelta(hours=1), "Last 24 hours
 
 
 class MainWindow(QMainWindow):
+    switch_requested = Signal(object, object)  # (Profile or None for embedded, URL with password)
+
     def __init__(self, connection: ConsoleConnection, *, production: bool = False) -> None:
         super().__init__()
         self.connection = connection
@@ -94,6 +97,11 @@ class MainWindow(QMainWindow):
         refresh.setShortcut(QKeySequence.StandardKey.Refresh)
         refresh.triggered.connect(self.model.reload)
         toolbar.addAction(refresh)
+        connect_action = QAction(icon("connect"), "Connect…", self)
+        connect_action.setShortcut(QKeySequence("Ctrl+O"))
+        connect_action.setToolTip("Switch to another database (Ctrl+O)")
+        connect_action.triggered.connect(self.choose_connection)
+        toolbar.addAction(connect_action)
         self.read_only_action = toolbar.addWidget(self.read_only_label)
         self.read_only_action.setVisible(False)
         self.addToolBar(toolbar)
@@ -298,6 +306,12 @@ class MainWindow(QMainWindow):
             self._load_detail(rows[0].id)
         elif not rows:
             self.detail.clear()
+
+    def choose_connection(self) -> None:
+        dialog = ConnectionDialog(ProfileStore(), self)
+        if dialog.exec() == ConnectionDialog.DialogCode.Accepted:
+            profile, url = dialog.chosen()
+            self.switch_requested.emit(profile, url)
 
     def show_pipeline(self, pipeline_id: str) -> None:
         """Narrow the table to one pipeline's jobs."""

@@ -61,6 +61,14 @@ def apply_style(app: QApplication, dark: bool | None = None) -> bool:
     return dark
 
 
+def follow_os_style(app: QApplication) -> None:
+    """Apply the OS's light or dark style now, and again whenever the OS switches."""
+    apply_style(app)
+    hints = QGuiApplication.styleHints()
+    if hints is not None:
+        hints.colorSchemeChanged.connect(lambda _scheme: apply_style(app))
+
+
 def icon(name: str) -> QIcon:
     path: Path = RESOURCES / "icons" / f"{name}.svg"
     return QIcon(str(path)) if path.exists() else QIcon()

@@ -236,8 +236,13 @@ class JobTableModel(QAbstractTableModel):
         self.now = datetime.now(UTC)
         found = {r.id: r for r in rows}
         matching = {i: r for i, r in found.items() if self._matches(r)}
+        # Rows whose sort key changed (sorted by status or by update time, say) move: out here,
+        # back in below at their new place.
+        moved = {i for i, r in matching.items()
+                 if i in self._index and self._sort_key(self._rows[self._index[i]]) != self._sort_key(r)}
         # Rows that vanished or stopped matching the filter leave the table.
-        gone = sorted((self._index[i] for i in job_ids if i in self._index and i not in matching), reverse=True)
+        gone = sorted((self._index[i] for i in job_ids if i in self._index and (i not in matching or i in moved)),
+                      reverse=True)
         for position in gone:
             self.beginRemoveRows(QModelIndex(), position, position)
             del self._rows[position]

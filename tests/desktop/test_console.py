@@ -194,3 +194,68 @@ def test_worker_progress_and_every_action_show_in_the_table(qapp: QApplication, 
         await window.connection.close()
 
     run_qasync(qapp, scenario())
+
+
+def test_switching_to_a_production_profile(qapp: QApplication, qtbot, test_db: str) -> None:  # type: ignore[no-untyped-def]
+    from desktop.app import Console, parse_args
+    from desktop.connection_dialog import Profile
+
+    async def scenario() -> None:
+        console = Console(parse_args([]))
+        console.open(test_db, embedded=False, production=False, read_only=False)
+        first = console.window
+        assert first is not None
+        await until(lambda: first.banner.property("kind") == "connected", what="first connection")
+        console.switch(Profile("prod", test_db, production=True, read_only=True), test_db)
+        second = console.window
+        assert second is not None and second is not first and not first.isVisible()
+        await until(lambda: second.banner.property("kind") == "production", what="the production banner")
+        assert second.banner.text().startswith("PRODUCTION")
+        await until(lambda: "read-only" in second.windowTitle(), what="read-only from the profile")
+        second.close()
+        await second.connection.close()
+
+    run_qasync(qapp, scenario())
+
+
+def test_a_role_without_write_rights_is_read_only(qapp: QApplication, qtbot, test_db: str) -> None:  # type: ignore[no-untyped-def]
+    from urllib.parse import urlsplit, urlunsplit
+
+    async def scenario() -> None:
+        conn = await asyncpg.connect(test_db)
+        await conn.execute("DO $$ BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'jd_viewer') "
+                           "THEN CREATE ROLE jd_viewer LOGIN; END IF; END $$")
+        await conn.execute("GRANT SELECT ON ALL TABLES IN SCHEMA public TO jd_viewer")
+        await conn.execute("INSERT INTO jobs (id, type, input_data, status) VALUES ('f', 'echo', '{}', 'failed')")
+        await conn.close()
+        parts = urlsplit(test_db)
+        viewer = urlunsplit(parts._replace(netloc="jd_viewer@" + parts.netloc.rsplit("@", 1)[-1]))
+        window = open_window(qtbot, viewer)
+        await until(lambda: ids_shown(window) == ["f"], what="rows for the viewer")
+        await until(lambda: "read-only" in window.windowTitle(), what="read-only")
+        window.select_job("f")
+        await until(lambda: window.job_actions.selection)
+        assert not window.job_actions.actions["retry"].isEnabled()
+        window.close()
+        await window.connection.close()
+
+    run_qasync(qapp, scenario())
+
+
+def test_rows_move_when_their_sort_key_changes(qapp: QApplication, qtbot, test_db: str) -> None:  # type: ignore[no-untyped-def]
+    async def scenario() -> None:
+        conn = await asyncpg.connect(test_db)
+        for job_id in ("one", "two", "three"):
+            await conn.execute("INSERT INTO jobs (id, type, input_data) VALUES ($1, 'echo', '{}')", job_id)
+        window = open_window(qtbot, test_db)
+        await until(lambda: window.connection.is_connected, what="connection")
+        window.model.set_query(window.model.filter, "updated", True)
+        await until(lambda: ids_shown(window) == ["three", "two", "one"], what="newest update first")
+        await conn.execute("UPDATE jobs SET status = 'cancelled', updated_at = now() + interval '1 s' "
+                           "WHERE id = 'one'")
+        await until(lambda: ids_shown(window) == ["one", "three", "two"], what="the updated row to move up")
+        await conn.close()
+        window.close()
+        await window.connection.close()
+
+    run_qasync(qapp, scenario())
