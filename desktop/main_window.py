@@ -35,7 +35,7 @@ from desktop.jobs.status_delegate import StatusChipDelegate
 from desktop.tasks import spawn
 from desktop.theme import STATUS_COLOURS, STATUS_SYMBOLS, icon
 from worker.job_queries import JobFilter, StatusCounts, status_counts
-from worker.models import Status
+from worker.models import Status, short_id
 
 log = logging.getLogger("jobdesk.console")
 
@@ -337,7 +337,7 @@ class MainWindow(QMainWindow):
         except asyncio.CancelledError:
             raise
         except Exception as exc:
-            self._show_message(f"cannot load job {job_id[:8]}: {exc}")
+            self._show_message(f"cannot load job {short_id(job_id)}: {exc}")
             return
         self.detail.show_job(record, attempts, dependants)
 

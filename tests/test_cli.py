@@ -34,7 +34,7 @@ async def test_submit_show_and_list(dsn: str, conn: asyncpg.Connection) -> None:
     shown = run_cli("show", job["id"], dsn=dsn)
     assert shown.returncode == 0 and job["id"] in shown.stdout and child["id"] in shown.stdout
     table = run_cli("jobs", "--status", "queued", dsn=dsn).stdout
-    assert job["id"][:8] in table and "queued" in table
+    assert job["id"][-8:] in table and "queued" in table, "the short id is the random tail of the UUID"
 
 
 async def test_actions_through_the_cli(dsn: str, conn: asyncpg.Connection) -> None:

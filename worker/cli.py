@@ -19,7 +19,7 @@ from worker import __version__
 from worker.client import JobClient, ensure_schema
 from worker.db import connect, resolve_target
 from worker.errors import InvalidJob, JobdeskError
-from worker.models import JobRecord, Status
+from worker.models import JobRecord, Status, short_id
 from worker.settings import Settings, load_settings
 from worker.timefmt import relative
 
@@ -122,7 +122,7 @@ def _print_table(records: Sequence[JobRecord]) -> None:
     rows = [("ID", "TYPE", "STATUS", "TRIES", "CREATED", "ERROR")]
     for r in records:
         error = (r.error_message or "").splitlines()[0][:60] if r.error_message else ""
-        rows.append((r.id[:8], r.type[:24], r.status.value, str(r.retry_count), _ago(r.created_at), error))
+        rows.append((short_id(r.id), r.type[:24], r.status.value, str(r.retry_count), _ago(r.created_at), error))
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     for row in rows:
         print("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())

@@ -35,6 +35,16 @@ def new_job_id() -> str:
     return str(uuid.UUID(int=value))
 
 
+def short_id(job_id: str | None) -> str:
+    """The part of an id people read in a table: the random tail of a UUID (its head is a
+    timestamp, the same for every job of the same minute), or a shortened custom id."""
+    if not job_id:
+        return ""
+    if len(job_id) == 36 and job_id.count("-") == 4:
+        return job_id[-8:]
+    return job_id if len(job_id) <= 12 else job_id[:11] + "…"
+
+
 @dataclass
 class JobCreate:
     """A job to enqueue. `None` user or pipeline is inherited from the job that creates it."""

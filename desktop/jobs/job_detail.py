@@ -24,7 +24,7 @@ from PySide6.QtWidgets import (
 )
 
 from desktop.theme import STATUS_COLOURS, STATUS_SYMBOLS
-from worker.models import JobRecord
+from worker.models import JobRecord, short_id
 from worker.timefmt import relative
 
 RAW_LIMIT = 200_000  # characters of raw JSON shown; the rest is cut with a note
@@ -159,7 +159,7 @@ class JobDetail(QWidget):
         self._set("Status", f"<span style='background:{background}; color:{foreground}; padding:2px 6px;'>"
                             f"&nbsp;{STATUS_SYMBOLS[record.status]} {status}&nbsp;</span>{inactive}")
         self._set("Type", record.type)
-        self._set("Pipeline", f"<a href='pipeline:{record.pipeline_id}'>{record.pipeline_id[:8]}</a>"
+        self._set("Pipeline", f"<a href='pipeline:{record.pipeline_id}'>{short_id(record.pipeline_id)}</a>"
                               if record.pipeline_id else "—")
         self._set("User", str(record.user_id))
         self._set("Attempts", f"{record.attempts} (retries used: {record.retry_count})")
@@ -175,7 +175,11 @@ class JobDetail(QWidget):
         self.input_view.show_value(record.input_data)
         self.result_view.show_value(record.result_data)
         last_trace = next((a["traceback"] for a in reversed(attempts) if a.get("traceback")), None)
-        self.error_view.setPlainText("\n\n".join(t for t in (record.error_message, last_trace) if t) or "(no error)")
+        if last_trace and record.error_message and record.error_message in last_trace:
+            error_text = last_trace  # the traceback ends with the error itself
+        else:
+            error_text = "\n\n".join(t for t in (record.error_message, last_trace) if t)
+        self.error_view.setPlainText(error_text or "(no error)")
         self.history.setRowCount(len(attempts))
         for i, attempt in enumerate(attempts):
             took = ""
@@ -200,7 +204,7 @@ class JobDetail(QWidget):
 
 
 def _link(job_id: str) -> str:
-    return f"<a href='{job_id}'>{job_id[:8]}</a>"
+    return f"<a href='{job_id}'>{short_id(job_id)}</a>"
 
 
 def _when(value: datetime | None, now: datetime) -> str:

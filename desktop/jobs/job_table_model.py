@@ -17,7 +17,7 @@ from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelInd
 
 from desktop.tasks import spawn
 from worker.job_queries import JobFilter, JobRow, Page, fetch_page, fetch_rows
-from worker.models import Status
+from worker.models import Status, short_id
 from worker.timefmt import relative
 
 log = logging.getLogger("jobdesk.console")
@@ -108,13 +108,13 @@ class JobTableModel(QAbstractTableModel):
 
     def _display(self, row: JobRow, col: int) -> str:
         if col == COL_ID:
-            return row.id[:8]
+            return short_id(row.id)
         if col == COL_TYPE:
             return row.type
         if col == COL_STATUS:
             return row.status.value.replace("_", " ")
         if col == COL_PIPELINE:
-            return (row.pipeline_id or "")[:8]
+            return short_id(row.pipeline_id)
         if col == COL_USER:
             return "" if row.user_id is None else str(row.user_id)
         if col == COL_TRIES:
