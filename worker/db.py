@@ -8,7 +8,7 @@ import os
 import socket
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 import asyncpg
 
@@ -30,16 +30,6 @@ CONNECTION_ERRORS: tuple[type[BaseException], ...] = (
     asyncpg.exceptions.TooManyConnectionsError,
     asyncpg.exceptions.InternalClientError,
 )
-
-
-def redact(dsn: str) -> str:
-    """The DSN without its password, fit for logs, titles and error messages."""
-    parts = urlsplit(dsn)
-    if parts.password is None:
-        return dsn
-    netloc = parts.netloc.rsplit("@", 1)
-    user = (parts.username or "") + ":***"
-    return urlunsplit(parts._replace(netloc=f"{user}@{netloc[-1]}"))
 
 
 def describe(dsn: str) -> str:

@@ -151,10 +151,6 @@ class EmbeddedServer:
             raise EmbeddedDatabaseError("this process did not start the embedded server")
         return self.process.wait()
 
-    @property
-    def started_here(self) -> bool:
-        return self.process is not None and self.process.poll() is None
-
     # -- steps ------------------------------------------------------------------------------
 
     def _prepare_folders(self) -> None:

@@ -215,11 +215,6 @@ async def complete_and_claim(conn: asyncpg.Connection, worker_id: str, types: Se
                          r["retry_count"], r["attempts"], r["priority"]) for r in claimed]
 
 
-async def claim(conn: asyncpg.Connection, worker_id: str, types: Sequence[str], limit: int) -> list[Job]:
-    """Atomically take up to `limit` runnable jobs of the given types, oldest first."""
-    return (await complete_and_claim(conn, worker_id, types, limit))[1]
-
-
 _HOLD_FOR_APPROVAL = """
 UPDATE jobs
    SET status = 'waiting_approval', result_data = $4, pending_next_jobs = $5,
