@@ -24,24 +24,12 @@ async def run(app: object) -> int:
     from desktop.app import parse_args
     from desktop.connection import ConsoleConnection
     from desktop.main_window import MainWindow
-    from worker.client import JobClient
-    from worker.db import resolve_target
-    from worker.processors.demo_video import demo_pipeline
-    from worker.registry import instantiate, load_processor_classes
-    from worker.runner import Worker
+    from worker.devrun import prepare
     from worker.settings import load_settings
 
     args = parse_args([])
     settings = load_settings()
-    target = resolve_target(settings)
-    client = await JobClient.connect(None if target.embedded else target.dsn, settings=settings,
-                                     source="cli", pool_size=2)
-    try:
-        await client.enqueue_many([demo_pipeline()])
-    finally:
-        await client.close()
-    processors = instantiate(load_processor_classes(settings.JOB_PROCESSOR_MODULES, settings.JOB_PROCESSOR_PATH))
-    worker = Worker(settings, target.dsn, processors)
+    target, _first, worker = await prepare(settings)
     worker_task = asyncio.create_task(worker.run(), name="dev-worker")
     connection = ConsoleConnection(target.dsn, settings, embedded=target.embedded, read_only=args.read_only)
     window = MainWindow(connection)

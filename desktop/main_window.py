@@ -33,7 +33,7 @@ from desktop.jobs.job_detail import JobDetail
 from desktop.jobs.job_table_model import COL_ID, COL_STATUS, JobTableModel
 from desktop.jobs.status_delegate import StatusChipDelegate
 from desktop.tasks import spawn
-from desktop.theme import STATUS_COLOURS, STATUS_SYMBOLS, icon
+from desktop.theme import STATUS_COLOURS, icon, status_label
 from worker.job_queries import JobFilter, StatusCounts, status_counts
 from worker.models import Status, short_id
 
@@ -239,7 +239,7 @@ class MainWindow(QMainWindow):
             total += n
             exact &= counts.exact(status)
             shown = f"{n:,}" + ("" if counts.exact(status) else "+")
-            button.setText(f"{STATUS_SYMBOLS[status]} {status.value.replace('_', ' ')} {shown}")
+            button.setText(f"{status_label(status)} {shown}")
             button.setToolTip("" if counts.exact(status) else f"at least {n:,} (counting stops there)")
         self.status_buttons[None].setText(f"All {total:,}{'' if exact else '+'}")
 

@@ -30,6 +30,12 @@ STATUS_SYMBOLS: dict[Status, str] = {
 }
 
 
+def status_label(status: Status, *, symbol: bool = True) -> str:
+    """How a status reads in the console: "✖ failed", "⚑ waiting approval"."""
+    text = status.value.replace("_", " ")
+    return f"{STATUS_SYMBOLS[status]} {text}" if symbol else text
+
+
 def is_dark() -> bool:
     hints = QGuiApplication.styleHints()
     scheme = hints.colorScheme() if hints is not None else Qt.ColorScheme.Unknown

@@ -12,19 +12,19 @@ import sys
 
 from worker.cli import setup_logging
 from worker.client import JobClient
-from worker.db import resolve_target
+from worker.db import Target, resolve_target
 from worker.errors import JobdeskError
+from worker.models import JobCreate
 from worker.processors.demo_video import demo_pipeline
 from worker.registry import instantiate, load_processor_classes
 from worker.runner import Worker
-from worker.settings import load_settings
+from worker.settings import Settings, load_settings
 
 log = logging.getLogger("jobdesk.dev")
 
 
-async def main() -> None:
-    settings = load_settings()
-    setup_logging(settings.LOG_LEVEL)
+async def prepare(settings: Settings) -> tuple[Target, JobCreate, Worker]:
+    """The database (started if embedded), a fresh demo pipeline in it, and a worker for it."""
     target = resolve_target(settings)
     client = await JobClient.connect(target.dsn if not target.embedded else None, settings=settings,
                                      source="cli", pool_size=2)
@@ -33,13 +33,19 @@ async def main() -> None:
         await client.enqueue_many([first])
     finally:
         await client.close()
+    processors = instantiate(load_processor_classes(settings.JOB_PROCESSOR_MODULES, settings.JOB_PROCESSOR_PATH))
+    return target, first, Worker(settings, target.dsn, processors)
+
+
+async def main() -> None:
+    settings = load_settings()
+    setup_logging(settings.LOG_LEVEL)
+    target, first, worker = await prepare(settings)
     env = "" if not target.embedded else f"DATABASE_URL={shlex.quote(target.dsn)} "
     log.info("database: %s", target.describe())
     log.info("demo pipeline %s enqueued; watch it with: %s.venv/bin/jobdesk jobs --pipeline %s",
              first.pipeline_id, env, first.pipeline_id)
     log.info("the video stage waits for approval: %s.venv/bin/jobdesk approve ID (Ctrl-C stops everything)", env)
-    worker = Worker(settings, target.dsn, instantiate(load_processor_classes(settings.JOB_PROCESSOR_MODULES,
-                                                                             settings.JOB_PROCESSOR_PATH)))
     worker.install_signal_handlers()
     await worker.run()
 

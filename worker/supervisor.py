@@ -39,11 +39,14 @@ class Supervisor:
 
     async def start(self) -> None:
         """Register, and take back what dead workers left behind, before the first claim."""
-        w = self.worker
         self.alerts.start()
+        await self._register()
+        await self.rescue()
+
+    async def _register(self) -> None:
+        w = self.worker
         await w.db_call(lambda c: fleet.register(c, w.worker_id, socket.gethostname(), os.getpid(),
                                                  w.concurrency, w.types, __version__))
-        await self.rescue()
 
     async def stop(self) -> None:
         w = self.worker
@@ -76,8 +79,7 @@ class Supervisor:
         if was_lost:
             log.warning("this worker was declared lost (no heartbeat for %.0f s); its running jobs were "
                         "taken back and their results will be dropped", self.lease)
-            await w.db_call(lambda c: fleet.register(c, w.worker_id, socket.gethostname(), os.getpid(),
-                                                     w.concurrency, w.types, __version__))
+            await self._register()
         if requested:
             command = await w.db_call(lambda c: fleet.take_request(c, w.worker_id))
             if command:

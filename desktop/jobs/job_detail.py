@@ -23,7 +23,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from desktop.theme import STATUS_COLOURS, STATUS_SYMBOLS
+from desktop.theme import STATUS_COLOURS, status_label
 from worker.models import JobRecord, short_id
 from worker.timefmt import relative
 
@@ -154,10 +154,9 @@ class JobDetail(QWidget):
         self.job_id = record.id
         self.title.setText(f"<b>{record.type}</b> &nbsp; <code>{record.id}</code>")
         background, foreground = STATUS_COLOURS[record.status]
-        status = record.status.value.replace("_", " ")
         inactive = "" if record.is_active or record.status.value == "cancelled" else " (cancel requested)"
         self._set("Status", f"<span style='background:{background}; color:{foreground}; padding:2px 6px;'>"
-                            f"&nbsp;{STATUS_SYMBOLS[record.status]} {status}&nbsp;</span>{inactive}")
+                            f"&nbsp;{status_label(record.status)}&nbsp;</span>{inactive}")
         self._set("Type", record.type)
         self._set("Pipeline", f"<a href='pipeline:{record.pipeline_id}'>{short_id(record.pipeline_id)}</a>"
                               if record.pipeline_id else "—")

@@ -16,6 +16,7 @@ from typing import Any
 from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, Qt, Signal
 
 from desktop.tasks import spawn
+from desktop.theme import status_label
 from worker.job_queries import JobFilter, JobRow, Page, fetch_page, fetch_rows
 from worker.models import Status, short_id
 from worker.timefmt import relative
@@ -112,7 +113,7 @@ class JobTableModel(QAbstractTableModel):
         if col == COL_TYPE:
             return row.type
         if col == COL_STATUS:
-            return row.status.value.replace("_", " ")
+            return status_label(row.status, symbol=False)
         if col == COL_PIPELINE:
             return short_id(row.pipeline_id)
         if col == COL_USER:

@@ -7,7 +7,7 @@ from PySide6.QtGui import QColor, QPainter
 from PySide6.QtWidgets import QStyle, QStyledItemDelegate, QStyleOptionViewItem
 
 from desktop.jobs.job_table_model import ROW_ROLE
-from desktop.theme import STATUS_COLOURS, STATUS_SYMBOLS
+from desktop.theme import STATUS_COLOURS, status_label
 
 
 class StatusChipDelegate(QStyledItemDelegate):
@@ -20,7 +20,7 @@ class StatusChipDelegate(QStyledItemDelegate):
         if option.state & QStyle.StateFlag.State_Selected:  # type: ignore[attr-defined]
             painter.fillRect(option.rect, option.palette.highlight())  # type: ignore[attr-defined]
         background, foreground = STATUS_COLOURS[row.status]
-        text = f"{STATUS_SYMBOLS[row.status]} {row.status.value.replace('_', ' ')}"
+        text = status_label(row.status)
         painter.save()
         painter.setRenderHint(QPainter.RenderHint.Antialiasing)
         metrics = option.fontMetrics  # type: ignore[attr-defined]
