@@ -64,6 +64,8 @@ def main() -> int:
 
     app = QApplication.instance() or QApplication([sys.argv[0]])
     assert isinstance(app, QApplication)
+    # The window closing ends run(), which then stops the worker; Qt must not stop the loop first.
+    app.setQuitOnLastWindowClosed(False)
     app.setApplicationName("jobdesk")
     app.setWindowIcon(icon("jobdesk"))
     follow_os_style(app)
