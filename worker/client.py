@@ -145,3 +145,16 @@ class JobClient:
     async def reject(self, job_ids: Sequence[str], reason: str) -> list[str]:
         async with self.pool.acquire() as conn:
             return await transitions.reject(conn, job_ids, reason, self.actor)
+
+    async def retry_plan(self, job_ids: Sequence[str]) -> list[dict[str, Any]]:
+        """What `retry_downstream` would touch, without changing anything."""
+        async with self.pool.acquire() as conn:
+            return [dict(r) for r in await transitions.retry_plan(conn, job_ids)]
+
+    async def retry_downstream(self, job_ids: Sequence[str]) -> list[str]:
+        async with self.pool.acquire() as conn:
+            return await transitions.retry_downstream(conn, job_ids, self.actor)
+
+    async def cancel_pipeline(self, pipeline_id: str) -> list[str]:
+        async with self.pool.acquire() as conn:
+            return await transitions.cancel_pipeline(conn, pipeline_id, self.actor)

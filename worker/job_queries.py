@@ -67,13 +67,13 @@ class JobFilter:
         if self.created_to:
             clauses.append(f"created_at < {bind(self.created_to)}")
         if self.search and self.search.strip():
-            pattern = bind("%" + _escape_like(self.search.strip()) + "%")
+            pattern = bind("%" + escape_like(self.search.strip()) + "%")
             clauses.append(f"(id ILIKE {pattern} OR type ILIKE {pattern} OR error_message ILIKE {pattern} "
                            f"OR input_data::text ILIKE {pattern})")
         return " AND ".join(clauses) or "true"
 
 
-def _escape_like(text: str) -> str:
+def escape_like(text: str) -> str:
     return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
 
 

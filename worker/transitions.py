@@ -518,6 +518,50 @@ async def retry(conn: asyncpg.Connection, job_ids: Sequence[str], actor: Actor) 
     return ids
 
 
+_FAILED_DOWNSTREAM = """
+WITH RECURSIVE down(id) AS (
+    SELECT unnest($1::text[])
+    UNION
+    SELECT e.job_id FROM job_dependencies e JOIN down ON e.depends_on_id = down.id
+)
+SELECT j.id, j.type, j.status FROM jobs j JOIN down USING (id)
+ WHERE j.status IN ('failed', 'cancelled')
+ ORDER BY j.seq
+"""
+
+
+async def retry_plan(conn: asyncpg.Connection, job_ids: Sequence[str]) -> list[asyncpg.Record]:
+    """What "retry failed and downstream" of these jobs would touch: each of them, and every
+    job downstream, that is failed or cancelled (id, type, status in enqueue order)."""
+    return list(await conn.fetch(_FAILED_DOWNSTREAM, list(dict.fromkeys(job_ids))))
+
+
+async def retry_downstream(conn: asyncpg.Connection, job_ids: Sequence[str], actor: Actor) -> list[str]:
+    """Retry these jobs and every failed or cancelled job downstream of them, in one step.
+
+    Downstream jobs go back to `queued` still blocked by their unfinished parents, so the
+    pipeline runs again from the retried jobs on.
+    """
+    async with conn.transaction():
+        await _lock_and_check(conn, "retry", job_ids)
+        ids = [r["id"] for r in await retry_plan(conn, job_ids)]
+        return await retry(conn, ids, actor)
+
+
+async def cancel_pipeline(conn: asyncpg.Connection, pipeline_id: str, actor: Actor) -> list[str]:
+    """Cancel every job of a pipeline that has not finished; return the ids cancelled."""
+    async with conn.transaction():
+        rows = await conn.fetch("SELECT id FROM jobs WHERE pipeline_id = $1 AND is_active "
+                                "AND status IN ('queued', 'waiting_approval', 'in_progress') "
+                                "ORDER BY id FOR UPDATE", pipeline_id)
+        if not rows:
+            exists = await conn.fetchval("SELECT EXISTS (SELECT 1 FROM jobs WHERE pipeline_id = $1)", pipeline_id)
+            if not exists:
+                raise JobNotFound(f"no pipeline with id {pipeline_id}")
+            raise IllegalTransition(f"pipeline {pipeline_id} has no unfinished job to cancel")
+        return await cancel(conn, [r["id"] for r in rows], actor)
+
+
 async def approve(conn: asyncpg.Connection, job_ids: Sequence[str], actor: Actor) -> list[str]:
     """Complete jobs held for approval, release their dependants and create their next jobs."""
     async with conn.transaction():
