@@ -20,6 +20,7 @@ from PySide6.QtWidgets import (
     QMessageBox,
     QSplitter,
     QTableView,
+    QTabWidget,
     QToolBar,
     QToolButton,
     QVBoxLayout,
@@ -32,6 +33,7 @@ from desktop.jobs.job_actions import JobActions
 from desktop.jobs.job_detail import JobDetail
 from desktop.jobs.job_table_model import COL_ID, COL_STATUS, JobTableModel
 from desktop.jobs.status_delegate import StatusChipDelegate
+from desktop.pipelines.pipelines_tab import PipelinesTab
 from desktop.tasks import spawn
 from desktop.theme import STATUS_COLOURS, icon, status_label
 from worker.job_queries import JobFilter, StatusCounts, status_counts
@@ -80,6 +82,12 @@ class MainWindow(QMainWindow):
         self.job_actions.message.connect(self._show_message)
         self.job_actions.error.connect(self._show_error)
         self.job_actions.done.connect(lambda ids: self._changed(set(ids)))
+        self.pipelines = PipelinesTab(connection.run, self.job_actions)
+        self.pipelines.job_clicked.connect(self._load_detail)
+        self.pipelines.job_activated.connect(self.activate_job)
+        self.pipelines.message.connect(self._show_message)
+        self._pending_select: str | None = None
+        self.model.loaded.connect(self._select_pending)
 
         self.banner = QLabel()
         self.banner.setObjectName("banner")
@@ -131,8 +139,18 @@ class MainWindow(QMainWindow):
         for widget in (self.type_edit, self.pipeline_edit, self.user_edit, self.time_combo, self.search_edit):
             filters.addWidget(widget)
 
+        jobs_page = QWidget()
+        jobs_layout = QVBoxLayout(jobs_page)
+        jobs_layout.setContentsMargins(0, 4, 0, 0)
+        jobs_layout.addLayout(filters)
+        jobs_layout.addWidget(self.table, 1)
+        self.tabs = QTabWidget()
+        self.tabs.setDocumentMode(True)
+        self.tabs.addTab(jobs_page, "Jobs")
+        self.tabs.addTab(self.pipelines, "Pipelines")
+
         split = QSplitter(Qt.Orientation.Horizontal)
-        split.addWidget(self.table)
+        split.addWidget(self.tabs)
         split.addWidget(self.detail)
         split.setStretchFactor(0, 3)
         split.setStretchFactor(1, 2)
@@ -142,7 +160,6 @@ class MainWindow(QMainWindow):
         layout = QVBoxLayout(central)
         layout.setContentsMargins(6, 0, 6, 6)
         layout.addWidget(self.banner)
-        layout.addLayout(filters)
         layout.addWidget(split, 1)
         self.setCentralWidget(central)
 
@@ -179,15 +196,18 @@ class MainWindow(QMainWindow):
         self.job_actions.set_connected(True)
         self.model.active = True
         self.model.reload()
+        self.pipelines.set_active(True)
         self._counts_timer.start(0)
 
     def _on_disconnected(self, reason: str) -> None:
         self._set_banner(f"disconnected, retrying… ({reason})", "disconnected")
         self.job_actions.set_connected(False)
         self.model.active = False
+        self.pipelines.set_active(False)
 
     def _on_writable(self, writable: bool) -> None:
         self.job_actions.set_read_only(not writable)
+        self.pipelines.update_enabled()
         self.read_only_action.setVisible(not writable)
         title = self.windowTitle().removesuffix(" (read-only)")
         self.setWindowTitle(title + ("" if writable else " (read-only)"))
@@ -208,6 +228,7 @@ class MainWindow(QMainWindow):
             self.model.reload()
         else:
             spawn(self._apply(ids), "apply-changes")
+        self.pipelines.on_jobs_changed(ids)
         if not self._counts_timer.isActive():
             self._counts_timer.start()
         if self.detail.job_id and (ids is None or self.detail.job_id in ids):
@@ -317,6 +338,31 @@ class MainWindow(QMainWindow):
         """Narrow the table to one pipeline's jobs."""
         self.pipeline_edit.setText(pipeline_id)
         self._apply_filters()
+
+    def show_pipeline_graph(self, pipeline_id: str) -> None:
+        """Open the Pipelines tab on this pipeline's DAG."""
+        self.tabs.setCurrentWidget(self.pipelines)
+        self.pipelines.show_pipeline(pipeline_id)
+
+    def activate_job(self, job_id: str) -> None:
+        """Select a job in the job table, narrowing the table to its pipeline if it is not shown."""
+        self.tabs.setCurrentIndex(0)
+        if self.model.row_of(job_id) is not None:
+            self.select_job(job_id)
+            return
+        node = self.pipelines.node(job_id)
+        self._pending_select = job_id
+        if node is not None and self.pipelines.pipeline_id:
+            self.show_pipeline(self.pipelines.pipeline_id)
+        else:
+            self.search_edit.setText(job_id)
+            self._apply_filters()
+
+    def _select_pending(self) -> None:
+        job_id = self._pending_select
+        if job_id is not None and self.model.row_of(job_id) is not None:
+            self._pending_select = None
+            self.select_job(job_id)
 
     def select_job(self, job_id: str) -> None:
         row = self.model.row_of(job_id)

@@ -92,9 +92,37 @@ async def shoot(app: QApplication, dsn: str, out: Path) -> list[Path]:
         path = out / f"console-{'dark' if dark else 'light'}.png"
         window.grab().save(str(path))
         saved.append(path)
+        saved.append(await shoot_pipelines(window, out / f"pipelines-{'dark' if dark else 'light'}.png"))
         await connection.close()
         window.close()
     return saved
+
+
+async def shoot_pipelines(window: MainWindow, path: Path) -> Path:
+    """The Pipelines tab with a pipeline's DAG open, preferring one that needs attention."""
+    tab = window.pipelines
+    window.tabs.setCurrentWidget(tab)
+    for _ in range(200):
+        if tab.model.rowCount() > 0:
+            break
+        await asyncio.sleep(0.05)
+    rows = [tab.model.row_at(i) for i in range(tab.model.rowCount())]
+    wanted = ("waiting_approval", "failed", "running", "completed")
+    pick = min(range(len(rows)), key=lambda i: wanted.index(rows[i].status.value)  # type: ignore[union-attr]
+               if rows[i].status.value in wanted else len(wanted))  # type: ignore[union-attr]
+    tab.table.selectRow(pick)
+    for _ in range(200):
+        if tab.dag.nodes:
+            break
+        await asyncio.sleep(0.05)
+    await asyncio.sleep(0.5)
+    tab.dag.fit()
+    focus = tab.dag.focus_node()
+    if focus is not None:
+        tab.dag.select_job(focus.node.id)
+    await asyncio.sleep(0.8)
+    window.grab().save(str(path))
+    return path
 
 
 def main() -> int:

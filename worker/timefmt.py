@@ -17,3 +17,12 @@ def relative(when: datetime | None, now: datetime | None = None) -> str:
     else:
         text = f"{int(seconds)}s"
     return f"in {text}" if future else f"{text} ago"
+
+
+def span(seconds: float) -> str:
+    """A duration: "0.42s", "3m07s", "2h05m"."""
+    if seconds < 10:
+        return f"{seconds:.2f}s"
+    if seconds < 3600:
+        return f"{int(seconds // 60)}m{int(seconds % 60):02d}s"
+    return f"{int(seconds // 3600)}h{int(seconds % 3600 // 60):02d}m"

@@ -63,18 +63,25 @@ class JobActions(QObject):
         self.connected = connected
         self.update_enabled()
 
-    def legal(self, name: str) -> bool:
-        return (bool(self.selection) and self.connected and not self.read_only and not self.busy
-                and all(is_legal(name, row.status) for row in self.selection))
+    def legal(self, name: str, rows: Sequence[Any] | None = None) -> bool:
+        rows = self.selection if rows is None else rows
+        return self.can_act() and bool(rows) and all(is_legal(name, row.status) for row in rows)
+
+    def can_act(self) -> bool:
+        """Connected, writable and idle: whether any action may start now."""
+        return self.connected and not self.read_only and not self.busy
 
     def update_enabled(self) -> None:
         for name, action in self.actions.items():
             action.setEnabled(self.legal(name))
 
-    def trigger(self, name: str) -> None:
-        if not self.legal(name):
+    def trigger(self, name: str, rows: Sequence[Any] | None = None) -> None:
+        """Ask what needs asking, then run `name` on `rows` (the table's selection by default).
+        Rows need an `id` and a `status`."""
+        rows = self.selection if rows is None else rows
+        if not self.legal(name, rows):
             return
-        ids = [row.id for row in self.selection]
+        ids = [row.id for row in rows]
         reason = None
         question = ACTIONS[name][2]
         if question is not None:
@@ -89,23 +96,27 @@ class JobActions(QObject):
 
     async def perform(self, name: str, ids: list[str], reason: str | None = None) -> list[str]:
         """Run an action (no dialogs); returns the ids changed, or [] after reporting an error."""
+        label = ACTIONS[name][0].rstrip("…")
+        if name == "reject":
+            return await self.run_operation(label, lambda c: c.reject(ids, reason or ""))
+        return await self.run_operation(label, lambda c: getattr(c, name)(ids))
+
+    async def run_operation(self, label: str, call: Callable[[Any], Awaitable[list[str]]]) -> list[str]:
+        """Run `call(client)`, which changes jobs and returns their ids; report how it went."""
         self.busy = True
         self.update_enabled()
         try:
-            if name == "reject":
-                changed = await self._run(lambda c: c.reject(ids, reason or ""))
-            else:
-                changed = await self._run(lambda c: getattr(c, name)(ids))
+            changed = await self._run(call)
         except JobdeskError as exc:
             self.error.emit(str(exc))
             return []
         except Exception as exc:  # a lost connection or a database error: readable, never a crash
-            self.error.emit(f"{ACTIONS[name][0].rstrip('…')} failed: {exc}")
+            self.error.emit(f"{label} failed: {exc}")
             return []
         finally:
             self.busy = False
             self.update_enabled()
         changed_ids = list(changed)
-        self.message.emit(f"{ACTIONS[name][0].rstrip('…')}: {len(changed_ids)} job(s)")
+        self.message.emit(f"{label}: {len(changed_ids)} job(s)")
         self.done.emit(changed_ids)
         return changed_ids

@@ -19,7 +19,7 @@ from desktop.tasks import spawn
 from desktop.theme import status_label
 from worker.job_queries import JobFilter, JobRow, Page, fetch_page, fetch_rows
 from worker.models import Status, short_id
-from worker.timefmt import relative
+from worker.timefmt import relative, span
 
 log = logging.getLogger("jobdesk.console")
 
@@ -43,12 +43,7 @@ def duration(row: JobRow, now: datetime) -> str:
     if row.started_at is None:
         return ""
     end = row.completed_at or (now if row.status == Status.IN_PROGRESS else row.updated_at)
-    seconds = max(0.0, (end - row.started_at).total_seconds())
-    if seconds < 10:
-        return f"{seconds:.2f}s"
-    if seconds < 3600:
-        return f"{int(seconds // 60)}m{int(seconds % 60):02d}s"
-    return f"{int(seconds // 3600)}h{int(seconds % 3600 // 60):02d}m"
+    return span(max(0.0, (end - row.started_at).total_seconds()))
 
 
 class JobTableModel(QAbstractTableModel):

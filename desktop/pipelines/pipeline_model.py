@@ -1,0 +1,226 @@
+"""The live pipeline list: a lazily paged Qt model over `worker.pipeline_queries`, newest first.
+
+Pushed job changes are mapped to their pipelines, and only those rows are re-read: updated in
+place, inserted at their place, or dropped when they stop matching the filter.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, Qt, Signal
+
+from desktop.tasks import spawn
+from worker.models import short_id
+from worker.pipeline_queries import (
+    PipelineFilter,
+    PipelineRow,
+    PipelineStatus,
+    fetch_pipeline_rows,
+    fetch_pipelines,
+    pipelines_of,
+)
+from worker.timefmt import relative, span
+
+PAGE_SIZE = 200
+ROW_ROLE = Qt.ItemDataRole.UserRole + 1
+COLUMNS = ["Pipeline", "Status", "Progress", "Started", "Duration", "ID"]
+COL_NAME, COL_STATUS, COL_PROGRESS, COL_STARTED, COL_DURATION, COL_ID = range(len(COLUMNS))
+
+PIPELINE_SYMBOLS = {
+    PipelineStatus.RUNNING: "▶", PipelineStatus.WAITING_APPROVAL: "⚑", PipelineStatus.FAILED: "✖",
+    PipelineStatus.CANCELLED: "⊘", PipelineStatus.COMPLETED: "✔",
+}
+
+Index = QModelIndex | QPersistentModelIndex
+Runner = Callable[[Callable[[Any], Awaitable[Any]]], Awaitable[Any]]
+
+
+def pipeline_label(status: PipelineStatus, *, symbol: bool = True) -> str:
+    text = status.value.replace("_", " ")
+    return f"{PIPELINE_SYMBOLS[status]} {text}" if symbol else text
+
+
+class PipelineListModel(QAbstractTableModel):
+    loaded = Signal()
+    failed = Signal(str)
+
+    def __init__(self, run: Runner) -> None:
+        super().__init__()
+        self._run = run
+        self._rows: list[PipelineRow] = []
+        self._index: dict[str, int] = {}
+        self.filter = PipelineFilter()
+        self._has_more = False
+        self._loading: asyncio.Task[None] | None = None
+        self._generation = 0
+        self.active = False
+        self.now = datetime.now(UTC)
+
+    # -- Qt model API -----------------------------------------------------------------------
+
+    def rowCount(self, parent: Index = QModelIndex()) -> int:  # noqa: B008, N802
+        return 0 if parent.isValid() else len(self._rows)
+
+    def columnCount(self, parent: Index = QModelIndex()) -> int:  # noqa: B008, N802
+        return 0 if parent.isValid() else len(COLUMNS)
+
+    def headerData(self, section: int, orientation: Qt.Orientation,  # noqa: N802
+                   role: int = Qt.ItemDataRole.DisplayRole) -> Any:
+        if orientation == Qt.Orientation.Horizontal and role == Qt.ItemDataRole.DisplayRole \
+                and 0 <= section < len(COLUMNS):
+            return COLUMNS[section]
+        return None
+
+    def data(self, index: Index, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
+        if not index.isValid() or not 0 <= index.row() < len(self._rows):
+            return None
+        row, col = self._rows[index.row()], index.column()
+        if role == ROW_ROLE:
+            return row
+        if role == Qt.ItemDataRole.DisplayRole:
+            if col == COL_NAME:
+                return row.name
+            if col == COL_STATUS:
+                return pipeline_label(row.status)
+            if col == COL_PROGRESS:
+                return f"{row.completed} of {row.total}"
+            if col == COL_STARTED:
+                return relative(row.started_at, self.now)
+            if col == COL_DURATION:
+                return span(row.duration_s(self.now))
+            if col == COL_ID:
+                return short_id(row.pipeline_id)
+        if role == Qt.ItemDataRole.ToolTipRole:
+            if col == COL_ID or col == COL_NAME:
+                return row.pipeline_id
+            if col == COL_STARTED:
+                return row.started_at.astimezone().strftime("%Y-%m-%d %H:%M:%S")
+            if col == COL_PROGRESS:
+                parts = [f"{n} {what}" for n, what in ((row.in_progress, "running"), (row.queued, "queued"),
+                                                        (row.waiting, "waiting approval"), (row.failed, "failed"),
+                                                        (row.cancelled, "cancelled")) if n]
+                return ", ".join(parts) or "all completed"
+        if role == Qt.ItemDataRole.TextAlignmentRole and col == COL_DURATION:
+            return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+        return None
+
+    def canFetchMore(self, parent: Index = QModelIndex()) -> bool:  # noqa: B008, N802
+        return not parent.isValid() and self.active and self._has_more and self._loading is None
+
+    def fetchMore(self, parent: Index = QModelIndex()) -> None:  # noqa: B008, N802
+        if self.canFetchMore(parent):
+            self._start(self._load(after=self._rows[-1].head_seq if self._rows else None))
+
+    # -- loading ----------------------------------------------------------------------------
+
+    def row_at(self, row: int) -> PipelineRow | None:
+        return self._rows[row] if 0 <= row < len(self._rows) else None
+
+    def row_of(self, pipeline_id: str) -> int | None:
+        return self._index.get(pipeline_id)
+
+    def set_filter(self, filt: PipelineFilter) -> None:
+        self.filter = filt
+        self.reload()
+
+    def reload(self) -> None:
+        if not self.active:
+            return
+        self._generation += 1
+        if self._loading is not None:
+            self._loading.cancel()
+            self._loading = None
+        self._start(self._load(after=None))
+
+    def _start(self, coro: Any) -> None:
+        task = spawn(coro, "pipeline-list-load")
+        if task is None:
+            return
+        self._loading = task
+
+        def done(t: asyncio.Task[None]) -> None:
+            if self._loading is t:
+                self._loading = None
+            if not t.cancelled() and t.exception() is not None:
+                self.failed.emit(str(t.exception()))
+
+        task.add_done_callback(done)
+
+    async def _load(self, after: int | None) -> None:
+        generation, filt = self._generation, self.filter
+        rows, has_more = await self._run(lambda c: _with_conn(
+            c, lambda conn: fetch_pipelines(conn, filt, after_seq=after, limit=PAGE_SIZE)))
+        if generation != self._generation:
+            return
+        self.now = datetime.now(UTC)
+        if after is None:
+            self.beginResetModel()
+            self._rows = rows
+            self._reindex()
+            self.endResetModel()
+        else:
+            fresh = [r for r in rows if r.pipeline_id not in self._index]
+            if fresh:
+                first = len(self._rows)
+                self.beginInsertRows(QModelIndex(), first, first + len(fresh) - 1)
+                self._rows.extend(fresh)
+                self._reindex()
+                self.endInsertRows()
+        self._has_more = has_more
+        self.loaded.emit()
+
+    def _reindex(self) -> None:
+        self._index = {r.pipeline_id: i for i, r in enumerate(self._rows)}
+
+    # -- live updates -----------------------------------------------------------------------
+
+    async def apply_changes(self, job_ids: set[str]) -> set[str]:
+        """Re-read the pipelines these jobs belong to; return those pipeline ids."""
+        generation, filt = self._generation, self.filter
+
+        async def read(conn: Any) -> tuple[set[str], list[PipelineRow]]:
+            pipeline_ids = await pipelines_of(conn, sorted(job_ids))
+            return pipeline_ids, (await fetch_pipeline_rows(conn, sorted(pipeline_ids), filt) if pipeline_ids else [])
+
+        pipeline_ids, rows = await self._run(lambda c: _with_conn(c, read))
+        if generation != self._generation:
+            return pipeline_ids
+        self.now = datetime.now(UTC)
+        found = {r.pipeline_id: r for r in rows}
+        for position in sorted((self._index[p] for p in pipeline_ids if p in self._index and p not in found),
+                               reverse=True):
+            self.beginRemoveRows(QModelIndex(), position, position)
+            del self._rows[position]
+            self.endRemoveRows()
+            self._reindex()
+        for pipeline_id, row in found.items():
+            at = self._index.get(pipeline_id)
+            if at is not None:
+                self._rows[at] = row
+                self.dataChanged.emit(self.index(at, 0), self.index(at, len(COLUMNS) - 1))
+                continue
+            at = next((i for i, r in enumerate(self._rows) if r.head_seq < row.head_seq), len(self._rows))
+            if at == len(self._rows) and self._has_more:
+                continue  # beyond what is loaded; it comes with a later page
+            self.beginInsertRows(QModelIndex(), at, at)
+            self._rows.insert(at, row)
+            self._reindex()
+            self.endInsertRows()
+        self.loaded.emit()
+        return pipeline_ids
+
+    def tick(self) -> None:
+        """Refresh the live ages and durations."""
+        self.now = datetime.now(UTC)
+        if self._rows:
+            self.dataChanged.emit(self.index(0, COL_STARTED), self.index(len(self._rows) - 1, COL_DURATION),
+                                  [Qt.ItemDataRole.DisplayRole])
+
+
+async def _with_conn(client: Any, fn: Callable[[Any], Awaitable[Any]]) -> Any:
+    async with client.pool.acquire() as conn:
+        return await fn(conn)

@@ -1,0 +1,345 @@
+"""The Pipelines tab: the live pipeline list above, the selected pipeline's DAG below."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from PySide6.QtCore import QItemSelection, QPoint, Qt, QTimer, Signal
+from PySide6.QtGui import QAction, QKeySequence
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QLineEdit,
+    QMenu,
+    QMessageBox,
+    QSplitter,
+    QTableView,
+    QToolBar,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from desktop.jobs.job_actions import ACTIONS, JobActions
+from desktop.pipelines.dag_view import DagView
+from desktop.pipelines.pipeline_model import COL_PROGRESS, COL_STATUS, PipelineListModel, pipeline_label
+from desktop.pipelines.progress_delegate import PIPELINE_COLOURS, PipelineDelegate
+from desktop.tasks import spawn
+from desktop.theme import icon
+from worker.models import Status, short_id
+from worker.pipeline_queries import GRAPH_LIMIT, GraphNode, PipelineFilter, PipelineStatus, fetch_graph
+from worker.transitions import is_legal
+
+log = logging.getLogger("jobdesk.console")
+PLAN_SHOWN = 15  # jobs listed by name in the "retry failed and downstream" question
+
+Runner = Callable[[Callable[[Any], Awaitable[Any]]], Awaitable[Any]]
+
+
+class PipelinesTab(QWidget):
+    job_clicked = Signal(str)  # show this job in the detail panes
+    job_activated = Signal(str)  # select this job in the job table
+    message = Signal(str)
+
+    def __init__(self, run: Runner, job_actions: JobActions) -> None:
+        super().__init__()
+        self._run = run
+        self.job_actions = job_actions
+        self.model = PipelineListModel(run)
+        self.model.failed.connect(lambda text: self.message.emit(f"query failed: {text}"))
+        self.model.loaded.connect(self._keep_selection)
+        self.table = QTableView()
+        self.table.setModel(self.model)
+        self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+        delegate = PipelineDelegate(self.table)
+        self.table.setItemDelegateForColumn(COL_STATUS, delegate)
+        self.table.setItemDelegateForColumn(COL_PROGRESS, delegate)
+        self.table.verticalHeader().hide()
+        self.table.verticalHeader().setDefaultSectionSize(26)
+        self.table.setAlternatingRowColors(True)
+        self.table.setWordWrap(False)
+        self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
+        self.table.horizontalHeader().setStretchLastSection(True)
+        for col, width in enumerate((260, 150, 170, 80, 80, 80)):
+            self.table.setColumnWidth(col, width)
+        self.table.selectionModel().selectionChanged.connect(self._pipeline_selected)
+
+        self.status_buttons: dict[PipelineStatus | None, QToolButton] = {}
+        filters = QHBoxLayout()
+        for status in (None, *PipelineStatus):
+            button = QToolButton()
+            button.setCheckable(True)
+            button.setObjectName("statusFilter")
+            button.setText("All" if status is None else pipeline_label(status))
+            if status is not None:
+                colour = PIPELINE_COLOURS[status][0]
+                button.setStyleSheet(f"QToolButton:checked {{ border-bottom: 3px solid {colour}; }}")
+            button.clicked.connect(lambda _c=False, s=status: self._status_clicked(s))
+            self.status_buttons[status] = button
+            filters.addWidget(button)
+        self.status_buttons[None].setChecked(True)
+        filters.addStretch(1)
+        self.search_edit = QLineEdit()
+        self.search_edit.setPlaceholderText("search pipeline name or id")
+        self.search_edit.setClearButtonEnabled(True)
+        self.search_edit.setMinimumWidth(220)
+        self.search_edit.returnPressed.connect(self.apply_filter)
+        self._debounce = QTimer(self, singleShot=True, interval=400)
+        self._debounce.timeout.connect(self.apply_filter)
+        self.search_edit.textChanged.connect(lambda _t: self._debounce.start())
+        filters.addWidget(self.search_edit)
+
+        self.dag = DagView()
+        self.dag.node_clicked.connect(self.job_clicked)
+        self.dag.node_activated.connect(self.job_activated)
+        self.dag.context_requested.connect(self._node_menu)
+        self.dag_title = QLabel("Select a pipeline to see its jobs")
+        self.dag_title.setObjectName("dagTitle")
+        dag_bar = QToolBar("Pipeline graph")
+        dag_bar.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextOnly)
+        dag_bar.addWidget(self.dag_title)
+        spacer = QWidget()
+        spacer.setSizePolicy(spacer.sizePolicy().horizontalPolicy().Expanding, spacer.sizePolicy().verticalPolicy())
+        dag_bar.addWidget(spacer)
+        fit = QAction("Fit", self)
+        fit.setToolTip("Show the whole pipeline (F)")
+        fit.triggered.connect(self.dag.fit)
+        dag_bar.addAction(fit)
+        centre = QAction("Centre", self)
+        centre.setToolTip("Centre on the running, failed or waiting job (C)")
+        centre.triggered.connect(self.dag.centre_on_focus)
+        dag_bar.addAction(centre)
+        self.follow_action = QAction("Follow", self)
+        self.follow_action.setCheckable(True)
+        self.follow_action.setShortcut(QKeySequence("Ctrl+Shift+F"))
+        self.follow_action.setToolTip("Keep the running or failed job in view as the pipeline moves (Ctrl+Shift+F)")
+        self.follow_action.toggled.connect(self.dag.set_follow)
+        dag_bar.addAction(self.follow_action)
+        self.cancel_pipeline_action = QAction(icon("cancel"), "Cancel pipeline", self)
+        self.cancel_pipeline_action.triggered.connect(self._ask_cancel_pipeline)
+        dag_bar.addAction(self.cancel_pipeline_action)
+
+        dag_box = QWidget()
+        dag_layout = QVBoxLayout(dag_box)
+        dag_layout.setContentsMargins(0, 0, 0, 0)
+        dag_layout.setSpacing(0)
+        dag_layout.addWidget(dag_bar)
+        dag_layout.addWidget(self.dag, 1)
+
+        split = QSplitter(Qt.Orientation.Vertical)
+        split.addWidget(self.table)
+        split.addWidget(dag_box)
+        split.setSizes([260, 440])
+
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 4, 0, 0)
+        layout.addLayout(filters)
+        layout.addWidget(split, 1)
+
+        self.pipeline_id: str | None = None
+        self.graph: list[GraphNode] = []
+        self._graph_loading = False
+        self._graph_again = False
+        self._clock = QTimer(self, interval=1000)
+        self._clock.timeout.connect(self.model.tick)
+        self._clock.start()
+        self.update_enabled()
+
+    # -- connection and live updates ----------------------------------------------------------
+
+    def set_active(self, active: bool) -> None:
+        self.model.active = active
+        if active:
+            self.model.reload()
+            self.reload_graph()
+        self.update_enabled()
+
+    def on_jobs_changed(self, ids: set[str] | None) -> None:
+        if ids is None:
+            self.model.reload()
+            self.reload_graph()
+        else:
+            spawn(self._apply(ids), "pipelines-apply")
+
+    async def _apply(self, ids: set[str]) -> None:
+        try:
+            touched = await self.model.apply_changes(ids)
+        except Exception as exc:
+            log.warning("pipeline update failed: %s", exc)
+            return
+        if self.pipeline_id is not None and (self.pipeline_id in touched or ids & {n.id for n in self.graph}):
+            self.reload_graph()
+
+    # -- filters and selection ----------------------------------------------------------------
+
+    def _status_clicked(self, status: PipelineStatus | None) -> None:
+        if status is None:
+            for s, button in self.status_buttons.items():
+                button.setChecked(s is None)
+        else:
+            any_checked = any(b.isChecked() for s, b in self.status_buttons.items() if s is not None)
+            self.status_buttons[None].setChecked(not any_checked)
+        self.apply_filter()
+
+    def current_filter(self) -> PipelineFilter:
+        statuses = frozenset(s for s, b in self.status_buttons.items() if s is not None and b.isChecked())
+        return PipelineFilter(statuses=statuses, search=self.search_edit.text().strip() or None)
+
+    def apply_filter(self) -> None:
+        self.model.set_filter(self.current_filter())
+
+    def show_pipeline(self, pipeline_id: str) -> None:
+        """Select this pipeline in the list if it is loaded, and show its graph either way."""
+        row = self.model.row_of(pipeline_id)
+        if row is not None:
+            self.table.selectRow(row)
+        else:
+            self._set_pipeline(pipeline_id)
+
+    def _pipeline_selected(self, *_: QItemSelection) -> None:
+        rows = self.table.selectionModel().selectedRows()
+        record = self.model.row_at(rows[0].row()) if rows else None
+        if record is not None and record.pipeline_id != self.pipeline_id:
+            self._set_pipeline(record.pipeline_id)
+
+    def _keep_selection(self) -> None:
+        """After a reload, keep the shown pipeline selected in the list."""
+        if self.pipeline_id is None:
+            return
+        row = self.model.row_of(self.pipeline_id)
+        selected = self.table.selectionModel().selectedRows()
+        if row is not None and (not selected or selected[0].row() != row):
+            self.table.selectionModel().blockSignals(True)
+            self.table.selectRow(row)
+            self.table.selectionModel().blockSignals(False)
+            self.table.viewport().update()
+
+    def _set_pipeline(self, pipeline_id: str) -> None:
+        self.pipeline_id = pipeline_id
+        self.graph = []
+        self.dag.clear_graph()
+        self.dag_title.setText(f"Pipeline {short_id(pipeline_id)} · loading…")
+        self.update_enabled()
+        self.reload_graph()
+
+    # -- the graph ----------------------------------------------------------------------------
+
+    def reload_graph(self) -> None:
+        if self.pipeline_id is None or not self.model.active:
+            return
+        if self._graph_loading:
+            self._graph_again = True  # one more read when the current one ends
+            return
+        self._graph_loading = True
+        spawn(self._load_graph(), "pipeline-graph")
+
+    async def _load_graph(self) -> None:
+        try:
+            while True:
+                self._graph_again = False
+                pipeline_id = self.pipeline_id
+                if pipeline_id is None:
+                    return
+                try:
+                    nodes, truncated = await self._run(lambda c: _graph(c, pipeline_id))
+                except Exception as exc:
+                    self.message.emit(f"cannot load pipeline {short_id(pipeline_id)}: {exc}")
+                    return
+                if pipeline_id == self.pipeline_id:
+                    self._show_graph(pipeline_id, nodes, truncated)
+                if not self._graph_again:
+                    return
+        finally:
+            self._graph_loading = False
+
+    def _show_graph(self, pipeline_id: str, nodes: list[GraphNode], truncated: bool) -> None:
+        self.graph = nodes
+        self.dag.set_graph(pipeline_id, nodes)
+        row = self.model.row_of(pipeline_id)
+        record = self.model.row_at(row) if row is not None else None
+        name = record.name if record is not None else (nodes[0].type if nodes else "")
+        done = sum(1 for n in nodes if n.status == Status.COMPLETED)
+        more = f" · showing the first {GRAPH_LIMIT:,} jobs" if truncated else ""
+        self.dag_title.setText(f"{name} · {short_id(pipeline_id)} · {done} of {len(nodes)} completed{more}")
+        self.update_enabled()
+
+    def node(self, job_id: str) -> GraphNode | None:
+        return next((n for n in self.graph if n.id == job_id), None)
+
+    # -- actions ------------------------------------------------------------------------------
+
+    def update_enabled(self) -> None:
+        unfinished = any(n.status in (Status.QUEUED, Status.IN_PROGRESS, Status.WAITING_APPROVAL)
+                         for n in self.graph)
+        self.cancel_pipeline_action.setEnabled(self.job_actions.can_act() and unfinished)
+        self.cancel_pipeline_action.setVisible(not self.job_actions.read_only)
+
+    def node_menu(self, job_id: str) -> QMenu:
+        """The context menu of a node: the job's own actions, then pipeline-wide ones."""
+        menu = QMenu(self)
+        node = self.node(job_id)
+        if node is None:
+            return menu
+        writable = self.job_actions.can_act()
+        for name, (label, _shortcut, _question) in ACTIONS.items():
+            action = menu.addAction(icon(name), label)
+            action.setEnabled(writable and is_legal(name, node.status))
+            action.triggered.connect(lambda _c=False, n=name: self.job_actions.trigger(n, [node]))
+        menu.addSeparator()
+        retry = menu.addAction(icon("retry"), "Retry failed and downstream…")
+        retry.setEnabled(writable and is_legal("retry", node.status))
+        retry.triggered.connect(lambda: spawn(self.retry_downstream(job_id), "retry-downstream"))
+        cancel = menu.addAction(icon("cancel"), "Cancel pipeline…")
+        cancel.setEnabled(self.cancel_pipeline_action.isEnabled())
+        cancel.triggered.connect(self._ask_cancel_pipeline)
+        menu.addSeparator()
+        menu.addAction("Show in job table").triggered.connect(lambda: self.job_activated.emit(job_id))
+        return menu
+
+    def _node_menu(self, job_id: str, where: QPoint) -> None:
+        self.node_menu(job_id).popup(where)
+
+    def ask(self, title: str, text: str, details: str = "") -> bool:
+        """A yes/no question (tests replace this)."""
+        box = QMessageBox(QMessageBox.Icon.Question, title, text,
+                          QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.No, self)
+        if details:
+            box.setInformativeText(details)
+        return box.exec() == QMessageBox.StandardButton.Yes
+
+    async def retry_downstream(self, job_id: str) -> list[str]:
+        """Show what "retry failed and downstream" of a job will touch, then do it if confirmed."""
+        try:
+            plan = await self._run(lambda c: c.retry_plan([job_id]))
+        except Exception as exc:
+            self.job_actions.error.emit(f"cannot plan the retry: {exc}")
+            return []
+        lines = [f"{p['type']} · {short_id(p['id'])} · {p['status']}" for p in plan[:PLAN_SHOWN]]
+        if len(plan) > PLAN_SHOWN:
+            lines.append(f"… and {len(plan) - PLAN_SHOWN} more")
+        if not self.ask("Retry failed and downstream", f"Retry these {len(plan)} job(s)?", "\n".join(lines)):
+            return []
+        return await self.job_actions.run_operation("Retry failed and downstream",
+                                                    lambda c: c.retry_downstream([job_id]))
+
+    def _ask_cancel_pipeline(self) -> None:
+        pipeline_id = self.pipeline_id
+        if pipeline_id is None:
+            return
+        left = sum(1 for n in self.graph if n.status in (Status.QUEUED, Status.IN_PROGRESS, Status.WAITING_APPROVAL))
+        if self.ask("Cancel pipeline", f"Cancel pipeline {short_id(pipeline_id)}?",
+                    f"Its {left} unfinished job(s) are cancelled; running ones are stopped by their worker."):
+            spawn(self.cancel_pipeline(pipeline_id), "cancel-pipeline")
+
+    async def cancel_pipeline(self, pipeline_id: str) -> list[str]:
+        return await self.job_actions.run_operation("Cancel pipeline", lambda c: c.cancel_pipeline(pipeline_id))
+
+
+async def _graph(client: Any, pipeline_id: str) -> tuple[list[GraphNode], bool]:
+    async with client.pool.acquire() as conn:
+        return await fetch_graph(conn, pipeline_id)
