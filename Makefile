@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test venv worker demo db bench bench-console lint clean screenshots
+.PHONY: run test venv worker demo db bench bench-console bench-dag bench-pipelines lint clean screenshots
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -46,3 +46,11 @@ clean:
 ## screenshots: the console rendered offscreen with demo data, light and dark
 screenshots: $(STAMP)
 	QT_QPA_PLATFORM=offscreen $(PY) -m desktop.screenshots screenshots
+
+## bench-dag: layout and first paint of a 1,000-job pipeline in the DAG view (prints figures)
+bench-dag: $(STAMP)
+	QT_QPA_PLATFORM=offscreen $(PY) benchmarks/dag_bench.py
+
+## bench-pipelines: the pipeline list's queries over a million jobs (prints figures)
+bench-pipelines: $(STAMP)
+	$(PY) benchmarks/pipelines_bench.py

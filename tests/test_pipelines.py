@@ -68,6 +68,14 @@ async def test_list_derives_status_progress_and_name_newest_first(conn: asyncpg.
     # Server-side filters and keyset pages.
     failed, _ = await fetch_pipelines(conn, PipelineFilter(statuses=frozenset({PipelineStatus.FAILED})))
     assert [r.pipeline_id for r in failed] == ["p-2"]
+    # Running and waiting pipelines are found through their active jobs; pages work there too.
+    moving = PipelineFilter(statuses=frozenset({PipelineStatus.RUNNING, PipelineStatus.WAITING_APPROVAL}))
+    rows, _ = await fetch_pipelines(conn, moving)
+    assert [r.pipeline_id for r in rows] == ["p-5", "p-3"]
+    rows, more = await fetch_pipelines(conn, moving, limit=1)
+    assert more and [r.pipeline_id for r in rows] == ["p-5"]
+    rows, more = await fetch_pipelines(conn, moving, after_seq=rows[0].head_seq, limit=1)
+    assert not more and [r.pipeline_id for r in rows] == ["p-3"]
     found, _ = await fetch_pipelines(conn, PipelineFilter(search="NIGHTLY"))
     assert [r.pipeline_id for r in found] == ["p-1"]
     page1, more = await fetch_pipelines(conn, PipelineFilter(), limit=2)

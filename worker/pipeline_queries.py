@@ -38,12 +38,13 @@ _DERIVED = """CASE WHEN a.completed = a.total THEN 'completed'
                    ELSE 'cancelled' END"""
 
 _PIPELINES = f"""
+{{candidates}}
 SELECT * FROM (
     SELECT h.pipeline_id, h.seq AS head_seq,
            COALESCE(NULLIF(h.input_data->>'pipeline_name', ''), NULLIF(h.input_data->>'name', ''), h.type) AS name,
            a.total, a.completed, a.failed, a.cancelled, a.waiting, a.queued, a.in_progress,
            a.started_at, a.last_update, {_DERIVED} AS status
-      FROM jobs h
+      FROM {{heads_from}}
      CROSS JOIN LATERAL (
         SELECT count(*) AS total,
                count(*) FILTER (WHERE status = 'completed') AS completed,
@@ -62,6 +63,18 @@ SELECT * FROM (
 WHERE {{where}}
 LIMIT {{limit}}
 """
+
+
+# Pipelines that are still moving hold at least one job in these statuses. The status index finds
+# them directly, instead of walking every pipeline for the few that match.
+_ACTIVE_JOB_STATUSES = {"running": ["queued", "in_progress"], "waiting_approval": ["waiting_approval"]}
+_ACTIVE_HEADS = """
+WITH candidates AS (
+    SELECT DISTINCT pipeline_id FROM jobs WHERE status = ANY({statuses}::text[]) AND pipeline_id IS NOT NULL
+), head_rows AS (
+    SELECT first.* FROM candidates c
+     CROSS JOIN LATERAL (SELECT * FROM jobs f WHERE f.pipeline_id = c.pipeline_id ORDER BY f.seq LIMIT 1) first
+)"""
 
 
 @dataclass(frozen=True)
@@ -129,9 +142,15 @@ async def fetch_pipelines(conn: asyncpg.Connection, filt: PipelineFilter, *, aft
     if after_seq is not None:
         params.append(after_seq)
         heads = f"h.seq < ${len(params)}"
+    candidates, heads_from = "", "jobs h"
+    if filt.statuses and all(s in _ACTIVE_JOB_STATUSES for s in filt.statuses):
+        params.append(sorted({j for s in filt.statuses for j in _ACTIVE_JOB_STATUSES[s]}))
+        candidates, heads_from = _ACTIVE_HEADS.format(statuses=f"${len(params)}"), "head_rows h"
     where = filt.where(params)
     params.append(limit + 1)
-    rows = await conn.fetch(_PIPELINES.format(heads=heads, where=where, limit=f"${len(params)}"), *params)
+    sql = _PIPELINES.format(candidates=candidates, heads_from=heads_from, heads=heads, where=where,
+                            limit=f"${len(params)}")
+    rows = await conn.fetch(sql, *params)
     return [PipelineRow.from_record(r) for r in rows[:limit]], len(rows) > limit
 
 
@@ -141,7 +160,8 @@ async def fetch_pipeline_rows(conn: asyncpg.Connection, pipeline_ids: Sequence[s
     params: list[Any] = [list(pipeline_ids)]
     where = filt.where(params)
     params.append(len(pipeline_ids))
-    sql = _PIPELINES.format(heads="h.pipeline_id = ANY($1::text[])", where=where, limit=f"${len(params)}")
+    sql = _PIPELINES.format(candidates="", heads_from="jobs h", heads="h.pipeline_id = ANY($1::text[])", where=where,
+                            limit=f"${len(params)}")
     return [PipelineRow.from_record(r) for r in await conn.fetch(sql, *params)]
 
 

@@ -152,11 +152,14 @@ class EdgeItem(QGraphicsPathItem):
         self.setZValue(-1)
         self._head = QPolygonF([end, QPointF(end.x() - 9, end.y() - 4.5), QPointF(end.x() - 9, end.y() + 4.5)])
         self._colour = colour
+        self._bounds = super().boundingRect().united(self._head.boundingRect())
 
     def boundingRect(self) -> QRectF:  # noqa: N802
-        return super().boundingRect().united(self._head.boundingRect())
+        return self._bounds
 
     def paint(self, painter: QPainter, option: QStyleOptionGraphicsItem, widget: QWidget | None = None) -> None:
+        if option.levelOfDetailFromTransform(painter.worldTransform()) < DETAIL_LOD:  # type: ignore[attr-defined]
+            painter.setRenderHint(QPainter.RenderHint.Antialiasing, False)
         super().paint(painter, option, widget)
         painter.setPen(Qt.PenStyle.NoPen)
         painter.setBrush(QBrush(self._colour))
@@ -170,7 +173,8 @@ class DagView(QGraphicsView):
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self.setScene(QGraphicsScene(self))
+        scene = QGraphicsScene(self)
+        self.setScene(scene)
         self.setRenderHint(QPainter.RenderHint.Antialiasing)
         self.setDragMode(QGraphicsView.DragMode.ScrollHandDrag)
         self.setTransformationAnchor(QGraphicsView.ViewportAnchor.AnchorUnderMouse)
@@ -183,6 +187,7 @@ class DagView(QGraphicsView):
         self.nodes: dict[str, NodeItem] = {}
         self.edges: list[tuple[str, str]] = []
         self._shape: tuple[tuple[str, ...], tuple[tuple[str, ...], ...]] | None = None
+        self._bounds = QRectF()
         self._clock = QTimer(self, interval=1000)
         self._clock.timeout.connect(self._tick)
         self._clock.start()
@@ -192,6 +197,7 @@ class DagView(QGraphicsView):
     def clear_graph(self) -> None:
         self.scene().clear()
         self.nodes, self.edges, self._shape, self.pipeline_id = {}, [], None, None
+        self._bounds = QRectF()
 
     def set_graph(self, pipeline_id: str, nodes: Sequence[GraphNode]) -> None:
         """Show these jobs; a known pipeline whose shape did not change is updated in place."""
@@ -239,14 +245,16 @@ class DagView(QGraphicsView):
             scene.addItem(EdgeItem(QPointF(px + NODE_W, py + NODE_H / 2), QPointF(cx, cy + NODE_H / 2), bends,
                                    broken if bad else muted, dashed=bad))
             self.edges.append((parent, child))
-        rect = scene.itemsBoundingRect().adjusted(-40, -40, 40, 40)
-        scene.setSceneRect(rect)
+        xs = [x for x, _ in layout.positions.values()] or [0.0]
+        ys = [y for _, y in layout.positions.values()] or [0.0]
+        self._bounds = QRectF(min(xs), min(ys), max(xs) - min(xs) + NODE_W, max(ys) - min(ys) + NODE_H)
+        scene.setSceneRect(self._bounds.adjusted(-40, -40, 40, 40))
 
     # -- navigation -------------------------------------------------------------------------
 
     def fit(self) -> None:
-        rect = self.scene().itemsBoundingRect()
-        if rect.isEmpty():
+        rect = self._bounds
+        if not self.nodes or rect.isEmpty():
             return
         self.fitInView(rect.adjusted(-20, -20, 20, 20), Qt.AspectRatioMode.KeepAspectRatio)
         scale = self.transform().m11()
