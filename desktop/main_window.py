@@ -83,7 +83,8 @@ class MainWindow(QMainWindow):
         self.job_actions.error.connect(self._show_error)
         self.job_actions.done.connect(lambda ids: self._changed(set(ids)))
         self.pipelines = PipelinesTab(connection.run, self.job_actions)
-        self.pipelines.job_clicked.connect(self._load_detail)
+        self.pipelines.job_clicked.connect(self._node_clicked)
+        self.pipelines.graph_shown.connect(self._sync_actions)
         self.pipelines.job_activated.connect(self.activate_job)
         self.pipelines.message.connect(self._show_message)
         self._pending_select: str | None = None
@@ -148,6 +149,7 @@ class MainWindow(QMainWindow):
         self.tabs.setDocumentMode(True)
         self.tabs.addTab(jobs_page, "Jobs")
         self.tabs.addTab(self.pipelines, "Pipelines")
+        self.tabs.currentChanged.connect(lambda _i: self._sync_actions())
 
         split = QSplitter(Qt.Orientation.Horizontal)
         split.addWidget(self.tabs)
@@ -320,7 +322,20 @@ class MainWindow(QMainWindow):
         rows = sorted({i.row() for i in self.table.selectionModel().selectedRows()})
         return [r for r in (self.model.row_at(i) for i in rows) if r is not None]
 
+    def _node_clicked(self, job_id: str) -> None:
+        self._load_detail(job_id)
+        self._sync_actions()
+
+    def _sync_actions(self) -> None:
+        """The toolbar's actions act on what the current tab has selected: rows, or a DAG node."""
+        if self.tabs.currentWidget() is self.pipelines:
+            self.job_actions.set_selection(self.pipelines.selected_nodes())
+        else:
+            self.job_actions.set_selection(self.selected_rows())
+
     def _selection_changed(self, *_: QItemSelection) -> None:
+        if self.tabs.currentWidget() is self.pipelines:
+            return
         rows = self.selected_rows()
         self.job_actions.set_selection(rows)
         if len(rows) == 1 and rows[0].id != self.detail.job_id:

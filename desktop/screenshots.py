@@ -59,7 +59,17 @@ async def seed(dsn: str) -> None:
     settings = load_settings(DATABASE_URL=dsn, JOB_RETRY_INTERVALS=[0.05, 0.05], JOB_SHUTDOWN_TIMEOUT=0)
     worker = Worker(settings, dsn, processors)
     task = asyncio.create_task(worker.run())
-    await asyncio.sleep(4)
+    await asyncio.sleep(2.5)
+    conn = await connect(dsn)
+    try:  # one pipeline approved, one rejected, the others left waiting for a human
+        held = [r["id"] for r in await conn.fetch("SELECT id FROM jobs WHERE status = 'waiting_approval' ORDER BY seq")]
+        actor = transitions.Actor("console", "operator")
+        if len(held) >= 2:
+            await transitions.approve(conn, held[:1], actor)
+            await transitions.reject(conn, held[1:2], "the draft has the wrong colours", actor)
+    finally:
+        await conn.close()
+    await asyncio.sleep(1.5)
     worker.request_stop()
     worker.request_stop()  # leave the long sleeps queued again
     await task

@@ -43,6 +43,7 @@ Runner = Callable[[Callable[[Any], Awaitable[Any]]], Awaitable[Any]]
 class PipelinesTab(QWidget):
     job_clicked = Signal(str)  # show this job in the detail panes
     job_activated = Signal(str)  # select this job in the job table
+    graph_shown = Signal()  # the DAG was drawn or updated
     message = Signal(str)
 
     def __init__(self, run: Runner, job_actions: JobActions) -> None:
@@ -260,6 +261,7 @@ class PipelinesTab(QWidget):
     def _show_graph(self, pipeline_id: str, nodes: list[GraphNode], truncated: bool) -> None:
         self.graph = nodes
         self.dag.set_graph(pipeline_id, nodes)
+        self.graph_shown.emit()
         row = self.model.row_of(pipeline_id)
         record = self.model.row_at(row) if row is not None else None
         name = record.name if record is not None else (nodes[0].type if nodes else "")
@@ -267,6 +269,11 @@ class PipelinesTab(QWidget):
         more = f" · showing the first {GRAPH_LIMIT:,} jobs" if truncated else ""
         self.dag_title.setText(f"{name} · {short_id(pipeline_id)} · {done} of {len(nodes)} completed{more}")
         self.update_enabled()
+
+    def selected_nodes(self) -> list[GraphNode]:
+        job_id = self.dag.selected_job()
+        node = self.node(job_id) if job_id else None
+        return [node] if node is not None else []
 
     def node(self, job_id: str) -> GraphNode | None:
         return next((n for n in self.graph if n.id == job_id), None)

@@ -50,7 +50,9 @@ class PipelineDelegate(QStyledItemDelegate):
             text_w = metrics.horizontalAdvance(f"{row.total} of {row.total}") + 8
             bar = QRectF(rect.x() + 4, rect.center().y() - 4, max(20, rect.width() - text_w - 12), 8)
             painter.setPen(Qt.PenStyle.NoPen)
-            painter.setBrush(palette.color(QPalette.ColorRole.AlternateBase).darker(115))
+            track = QColor(palette.color(QPalette.ColorRole.Text))
+            track.setAlpha(45)
+            painter.setBrush(track)
             painter.drawRoundedRect(bar, 4, 4)
             done = bar.adjusted(0, 0, -bar.width() * (1 - row.completed / max(1, row.total)), 0)
             if done.width() > 0:

@@ -146,6 +146,9 @@ def test_clicks_navigation_and_pipeline_actions(qapp: QApplication, qtbot, test_
         tab.dag.select_job(b.id)
         await until(lambda: window.detail.job_id == b.id, what="the detail pane")
         assert "boom" in window.detail.error_view.toPlainText()
+        # The toolbar's actions follow the selected node on this tab.
+        assert [n.id for n in window.job_actions.selection] == [b.id]
+        assert window.job_actions.actions["retry"].isEnabled() and not window.job_actions.actions["cancel"].isEnabled()
         tab.dag.node_activated.emit(c.id)
         await until(lambda: window.tabs.currentIndex() == 0 and [r.id for r in window.selected_rows()] == [c.id],
                     what="the job selected in the table")
