@@ -133,3 +133,26 @@ async def test_worker_loads_processors_and_exits_0_on_sigterm(dsn: str, conn: as
     assert await conn.fetchval("SELECT status FROM jobs WHERE id = $1", job_id) == "completed"
     assert await conn.fetchval("SELECT status FROM jobs WHERE id = $1", other) == "completed"
     assert runs.read_text().split()[0] == job_id
+
+
+async def test_pipelines_cancel_pipeline_and_retry_downstream(dsn: str, conn: asyncpg.Connection) -> None:
+    root = json.loads(run_cli("submit", "stage.a", "--pipeline", "p-9", "--input", '{"name": "nightly"}', "--json",
+                              dsn=dsn).stdout)["id"]
+    child = json.loads(run_cli("submit", "stage.b", "--pipeline", "p-9", "--depends-on", root, "--json",
+                               dsn=dsn).stdout)["id"]
+    table = run_cli("pipelines", dsn=dsn)
+    assert table.returncode == 0 and "nightly" in table.stdout and "running" in table.stdout and "0/2" in table.stdout
+
+    done = run_cli("cancel-pipeline", "p-9", dsn=dsn)
+    assert done.returncode == 0 and "cancelled 2 job(s)" in done.stdout, done.stderr
+    listed = json.loads(run_cli("pipelines", "--status", "cancelled", "--json", dsn=dsn).stdout)
+    assert [(p["pipeline_id"], p["status"], p["total"]) for p in listed] == [("p-9", "cancelled", 2)]
+    assert json.loads(run_cli("pipelines", "--status", "running", "--json", dsn=dsn).stdout) == []
+
+    # Plain retry re-queues only the job named; --downstream brings its cancelled dependants back too.
+    again = json.loads(run_cli("retry", root, "--downstream", "--json", dsn=dsn).stdout)
+    assert sorted(again["jobs"]) == sorted([root, child])
+    assert await conn.fetchval("SELECT count(*) FROM jobs WHERE status = 'queued'") == 2
+
+    one_line_error(run_cli("cancel-pipeline", "ghost", dsn=dsn), "no pipeline with id ghost")
+    one_line_error(run_cli("pipelines", "--status", "done", dsn=dsn), "--status")

@@ -10,7 +10,7 @@ import os
 import signal
 import sys
 from collections.abc import Callable, Coroutine, Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, NoReturn
 
 import asyncpg
@@ -20,8 +20,9 @@ from worker.client import JobClient, ensure_schema
 from worker.db import connect, resolve_target
 from worker.errors import InvalidJob, JobdeskError
 from worker.models import JobRecord, Status, short_id
+from worker.pipeline_queries import PipelineFilter, PipelineStatus, fetch_pipelines
 from worker.settings import Settings, load_settings
-from worker.timefmt import relative
+from worker.timefmt import relative, span
 
 EXIT_ERROR = 1
 EXIT_USAGE = 2
@@ -94,10 +95,20 @@ def build_parser() -> ArgumentParser:
                        ("approve", "approve jobs waiting for approval")):
         p = sub.add_parser(name, parents=[common], help=what)
         p.add_argument("ids", nargs="+", metavar="ID")
+        if name == "retry":
+            p.add_argument("--downstream", action="store_true",
+                           help="also retry every failed or cancelled job downstream of them")
     p = sub.add_parser("reject", parents=[common], help="reject jobs waiting for approval")
     p.add_argument("ids", nargs="+", metavar="ID")
     p.add_argument("--reason", required=True, metavar="TEXT")
     sub.add_parser("workers", parents=[common], help="list workers and what they run")
+    p = sub.add_parser("pipelines", parents=[common], help="list pipelines, newest first, with progress")
+    p.add_argument("--status", choices=[s.value for s in PipelineStatus], action="append", default=[],
+                   help="repeatable")
+    p.add_argument("--search", metavar="TEXT", help="part of a pipeline's name or id")
+    p.add_argument("--limit", type=int, default=50)
+    p = sub.add_parser("cancel-pipeline", parents=[common], help="cancel every unfinished job of a pipeline")
+    p.add_argument("id", metavar="PIPELINE_ID")
     p = sub.add_parser("worker-ctl", parents=[common], help="pause, resume, drain or stop a worker")
     p.add_argument("id", metavar="ID")
     p.add_argument("action", metavar="ACTION", choices=["pause", "resume", "drain", "stop"],
@@ -115,6 +126,13 @@ def _print_json(value: Any) -> None:
     print(json.dumps(value, indent=2, default=str))
 
 
+def _print_rows(rows: Sequence[Sequence[str]]) -> None:
+    """Aligned columns; the first row is the header."""
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())
+
+
 def _print_table(records: Sequence[JobRecord]) -> None:
     if not records:
         print("no jobs")
@@ -123,9 +141,7 @@ def _print_table(records: Sequence[JobRecord]) -> None:
     for r in records:
         error = (r.error_message or "").splitlines()[0][:60] if r.error_message else ""
         rows.append((short_id(r.id), r.type[:24], r.status.value, str(r.retry_count), _ago(r.created_at), error))
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    for row in rows:
-        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())
+    _print_rows(rows)
 
 
 def _print_job(record: JobRecord, attempts: list[dict[str, Any]], dependants: list[str]) -> None:
@@ -231,6 +247,8 @@ async def cmd_action(args: argparse.Namespace, settings: Settings) -> int:
     try:
         if args.command == "reject":
             changed = await client.reject(args.ids, args.reason)
+        elif args.command == "retry" and args.downstream:
+            changed = await client.retry_downstream(args.ids)
         else:
             changed = await getattr(client, args.command)(args.ids)
     finally:
@@ -366,10 +384,50 @@ async def cmd_worker_ctl(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+async def cmd_pipelines(args: argparse.Namespace, settings: Settings) -> int:
+    if args.limit < 1:
+        raise InvalidJob("--limit must be at least 1")
+    filt = PipelineFilter(statuses=frozenset(PipelineStatus(s) for s in args.status), search=args.search)
+    client = await _client(settings)
+    try:
+        async with client.pool.acquire() as conn:
+            rows, more = await fetch_pipelines(conn, filt, limit=args.limit)
+    finally:
+        await client.close()
+    if args.json:
+        _print_json([{**r.__dict__, "finished": r.finished} for r in rows])
+        return 0
+    if not rows:
+        print("no pipelines")
+        return 0
+    now = datetime.now(UTC)
+    table = [("ID", "NAME", "STATUS", "PROGRESS", "STARTED", "DURATION")]
+    table += [(short_id(r.pipeline_id), r.name[:40], r.status.value, f"{r.completed}/{r.total}",
+               _ago(r.started_at), span(r.duration_s(now))) for r in rows]
+    _print_rows(table)
+    if more:
+        print(f"(first {args.limit}; use --limit or --status to see others)")
+    return 0
+
+
+async def cmd_cancel_pipeline(args: argparse.Namespace, settings: Settings) -> int:
+    client = await _client(settings)
+    try:
+        changed = await client.cancel_pipeline(args.id)
+    finally:
+        await client.close()
+    if args.json:
+        _print_json({"action": "cancel-pipeline", "pipeline": args.id, "jobs": changed})
+    else:
+        print(f"cancelled {len(changed)} job(s) of pipeline {args.id}")
+    return 0
+
+
 ASYNC_COMMANDS: dict[str, Callable[[argparse.Namespace, Settings], Coroutine[Any, Any, int]]] = {
     "migrate": cmd_migrate, "submit": cmd_submit, "jobs": cmd_jobs, "show": cmd_show,
     "cancel": cmd_action, "retry": cmd_action, "approve": cmd_action, "reject": cmd_action,
     "demo": cmd_demo, "worker": cmd_worker, "workers": cmd_workers, "worker-ctl": cmd_worker_ctl,
+    "pipelines": cmd_pipelines, "cancel-pipeline": cmd_cancel_pipeline,
 }
 
 
