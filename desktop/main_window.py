@@ -78,6 +78,7 @@ class MainWindow(QMainWindow):
         self.detail = JobDetail()
         self.detail.job_link_clicked.connect(self.select_job)
         self.detail.pipeline_link_clicked.connect(self.show_pipeline)
+        self.detail.pipeline_graph_clicked.connect(self.show_pipeline_graph)
         self.job_actions = JobActions(self, connection.run)
         self.job_actions.message.connect(self._show_message)
         self.job_actions.error.connect(self._show_error)

@@ -99,7 +99,8 @@ class JobDetail(QWidget):
     """Everything about one job. `job_link_clicked` carries the id of a linked job."""
 
     job_link_clicked = Signal(str)
-    pipeline_link_clicked = Signal(str)
+    pipeline_link_clicked = Signal(str)  # show the pipeline's jobs in the table
+    pipeline_graph_clicked = Signal(str)  # show the pipeline's DAG
 
     def __init__(self) -> None:
         super().__init__()
@@ -159,7 +160,7 @@ class JobDetail(QWidget):
                             f"&nbsp;{status_label(record.status)}&nbsp;</span>{inactive}")
         self._set("Type", record.type)
         self._set("Pipeline", f"<a href='pipeline:{record.pipeline_id}'>{short_id(record.pipeline_id)}</a>"
-                              if record.pipeline_id else "—")
+                              f" · <a href='graph:{record.pipeline_id}'>graph</a>" if record.pipeline_id else "—")
         self._set("User", str(record.user_id))
         self._set("Attempts", f"{record.attempts} (retries used: {record.retry_count})")
         self._set("Created", _when(record.created_at, now))
@@ -195,6 +196,8 @@ class JobDetail(QWidget):
     def _link(self, href: str) -> None:
         if href.startswith("pipeline:"):
             self.pipeline_link_clicked.emit(href.removeprefix("pipeline:"))
+        elif href.startswith("graph:"):
+            self.pipeline_graph_clicked.emit(href.removeprefix("graph:"))
         else:
             self.job_link_clicked.emit(href)
 

@@ -152,7 +152,10 @@ def test_clicks_navigation_and_pipeline_actions(qapp: QApplication, qtbot, test_
         tab.dag.node_activated.emit(c.id)
         await until(lambda: window.tabs.currentIndex() == 0 and [r.id for r in window.selected_rows()] == [c.id],
                     what="the job selected in the table")
-        window.tabs.setCurrentWidget(tab)
+        # The detail pane's "graph" link leads back to the pipeline's DAG.
+        assert "graph:p-1" in window.detail.meta_labels["Pipeline"].text()
+        window.detail._link("graph:p-1")
+        assert window.tabs.currentWidget() is tab and tab.pipeline_id == "p-1"
 
         # Zoom with the wheel, fit with F.
         before = tab.dag.transform().m11()
