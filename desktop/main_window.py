@@ -131,6 +131,7 @@ class MainWindow(QMainWindow):
             filters.addWidget(button)
         self.status_buttons[None].setChecked(True)
         filters.addStretch(1)
+        fields = QHBoxLayout()  # a second row, so the window still fits a 1280-pixel screen
         self.type_edit = self._filter_edit("type", 110)
         self.pipeline_edit = self._filter_edit("pipeline id", 110)
         self.user_edit = self._filter_edit("user", 60)
@@ -138,13 +139,15 @@ class MainWindow(QMainWindow):
         self.time_combo = QComboBox()
         self.time_combo.addItems(list(TIME_RANGES))
         self.time_combo.currentIndexChanged.connect(self._apply_filters)
-        for widget in (self.type_edit, self.pipeline_edit, self.user_edit, self.time_combo, self.search_edit):
-            filters.addWidget(widget)
+        for widget in (self.type_edit, self.pipeline_edit, self.user_edit, self.time_combo):
+            fields.addWidget(widget)
+        fields.addWidget(self.search_edit, 1)
 
         jobs_page = QWidget()
         jobs_layout = QVBoxLayout(jobs_page)
         jobs_layout.setContentsMargins(0, 4, 0, 0)
         jobs_layout.addLayout(filters)
+        jobs_layout.addLayout(fields)
         jobs_layout.addWidget(self.table, 1)
         self.tabs = QTabWidget()
         self.tabs.setDocumentMode(True)
