@@ -33,6 +33,8 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument("--production", action="store_true", help="mark this database as production")
     parser.add_argument("--dark", action="store_true", default=None, help="force the dark style")
     parser.add_argument("--light", dest="dark", action="store_false", help="force the light style")
+    parser.add_argument("--no-worker", action="store_true",
+                        help="do not start a worker on the embedded database (JOBDESK_AUTOSTART_WORKER=false)")
     return parser.parse_args(list(argv))
 
 
@@ -41,7 +43,7 @@ class Console:
 
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
-        self.settings = load_settings()
+        self.settings = load_settings(**({"JOBDESK_AUTOSTART_WORKER": False} if args.no_worker else {}))
         self.window: MainWindow | None = None
         self.closed = asyncio.Event()
 
@@ -79,7 +81,7 @@ async def run_console(app: QApplication, args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, lambda *_: console.closed.set())
     await console.closed.wait()
     if console.window is not None:
-        await console.window.connection.close()
+        await console.window.shutdown()
     return 0
 
 

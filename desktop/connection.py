@@ -12,7 +12,7 @@ import asyncpg
 from PySide6.QtCore import QObject, Signal
 
 from desktop.tasks import spawn
-from worker.client import JobClient
+from worker.client import JobClient, ensure_schema
 from worker.db import CONNECTION_ERRORS, connect, describe
 from worker.settings import Settings
 
@@ -99,6 +99,12 @@ class ConsoleConnection(QObject):
                 self._lost(exc)
 
     async def _open(self) -> None:
+        if self.embedded:  # a fresh embedded database is migrated on first use, as the CLI does
+            conn = await connect(self.dsn)
+            try:
+                await ensure_schema(conn, embedded=True)
+            finally:
+                await conn.close()
         self.client = await JobClient.connect(self.dsn, settings=self.settings, source="console", pool_size=4)
         try:
             self._listener = await connect(self.dsn)

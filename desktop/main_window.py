@@ -36,6 +36,7 @@ from desktop.jobs.status_delegate import StatusChipDelegate
 from desktop.pipelines.pipelines_tab import PipelinesTab
 from desktop.tasks import spawn
 from desktop.theme import STATUS_COLOURS, icon, status_label
+from desktop.workers.workers_controller import WorkersController
 from worker.job_queries import JobFilter, StatusCounts, status_counts
 from worker.models import Status, short_id
 
@@ -91,6 +92,10 @@ class MainWindow(QMainWindow):
         self._pending_select: str | None = None
         self.model.loaded.connect(self._select_pending)
 
+        self.workers = WorkersController(self, connection)  # Workers dock, worker log, Launch worker
+        self.workers.job_link_clicked.connect(self.select_job)
+        self.workers.message.connect(self._show_message)
+
         self.banner = QLabel()
         self.banner.setObjectName("banner")
         self.banner.setAlignment(Qt.AlignmentFlag.AlignCenter)
@@ -112,6 +117,7 @@ class MainWindow(QMainWindow):
         connect_action.setToolTip("Switch to another database (Ctrl+O)")
         connect_action.triggered.connect(self.choose_connection)
         toolbar.addAction(connect_action)
+        toolbar.addAction(self.workers.launch_action)
         self.read_only_action = toolbar.addWidget(self.read_only_label)
         self.read_only_action.setVisible(False)
         self.addToolBar(toolbar)
@@ -184,10 +190,19 @@ class MainWindow(QMainWindow):
         self._update_status_labels(StatusCounts())
 
     def closeEvent(self, event: QCloseEvent) -> None:  # noqa: N802
+        if not self.workers.may_close():  # asks about the workers this console launched
+            event.ignore()
+            return
         self.stop_timers()
         super().closeEvent(event)
 
+    async def shutdown(self) -> None:
+        """The console exits: stop the workers it launched (unless left running), then disconnect."""
+        await self.workers.shutdown()
+        await self.connection.close()
+
     def stop_timers(self) -> None:
+        self.workers.stop()
         self._clock.stop()
         self._counts_timer.stop()
         if getattr(self, "_debounce_timer", None) is not None:

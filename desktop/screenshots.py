@@ -18,6 +18,7 @@ from pathlib import Path
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 os.environ.setdefault("QT_API", "pyside6")
 
+import asyncpg  # noqa: E402
 import qasync  # noqa: E402
 from PySide6.QtWidgets import QApplication  # noqa: E402
 
@@ -77,17 +78,35 @@ async def seed(dsn: str) -> None:
     try:  # two long jobs shown as running, as an operator would see them
         await conn.execute("UPDATE jobs SET status = 'in_progress', started_at = now() - interval '42 seconds', "
                            "attempts = 1, worker_id = 'demo-host-1234' WHERE type = 'sleep'")
+        await seed_workers(conn)
     finally:
         await conn.close()
+
+
+async def seed_workers(conn: asyncpg.Connection) -> None:
+    """A small fleet beside the worker that ran the demo: busy, paused, draining and lost ones,
+    and queued jobs of a type none of them serves."""
+    demo_types = sorted({*BUILTIN, *DEMO})
+    rows = [("demo-host-1234", "demo-host", 1234, "running", 4, demo_types, 1),
+             ("render-02-5678", "render-02", 5678, "paused", 8, ["video.render", "video.compose"], 3),
+             ("batch-7-3456", "batch-7", 3456, "draining", 2, ["echo", "sleep"], 2),
+             ("gpu-box-9012", "gpu-box", 9012, "lost", 4, ["image.generate"], 185)]
+    for worker_id, host, pid, state, slots, types, age_s in rows:
+        await conn.execute("""
+            INSERT INTO workers (id, host, pid, concurrency, job_types, version, state, started_at, heartbeat_at)
+            VALUES ($1, $2, $3, $4, $5, '0.1.0', $6, now() - interval '2 hours',
+                    now() - make_interval(secs => $7))""", worker_id, host, pid, slots, types, state, age_s)
+    await transitions.enqueue(conn, [JobCreate("pdf.render", {"doc": f"invoice-{i}"}) for i in range(3)])
 
 
 async def shoot(app: QApplication, dsn: str, out: Path) -> list[Path]:
     saved = []
     for dark in (False, True):
         apply_style(app, dark)
-        connection = ConsoleConnection(dsn, load_settings(DATABASE_URL=dsn), embedded=True)
+        settings = load_settings(DATABASE_URL=dsn, JOBDESK_AUTOSTART_WORKER=False)
+        connection = ConsoleConnection(dsn, settings, embedded=True)
         window = MainWindow(connection)
-        window.resize(1280, 800)
+        window.resize(1280, 900)
         window.show()
         connection.start()
         for _ in range(200):
@@ -101,6 +120,9 @@ async def shoot(app: QApplication, dsn: str, out: Path) -> list[Path]:
         await asyncio.sleep(1.0)
         path = out / f"console-{'dark' if dark else 'light'}.png"
         window.grab().save(str(path))
+        saved.append(path)
+        path = out / f"workers-{'dark' if dark else 'light'}.png"
+        window.workers.dock.grab().save(str(path))
         saved.append(path)
         saved.append(await shoot_pipelines(window, out / f"pipelines-{'dark' if dark else 'light'}.png"))
         await connection.close()

@@ -61,6 +61,9 @@ def apply_style(app: QApplication, dark: bool | None = None) -> bool:
                              (QPalette.ColorRole.PlaceholderText, "#7d8590"),
                              (QPalette.ColorRole.Link, "#58a6ff")):
             palette.setColor(role, QColor(colour))
+        # setColor() above set every group; disabled controls must still look disabled.
+        for role in (QPalette.ColorRole.Text, QPalette.ColorRole.WindowText, QPalette.ColorRole.ButtonText):
+            palette.setColor(QPalette.ColorGroup.Disabled, role, QColor("#6e7681"))
     app.setPalette(palette)
     sheet = RESOURCES / ("dark.qss" if dark else "light.qss")
     app.setStyleSheet(sheet.read_text(encoding="utf-8") if sheet.exists() else "")

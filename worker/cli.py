@@ -359,12 +359,11 @@ async def cmd_workers(args: argparse.Namespace, settings: Settings) -> int:
         return 0
     rows = [("ID", "HOST", "PID", "STATE", "SLOTS", "RUNNING", "HEARTBEAT", "TYPES")]
     for w in workers:
-        stale = w.state in fleet.LIVE_STATES and w.heartbeat_age_s > settings.JOB_LEASE_TIMEOUT
-        rows.append((w.id, w.host[:20], str(w.pid), "lost?" if stale else w.state, str(w.concurrency),
+        # A live worker past its lease is lost, though no other worker has declared it yet.
+        unconfirmed = w.state != "lost" and w.is_lost(settings.JOB_LEASE_TIMEOUT)
+        rows.append((w.id, w.host[:20], str(w.pid), "lost?" if unconfirmed else w.state, str(w.concurrency),
                      str(len(w.running_jobs)), f"{w.heartbeat_age_s:.0f}s ago", ",".join(w.job_types)[:40]))
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    for r in rows:
-        print("  ".join(c.ljust(wd) for c, wd in zip(r, widths)).rstrip())
+    _print_rows(rows)
     return 0
 
 

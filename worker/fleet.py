@@ -16,10 +16,17 @@ from typing import Any
 import asyncpg
 
 from worker.errors import IllegalTransition, JobNotFound
+from worker.job_queries import COUNT_CAP
 from worker.transitions import CONTROL_CHANNEL
 
 LIVE_STATES = ("running", "paused", "draining")
 COMMANDS = ("pause", "resume", "drain", "stop")
+
+
+def is_lost(state: str, heartbeat_age_s: float, lease_timeout_s: float) -> bool:
+    """Whether to treat a worker as lost: declared lost by another worker, or in a live state
+    with a heartbeat older than the lease (nobody may be running to declare it)."""
+    return state == "lost" or (state in LIVE_STATES and heartbeat_age_s > lease_timeout_s)
 
 
 @dataclass
@@ -40,11 +47,23 @@ class WorkerRecord:
     heartbeat_age_s: float
     running_jobs: list[str]
 
+    def is_lost(self, lease_timeout_s: float) -> bool:
+        return is_lost(self.state, self.heartbeat_age_s, lease_timeout_s)
+
     def to_json(self) -> dict[str, Any]:
         out = dict(self.__dict__)
         for key in ("started_at", "heartbeat_at", "stopped_at"):
             out[key] = out[key].isoformat() if out[key] else None
         return out
+
+
+@dataclass
+class UnservedType:
+    """A job type with queued jobs that no live worker serves."""
+
+    type: str
+    queued: int  # queued jobs of this type, counted up to the cap
+    capped: bool  # counting stopped at the cap: there may be more
 
 
 async def register(conn: asyncpg.Connection, worker_id: str, host: str, pid: int, concurrency: int,
@@ -114,3 +133,24 @@ async def request(conn: asyncpg.Connection, worker_id: str, command: str) -> Wor
         await conn.execute("SELECT pg_notify($1, $2)", CONTROL_CHANNEL,
                            json.dumps({"worker": worker_id, "command": command}))
     return next(w for w in await list_workers(conn) if w.id == worker_id)
+
+
+async def unserved_types(conn: asyncpg.Connection, lease_timeout_s: float, *,
+                         cap: int = COUNT_CAP) -> list[UnservedType]:
+    """Job types that are queued but served by no live worker (running, paused or draining,
+    with a heartbeat within the lease), with how many jobs wait for each.
+
+    Reads at most `cap` unserved queued rows, so a large backlog of them costs a bounded scan.
+    """
+    rows = await conn.fetch("""
+        WITH served AS (
+            SELECT DISTINCT unnest(job_types) AS type FROM workers
+             WHERE state IN ('running', 'paused', 'draining')
+               AND heartbeat_at >= now() - make_interval(secs => $1))
+        SELECT type, count(*)::int AS queued
+          FROM (SELECT j.type FROM jobs j
+                 WHERE j.status = 'queued' AND NOT EXISTS (SELECT 1 FROM served s WHERE s.type = j.type)
+                 LIMIT $2) AS unserved
+         GROUP BY type ORDER BY count(*) DESC, type""", lease_timeout_s, cap)
+    capped = sum(r["queued"] for r in rows) >= cap
+    return [UnservedType(r["type"], r["queued"], capped) for r in rows]

@@ -50,6 +50,8 @@ class Settings(BaseSettings):
     JOB_STATEMENT_TIMEOUT: float = Field(15, gt=0)
     # Log level of the worker: DEBUG, INFO, WARNING or ERROR.
     LOG_LEVEL: str = "INFO"
+    # Whether the console starts a worker by itself on the embedded database when no live worker exists.
+    JOBDESK_AUTOSTART_WORKER: bool = True
 
     @field_validator("JOB_RETRY_INTERVALS", mode="before")
     @classmethod

@@ -1,0 +1,168 @@
+"""What the Workers feature adds to a console window: the Workers dock, the worker log dock, the
+"Launch worker" action, a worker started by itself on the embedded default, and the question on
+quit about the workers this window launched."""
+
+from __future__ import annotations
+
+import logging
+
+from PySide6.QtCore import QObject, Qt, Signal
+from PySide6.QtGui import QAction, QKeySequence
+from PySide6.QtWidgets import QDockWidget, QMainWindow, QMessageBox
+
+from desktop.connection import ConsoleConnection
+from desktop.tasks import spawn
+from desktop.theme import icon
+from desktop.workers.launched_worker import LaunchedWorker, WorkerLauncher
+from desktop.workers.log_dock import WorkerLogDock
+from desktop.workers.workers_panel import WorkersPanel
+from worker import fleet
+from worker.fleet import WorkerRecord
+
+log = logging.getLogger("jobdesk.console")
+
+
+class WorkersController(QObject):
+    """Builds the workers UI into `window` and owns the workers it launches."""
+
+    job_link_clicked = Signal(str)  # a job id clicked in the Workers panel
+    message = Signal(str)  # for the window's status bar
+
+    def __init__(self, window: QMainWindow, connection: ConsoleConnection) -> None:
+        super().__init__(window)
+        self.window = window
+        self.connection = connection
+        # The answer to "stop the workers started from this console?" on close: None asks the user.
+        self.stop_on_close: bool | None = None
+        self.autostarted: LaunchedWorker | None = None
+        self._autostart_checked = False
+        self._stopping = False
+        self._close_decided = False
+
+        self.launcher = WorkerLauncher(connection, self)
+        self.launcher.added.connect(lambda w: w.failed.connect(lambda why, w=w: self._worker_failed(w, why)))
+        self.launch_action = QAction(icon("launch_worker"), "Launch worker", window)
+        self.launch_action.setShortcut(QKeySequence("Ctrl+Shift+W"))
+        self.launch_action.setToolTip("Start `jobdesk worker` on this database, as a child of the console "
+                                      "(Ctrl+Shift+W)")
+        self.launch_action.triggered.connect(self.launch)
+
+        self.panel = WorkersPanel(connection, launch_action=self.launch_action, launched_pids=self.launcher.pids)
+        self.panel.job_link_clicked.connect(self.job_link_clicked)
+        self.panel.message.connect(self.message)
+        self.panel.workers_loaded.connect(self._workers_loaded)
+        self.launcher.changed.connect(self.panel.model.tick)  # "(this console)" follows launches and exits
+
+        self.dock = QDockWidget("Workers", window)
+        self.dock.setObjectName("workersDock")
+        self.dock.setWidget(self.panel)
+        self.dock.setFeatures(QDockWidget.DockWidgetFeature.DockWidgetMovable
+                              | QDockWidget.DockWidgetFeature.DockWidgetFloatable)
+        self.log_dock = WorkerLogDock(self.launcher, window)
+        window.addDockWidget(Qt.DockWidgetArea.BottomDockWidgetArea, self.dock)
+        window.addDockWidget(Qt.DockWidgetArea.BottomDockWidgetArea, self.log_dock)
+        window.tabifyDockWidget(self.dock, self.log_dock)
+        self.dock.raise_()
+        self.log_dock.hide()  # until a worker is launched
+
+        connection.connected.connect(lambda _d: self._update_action())
+        connection.disconnected.connect(lambda _r: self._update_action())
+        connection.writable_changed.connect(lambda _w: self._update_action())
+        self._update_action()
+
+    # -- launching --------------------------------------------------------------------------
+
+    def launch(self) -> LaunchedWorker:
+        """Start a worker on this database and show its log."""
+        worker = self.launcher.launch()
+        self.log_dock.show_worker(worker)
+        self.log_dock.raise_()
+        self.message.emit(f"started worker {worker.number} on {self.connection.describe()}")
+        return worker
+
+    def _worker_failed(self, worker: LaunchedWorker, why: str) -> None:
+        self.message.emit(f"worker {worker.number} {why}; see its log")
+        self.log_dock.show_worker(worker)
+        self.log_dock.raise_()
+
+    def _update_action(self) -> None:
+        writable = self.connection.is_connected and self.connection.writable
+        self.launch_action.setEnabled(writable)
+        self.launch_action.setToolTip(
+            "Start `jobdesk worker` on this database, as a child of the console (Ctrl+Shift+W)" if writable
+            else "Launching workers needs a read-write connection")
+
+    def _workers_loaded(self, workers: list[WorkerRecord]) -> None:
+        """Once per connection: on the embedded default with no live worker, start one."""
+        if self._autostart_checked:
+            return
+        self._autostart_checked = True
+        settings = self.connection.settings
+        if not (self.connection.embedded and settings.JOBDESK_AUTOSTART_WORKER and self.connection.writable):
+            return
+        live = [w for w in workers if w.state in fleet.LIVE_STATES and not self.panel.model.is_lost(w)]
+        if live or self.launcher.running():
+            return
+        self.autostarted = self.launcher.launch()
+        self.log_dock.show_worker(self.autostarted)
+        self.dock.raise_()
+        self.message.emit("no worker was running, so the console started one "
+                          "(--no-worker or JOBDESK_AUTOSTART_WORKER=false turn this off)")
+
+    # -- closing ----------------------------------------------------------------------------
+
+    def may_close(self) -> bool:
+        """Whether the window may close now. With launched workers still running, asks whether to
+        stop them: Yes stops them gracefully and closes the window once they have exited, No leaves
+        them running, Cancel keeps the window open."""
+        running = self.launcher.running()
+        if self._close_decided or not running:
+            return True
+        if self._stopping:
+            return False
+        answer = self.stop_on_close if self.stop_on_close is not None else self._ask(len(running))
+        if answer is None:
+            return False
+        if not answer:
+            self.launcher.leave_running()
+            self._close_decided = True
+            return True
+        self._stopping = True
+        self.message.emit(f"stopping {len(running)} worker(s)…")
+        spawn(self._stop_then_close(), "stop-launched-workers")
+        return False
+
+    def _ask(self, n: int) -> bool | None:
+        what = "the worker" if n == 1 else f"the {n} workers"
+        box = QMessageBox(QMessageBox.Icon.Question, "jobdesk", f"Stop {what} started from this console?",
+                          QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.No
+                          | QMessageBox.StandardButton.Cancel, self.window)
+        detail = (f"Yes stops {'it' if n == 1 else 'them'} gracefully: running jobs get up to "
+                  f"{self.connection.settings.JOB_SHUTDOWN_TIMEOUT:g} s to finish, then go back to the queue. "
+                  f"No leaves {'it' if n == 1 else 'them'} running without the console.")
+        if self.connection.embedded:
+            detail += (" They use the embedded database, which stops with the console if the console started "
+                       "it; they reconnect when another jobdesk command starts it again.")
+        box.setInformativeText(detail)
+        box.setDefaultButton(QMessageBox.StandardButton.Yes)
+        answer = box.exec()
+        if answer == QMessageBox.StandardButton.Cancel:
+            return None
+        return answer == QMessageBox.StandardButton.Yes
+
+    async def _stop_then_close(self) -> None:
+        try:
+            await self.launcher.stop_all()
+        finally:
+            self._stopping = False
+            self._close_decided = True
+        self.window.close()
+
+    async def shutdown(self) -> None:
+        """The console is exiting: stop, gracefully, the launched workers nobody chose to leave running."""
+        self.stop()
+        await self.launcher.stop_all()
+
+    def stop(self) -> None:
+        """Stop the panel's timers (the window is closing)."""
+        self.panel.stop()

@@ -1,0 +1,311 @@
+"""The Workers panel: every worker in the `workers` table, live, with pause, resume, drain and
+stop for any of them (on any host) through the control channel, and a warning for each queued
+job type that no live worker serves."""
+
+from __future__ import annotations
+
+import html
+import logging
+import time
+from typing import Any
+
+from PySide6.QtCore import QItemSelection, Qt, QTimer, Signal
+from PySide6.QtGui import QAction
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QMessageBox,
+    QPushButton,
+    QTableView,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from desktop.connection import ConsoleConnection
+from desktop.tasks import spawn
+from desktop.workers.job_links_delegate import JobLinksDelegate
+from desktop.workers.worker_table_model import COL_JOBS, COLUMNS, WorkerTableModel
+from worker import fleet
+from worker.errors import JobdeskError
+from worker.fleet import UnservedType, WorkerRecord
+
+log = logging.getLogger("jobdesk.console")
+
+POLL_MS = 2000  # the workers table is read this often while connected
+UNSERVED_EVERY_S = 5.0  # and the unserved job types this often, or at once when the served types change
+MAX_WARNINGS = 5  # unserved types named one by one; more are counted
+
+# Which states each command applies to (the worker must also not be lost).
+COMMANDS: dict[str, tuple[str, set[str], str]] = {
+    "pause": ("Pause", {"running"}, "Stop claiming new jobs; running jobs go on"),
+    "resume": ("Resume", {"paused"}, "Claim jobs again"),
+    "drain": ("Drain", {"running", "paused"}, "Finish the running jobs, then exit"),
+    "stop": ("Stop", set(fleet.LIVE_STATES), "Stop now: running jobs get JOB_SHUTDOWN_TIMEOUT seconds, "
+                                             "then go back to the queue"),
+}
+QUESTIONS = {
+    "drain": "Drain worker {id} on {host}? It finishes its running jobs, then exits.",
+    "stop": "Stop worker {id} on {host}? Its running jobs get {timeout:g} s to finish, then go back to the queue.",
+}
+COLUMN_WIDTHS = (90, 170, 60, 45, 200, 220, 60, 110, 240)
+
+
+class WorkersPanel(QWidget):
+    """Lists the workers of the connection's database and sends them commands."""
+
+    job_link_clicked = Signal(str)  # a job id in the "Jobs in flight" column
+    workers_loaded = Signal(list)  # every fetch: the WorkerRecords
+    message = Signal(str)  # the outcome of a command, for a status bar
+
+    def __init__(self, connection: ConsoleConnection, *, launch_action: QAction | None = None,
+                 launched_pids: Any = set, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.connection = connection
+        self.lease_timeout_s = connection.settings.JOB_LEASE_TIMEOUT
+        self.model = WorkerTableModel(self.lease_timeout_s, launched_pids)
+        self.unserved: list[UnservedType] = []
+        self.busy = False
+        self._refreshing = False
+        self._served: frozenset[str] | None = None
+        self._unserved_at = 0.0
+
+        self.table = QTableView()
+        self.table.setModel(self.model)
+        self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+        self.table.verticalHeader().hide()
+        self.table.verticalHeader().setDefaultSectionSize(24)
+        self.table.setAlternatingRowColors(True)
+        self.table.setWordWrap(False)
+        header = self.table.horizontalHeader()
+        header.setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
+        header.setStretchLastSection(True)
+        for col, width in enumerate(COLUMN_WIDTHS[:len(COLUMNS)]):
+            self.table.setColumnWidth(col, width)
+        self.links = JobLinksDelegate(self.table)
+        self.links.link_clicked.connect(self.job_link_clicked)
+        self.table.setItemDelegateForColumn(COL_JOBS, self.links)
+        self.table.selectionModel().selectionChanged.connect(self._selection_changed)
+
+        self.warning_box = QWidget()
+        self.warning_layout = QVBoxLayout(self.warning_box)
+        self.warning_layout.setContentsMargins(0, 0, 0, 0)
+        self.warning_layout.setSpacing(2)
+        self.warning_box.hide()
+        self._warning_labels: list[QLabel] = []
+
+        buttons = QHBoxLayout()
+        self.launch_button = QToolButton()
+        if launch_action is not None:
+            self.launch_button.setDefaultAction(launch_action)
+            self.launch_button.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
+            buttons.addWidget(self.launch_button)
+            buttons.addSpacing(12)
+        else:
+            self.launch_button.hide()
+        self.command_buttons: dict[str, QPushButton] = {}
+        for command, (label, _states, tip) in COMMANDS.items():
+            button = QPushButton(label)
+            button.setToolTip(tip)
+            button.clicked.connect(lambda _c=False, c=command: self._command_clicked(c))
+            self.command_buttons[command] = button
+            buttons.addWidget(button)
+        self.error_label = QLabel()
+        self.error_label.setObjectName("workersError")
+        self.error_label.setWordWrap(True)
+        self.error_label.hide()
+        self.summary = QLabel("connecting…")
+        self.summary.setObjectName("workersSummary")
+        buttons.addSpacing(12)
+        buttons.addWidget(self.error_label, 1)
+        buttons.addStretch(0)
+        buttons.addWidget(self.summary)
+
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(6, 4, 6, 6)
+        layout.addWidget(self.warning_box)
+        layout.addLayout(buttons)
+        layout.addWidget(self.table, 1)
+
+        self._poll = QTimer(self, interval=POLL_MS)
+        self._poll.timeout.connect(lambda: spawn(self.refresh(), "workers-poll"))
+        self._clock = QTimer(self, interval=1000)
+        self._clock.timeout.connect(self._tick)
+        self._clock.start()
+        connection.connected.connect(self._on_connected)
+        connection.disconnected.connect(self._on_disconnected)
+        connection.writable_changed.connect(lambda _w: self.update_buttons())
+        if connection.is_connected:
+            self._on_connected("")
+        self.update_buttons()
+
+    # -- connection -------------------------------------------------------------------------
+
+    def _on_connected(self, _description: str) -> None:
+        self._served = None  # check the unserved types at once
+        self._poll.start()
+        spawn(self.refresh(), "workers-first-fetch")
+
+    def _on_disconnected(self, _reason: str) -> None:
+        self._poll.stop()
+        self.summary.setText("disconnected")
+        self.update_buttons()
+
+    def stop(self) -> None:
+        """Stop polling and ticking (the window is closing)."""
+        self._poll.stop()
+        self._clock.stop()
+
+    # -- fetching ---------------------------------------------------------------------------
+
+    async def refresh(self) -> None:
+        """Read the workers (and, when due, the unserved job types) and show them."""
+        if self._refreshing or not self.connection.is_connected:
+            return
+        self._refreshing = True
+        lease, served = self.lease_timeout_s, self._served
+        due = time.monotonic() - self._unserved_at >= UNSERVED_EVERY_S
+        try:
+            workers, now_served, unserved = await self.connection.run(
+                lambda c: _fetch(c, lease, served, due))
+        except Exception as exc:  # a lost connection is reported by the connection itself
+            log.warning("cannot list workers: %s", exc)
+            self.summary.setText("cannot list workers")
+            return
+        finally:
+            self._refreshing = False
+        self._served = now_served
+        self.model.set_workers(workers)
+        if unserved is not None:
+            self._unserved_at = time.monotonic()
+            self._show_unserved(unserved)
+        self._update_summary()
+        self.update_buttons()
+        self.workers_loaded.emit(workers)
+
+    def _show_unserved(self, unserved: list[UnservedType]) -> None:
+        self.unserved = unserved
+        for old in self._warning_labels:
+            old.deleteLater()
+        self._warning_labels = []
+        lines = [f"⚠ no worker serves type <b>{html.escape(u.type)}</b> — {u.queued:,}{'+' if u.capped else ''} "
+                 f"queued {'jobs wait' if u.queued != 1 else 'job waits'}" for u in unserved[:MAX_WARNINGS]]
+        if len(unserved) > MAX_WARNINGS:
+            rest = unserved[MAX_WARNINGS:]
+            lines.append(f"⚠ and {len(rest)} more job types no worker serves: "
+                         f"{html.escape(', '.join(u.type for u in rest))}")
+        for text in lines:
+            label = QLabel(text)
+            label.setObjectName("unservedWarning")
+            label.setTextFormat(Qt.TextFormat.RichText)
+            label.setToolTip("Start a worker whose processors include this type, or cancel these jobs.")
+            self.warning_layout.addWidget(label)
+            self._warning_labels.append(label)
+        self.warning_box.setVisible(bool(lines))
+
+    def warnings(self) -> list[str]:
+        """The warning strip as plain text, one line per entry."""
+        if self.warning_box.isHidden():
+            return []
+        return [html.unescape(label.text().replace("<b>", "").replace("</b>", "")) for label in self._warning_labels]
+
+    def _update_summary(self) -> None:
+        workers = self.model.workers()
+        lost = sum(1 for w in workers if self.model.is_lost(w))
+        live = sum(1 for w in workers if w.state in fleet.LIVE_STATES and not self.model.is_lost(w))
+        parts = [f"{live} live"]
+        if lost:
+            parts.append(f"⚠ {lost} lost")
+        parts.append(f"{len(workers)} seen")
+        self.summary.setText(" · ".join(parts))
+
+    def _tick(self) -> None:
+        self.model.tick()
+        self._update_summary()
+        self.update_buttons()
+
+    # -- selection and commands -------------------------------------------------------------
+
+    def selected_worker(self) -> WorkerRecord | None:
+        rows = self.table.selectionModel().selectedRows()
+        return self.model.worker_at(rows[0].row()) if rows else None
+
+    def select_worker(self, worker_id: str) -> bool:
+        row = self.model.row_of(worker_id)
+        if row is None:
+            return False
+        self.table.selectRow(row)
+        return True
+
+    def _selection_changed(self, *_: QItemSelection) -> None:
+        self.update_buttons()
+
+    def allowed(self, command: str) -> bool:
+        worker = self.selected_worker()
+        return (worker is not None and self.connection.is_connected and self.connection.writable and not self.busy
+                and worker.state in COMMANDS[command][1] and not self.model.is_lost(worker))
+
+    def update_buttons(self) -> None:
+        read_only = self.connection.is_connected and not self.connection.writable
+        for command, button in self.command_buttons.items():
+            button.setEnabled(self.allowed(command))
+            button.setToolTip("Read-only: worker commands are off" if read_only else COMMANDS[command][2])
+
+    def _command_clicked(self, command: str) -> None:
+        worker = self.selected_worker()
+        if worker is None or not self.allowed(command):
+            return
+        question = QUESTIONS.get(command)
+        if question is not None:
+            text = question.format(id=worker.id, host=worker.host,
+                                   timeout=self.connection.settings.JOB_SHUTDOWN_TIMEOUT)
+            if QMessageBox.question(self, "jobdesk", text) != QMessageBox.StandardButton.Yes:
+                return
+        spawn(self.send(command, worker.id), f"worker-{command}")
+
+    async def send(self, command: str, worker_id: str) -> bool:
+        """Ask a worker to pause, resume, drain or stop (no dialogs); report the outcome."""
+        self.busy = True
+        self.update_buttons()
+        try:
+            record = await self.connection.run(lambda c: _request(c, worker_id, command))
+        except JobdeskError as exc:
+            self._show_error(str(exc))
+            return False
+        except Exception as exc:  # a lost connection or a database error: readable, never a crash
+            reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            self._show_error(f"cannot {command} worker {worker_id}: {reason}")
+            return False
+        finally:
+            self.busy = False
+            self.update_buttons()
+        self.error_label.hide()
+        self.message.emit(f"asked worker {record.id} on {record.host} to {command}")
+        # The worker acts on the NOTIFY at once; show its new state as soon as it reports it.
+        QTimer.singleShot(300, self, lambda: spawn(self.refresh(), "workers-after-command"))
+        return True
+
+    def _show_error(self, text: str) -> None:
+        self.error_label.setText(f"⚠ {text}")
+        self.error_label.show()
+        self.message.emit(text)
+
+
+async def _fetch(client: Any, lease_s: float, served_before: frozenset[str] | None,
+                 due: bool) -> tuple[list[WorkerRecord], frozenset[str], list[UnservedType] | None]:
+    async with client.pool.acquire() as conn:
+        workers = await fleet.list_workers(conn)
+        served = frozenset(t for w in workers if w.state in fleet.LIVE_STATES and not w.is_lost(lease_s)
+                           for t in w.job_types)
+        unserved = None
+        if due or served != served_before:
+            unserved = await fleet.unserved_types(conn, lease_s)
+        return workers, served, unserved
+
+
+async def _request(client: Any, worker_id: str, command: str) -> WorkerRecord:
+    async with client.pool.acquire() as conn:
+        return await fleet.request(conn, worker_id, command)
