@@ -1,13 +1,14 @@
-"""`make run`: the console, a worker and the demo pipeline on the embedded database, one process.
+"""`make run`: the console on the embedded database with the demo pipeline enqueued.
 
-Without a display (a headless machine, an SSH session) it runs the engine part alone.
+The console starts a worker by itself (as a child process, shown in its Workers dock), exactly
+as a user's own `jobdesk` does. Without a display (a headless machine, an SSH session) it runs
+the engine part alone.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
-import signal
 import sys
 
 from worker.errors import JobdeskError
@@ -20,34 +21,6 @@ def has_display() -> bool:
                 or os.environ.get("QT_QPA_PLATFORM"))
 
 
-async def run(app: object) -> int:
-    from desktop.app import parse_args
-    from desktop.connection import ConsoleConnection
-    from desktop.main_window import MainWindow
-    from worker.devrun import prepare
-    from worker.settings import load_settings
-
-    args = parse_args([])
-    settings = load_settings()
-    target, _first, worker = await prepare(settings)
-    worker_task = asyncio.create_task(worker.run(), name="dev-worker")
-    connection = ConsoleConnection(target.dsn, settings, embedded=target.embedded, read_only=args.read_only)
-    window = MainWindow(connection)
-    window.show()
-    connection.start()
-    closed = asyncio.Event()
-    window.destroyed.connect(closed.set)
-    app.lastWindowClosed.connect(closed.set)  # type: ignore[attr-defined]
-    signal.signal(signal.SIGINT, lambda *_: window.close())
-    signal.signal(signal.SIGTERM, lambda *_: window.close())
-    await closed.wait()
-    worker.request_stop()
-    worker.request_stop()  # demo jobs go back to the queue at once
-    await worker_task
-    await connection.close()
-    return 0
-
-
 def main() -> int:
     if not has_display():
         print("no display found: running the database, a worker and the demo without the console",
@@ -56,24 +29,20 @@ def main() -> int:
 
         asyncio.run(engine_only())
         return 0
-    os.environ.setdefault("QT_API", "pyside6")
-    import qasync
-    from PySide6.QtWidgets import QApplication
+    from worker.devrun import seed_demo
+    from worker.settings import load_settings
 
-    from desktop.theme import follow_os_style, icon
-
-    app = QApplication.instance() or QApplication([sys.argv[0]])
-    assert isinstance(app, QApplication)
-    # The window closing ends run(), which then stops the worker; Qt must not stop the loop first.
-    app.setQuitOnLastWindowClosed(False)
-    app.setApplicationName("jobdesk")
-    app.setWindowIcon(icon("jobdesk"))
-    follow_os_style(app)
     try:
-        return qasync.run(run(app))
+        target, first = asyncio.run(seed_demo(load_settings()))
     except JobdeskError as exc:
         print(f"jobdesk: error: {exc}", file=sys.stderr)
         return 1
+    hint = ("the console starts a worker" if target.embedded
+            else "start a worker with `jobdesk worker` or the console's Launch worker button")
+    print(f"demo pipeline {first.pipeline_id} enqueued on {target.describe()}; {hint}", file=sys.stderr)
+    from desktop.app import main as console_main
+
+    return console_main([])
 
 
 if __name__ == "__main__":

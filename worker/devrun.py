@@ -23,8 +23,8 @@ from worker.settings import Settings, load_settings
 log = logging.getLogger("jobdesk.dev")
 
 
-async def prepare(settings: Settings) -> tuple[Target, JobCreate, Worker]:
-    """The database (started if embedded), a fresh demo pipeline in it, and a worker for it."""
+async def seed_demo(settings: Settings) -> tuple[Target, JobCreate]:
+    """The database (started if embedded, migrated) with a fresh demo pipeline in it."""
     target = resolve_target(settings)
     client = await JobClient.connect(target.dsn if not target.embedded else None, settings=settings,
                                      source="cli", pool_size=2)
@@ -33,6 +33,12 @@ async def prepare(settings: Settings) -> tuple[Target, JobCreate, Worker]:
         await client.enqueue_many([first])
     finally:
         await client.close()
+    return target, first
+
+
+async def prepare(settings: Settings) -> tuple[Target, JobCreate, Worker]:
+    """The database with a fresh demo pipeline, and a worker for it."""
+    target, first = await seed_demo(settings)
     processors = instantiate(load_processor_classes(settings.JOB_PROCESSOR_MODULES, settings.JOB_PROCESSOR_PATH))
     return target, first, Worker(settings, target.dsn, processors)
 
