@@ -168,3 +168,20 @@ async def test_cancel_running_flags_it_for_its_worker(conn: asyncpg.Connection) 
     assert row["status"] == "in_progress" and row["is_active"] is False
     await conn.execute("SELECT 1")
     assert heard and a in heard[0]
+
+
+async def test_rescue_takes_back_a_lost_workers_jobs_at_once(conn: asyncpg.Connection) -> None:
+    """A job claimed just before its worker died goes back when the worker is declared lost, not
+    a lease later; a job whose worker never registered waits out the lease."""
+    await conn.execute("INSERT INTO workers (id, host, pid, concurrency, job_types, version, state) "
+                       "VALUES ('gone', 'h', 1, 1, '{echo}', '0', 'lost')")
+    fresh, orphan, stale = (JobCreate("echo", {}) for _ in range(3))
+    await transitions.enqueue(conn, [fresh, orphan, stale])
+    await conn.execute("UPDATE jobs SET status = 'in_progress', attempts = 1, started_at = now(), "
+                       "worker_id = CASE id WHEN $1 THEN 'gone' ELSE 'never-registered' END, "
+                       "updated_at = CASE id WHEN $3 THEN now() - interval '1 hour' ELSE now() END "
+                       "WHERE id = ANY(ARRAY[$1, $2, $3])", fresh.id, orphan.id, stale.id)
+    rows = await transitions.rescue_lost_jobs(conn, "me", 30.0, [1.0])
+    assert {(r["id"], r["lost_worker"]) for r in rows} == {(fresh.id, "gone"), (stale.id, "never-registered")}
+    assert await status_of(conn, orphan.id) == "in_progress"
+    assert await status_of(conn, fresh.id) == "queued"

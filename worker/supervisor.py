@@ -120,7 +120,7 @@ class Supervisor:
             log.warning("worker %s on %s (pid %s) is lost: no heartbeat since %s", worker["id"], worker["host"],
                         worker["pid"], worker["heartbeat_at"])
             self.alerts.send(worker_lost(worker["id"], worker["host"], worker["pid"],
-                                         [r["id"] for r in rows]))
+                                         [r["id"] for r in rows if r["lost_worker"] == worker["id"]]))
         for row in rows:
             log.warning("job %s (%s) taken back from a lost worker: now %s", row["id"], row["type"], row["status"])
             if row["status"] == "failed":

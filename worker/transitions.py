@@ -390,9 +390,12 @@ WITH victims AS (
     SELECT j.id, j.worker_id, j.attempts, j.retry_count, j.started_at, j.is_active
       FROM jobs j
      WHERE j.status = 'in_progress' AND j.worker_id IS DISTINCT FROM $2
-       AND j.updated_at < now() - make_interval(secs => $1)
        AND NOT EXISTS (SELECT 1 FROM workers w WHERE w.id = j.worker_id
                           AND w.state IN ('running', 'paused', 'draining'))
+       -- A worker that is known and gone loses its jobs at once; a job whose worker never
+       -- registered (set by hand, say) waits out the lease from its last update.
+       AND (EXISTS (SELECT 1 FROM workers w WHERE w.id = j.worker_id)
+            OR j.updated_at < now() - make_interval(secs => $1))
        FOR UPDATE OF j SKIP LOCKED
 ), upd AS (
     UPDATE jobs j
@@ -406,7 +409,8 @@ WITH victims AS (
            error_message = 'worker lost', worker_id = NULL, updated_at = now()
       FROM victims v
      WHERE j.id = v.id
-    RETURNING j.id, j.type, j.pipeline_id, j.user_id, j.status, j.retry_count, j.attempts
+    RETURNING j.id, j.type, j.pipeline_id, j.user_id, j.status, j.retry_count, j.attempts,
+              v.worker_id AS lost_worker
 ), hist AS (
     INSERT INTO job_attempts (job_id, attempt, worker_id, started_at, outcome, error_message)
     SELECT v.id, v.attempts, v.worker_id, v.started_at, 'lost', 'worker lost' FROM victims v
