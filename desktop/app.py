@@ -18,6 +18,7 @@ from PySide6.QtWidgets import QApplication, QMessageBox  # noqa: E402
 from desktop.connection import ConsoleConnection  # noqa: E402
 from desktop.connection_dialog import Profile  # noqa: E402
 from desktop.main_window import MainWindow  # noqa: E402
+from desktop.smoke import smoke_test  # noqa: E402
 from desktop.tasks import spawn  # noqa: E402
 from desktop.theme import apply_style, follow_os_style, icon  # noqa: E402
 from worker.db import resolve_target  # noqa: E402
@@ -33,6 +34,8 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument("--production", action="store_true", help="mark this database as production")
     parser.add_argument("--dark", action="store_true", default=None, help="force the dark style")
     parser.add_argument("--light", dest="dark", action="store_false", help="force the light style")
+    parser.add_argument("--smoke-test", action="store_true",
+                        help="connect, wait until jobs are shown, print one line and exit (0 if it worked)")
     return parser.parse_args(list(argv))
 
 
@@ -73,6 +76,8 @@ async def run_console(app: QApplication, args: argparse.Namespace) -> int:
     console = Console(args)
     target = resolve_target(console.settings)
     console.open(target.dsn, embedded=target.embedded, production=args.production, read_only=args.read_only)
+    if args.smoke_test and console.window is not None:
+        return await smoke_test(console.window)
     app.lastWindowClosed.connect(console.closed.set)
     # Ctrl-C or SIGTERM in the terminal close the console like its window's close button.
     signal.signal(signal.SIGINT, lambda *_: console.closed.set())
@@ -97,7 +102,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return qasync.run(run_console(app, args))
     except JobdeskError as exc:
-        QMessageBox.critical(None, "jobdesk", str(exc))
+        if not args.smoke_test:
+            QMessageBox.critical(None, "jobdesk", str(exc))
         print(f"jobdesk: error: {exc}", file=sys.stderr)
         return 1
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
-CONSOLE_FLAGS = {"--read-only", "--production", "--dark", "--light"}
+CONSOLE_FLAGS = {"--read-only", "--production", "--dark", "--light", "--smoke-test"}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
