@@ -183,6 +183,7 @@ def run_jobs_through_a_worker(bundle: Path, home: Path) -> None:
         assert status.pop(bad_sleep) == "failed", log_path.read_text()
         assert set(status.values()) == {"completed"} and len(status) == 7, (status, log_path.read_text())
         assert "job sleep failed" in inbox.messages[0]["title"], "apprise's plugins are in the bundle"
+        assert "libQt6Core" not in Path(f"/proc/{worker.pid}/maps").read_text(), "a worker loads no Qt"
 
         result = json.loads(ok(run(bundle, home, "show", median, "--json")))["result_data"]
         assert result["median"] == 2 and result["frozen"] is True
