@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test venv worker demo db bench bench-console bench-dag bench-pipelines lint clean screenshots
+.PHONY: run test venv worker demo db bench bench-console bench-dag bench-pipelines lint clean screenshots dist
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -39,6 +39,11 @@ bench: $(STAMP)
 ## bench-console: the console over a million jobs while a worker is busy (prints figures)
 bench-console: $(STAMP)
 	QT_QPA_PLATFORM=offscreen $(PY) benchmarks/console_bench.py
+
+## dist: the packaged binary, a one-folder bundle in dist/jobdesk/ that needs no Python on the target
+dist: $(STAMP)
+	$(PY) -m PyInstaller --noconfirm --log-level WARN jobdesk.spec
+	@du -sh dist/jobdesk
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info .pytest_cache

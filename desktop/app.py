@@ -17,7 +17,9 @@ from PySide6.QtWidgets import QApplication, QMessageBox  # noqa: E402
 
 from desktop.connection import ConsoleConnection  # noqa: E402
 from desktop.connection_dialog import Profile  # noqa: E402
+from desktop.launcher import has_display  # noqa: E402
 from desktop.main_window import MainWindow  # noqa: E402
+from desktop.smoke import smoke_test  # noqa: E402
 from desktop.tasks import spawn  # noqa: E402
 from desktop.theme import apply_style, follow_os_style, icon  # noqa: E402
 from worker.db import resolve_target  # noqa: E402
@@ -35,6 +37,8 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument("--light", dest="dark", action="store_false", help="force the light style")
     parser.add_argument("--no-worker", action="store_true",
                         help="do not start a worker on the embedded database (JOBDESK_AUTOSTART_WORKER=false)")
+    parser.add_argument("--smoke-test", action="store_true",
+                        help="connect, wait until jobs are shown, print one line and exit (0 if it worked)")
     return parser.parse_args(list(argv))
 
 
@@ -43,7 +47,8 @@ class Console:
 
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
-        self.settings = load_settings(**({"JOBDESK_AUTOSTART_WORKER": False} if args.no_worker else {}))
+        no_worker = args.no_worker or args.smoke_test  # a smoke test changes nothing
+        self.settings = load_settings(**({"JOBDESK_AUTOSTART_WORKER": False} if no_worker else {}))
         self.window: MainWindow | None = None
         self.closed = asyncio.Event()
 
@@ -75,6 +80,8 @@ async def run_console(app: QApplication, args: argparse.Namespace) -> int:
     console = Console(args)
     target = resolve_target(console.settings)
     console.open(target.dsn, embedded=target.embedded, production=args.production, read_only=args.read_only)
+    if args.smoke_test and console.window is not None:
+        return await smoke_test(console.window)
     app.lastWindowClosed.connect(console.closed.set)
     # Ctrl-C or SIGTERM in the terminal close the console like its window's close button.
     signal.signal(signal.SIGINT, lambda *_: console.closed.set())
@@ -87,6 +94,10 @@ async def run_console(app: QApplication, args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
+    if not has_display():
+        print("jobdesk: error: no display to open the console on (DISPLAY and WAYLAND_DISPLAY are unset); "
+              "run it with QT_QPA_PLATFORM=offscreen, or use the commands: jobdesk --help", file=sys.stderr)
+        return 1
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)-7s %(name)s: %(message)s")
     app = QApplication.instance() or QApplication([sys.argv[0]])
     assert isinstance(app, QApplication)
@@ -99,7 +110,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return qasync.run(run_console(app, args))
     except JobdeskError as exc:
-        QMessageBox.critical(None, "jobdesk", str(exc))
+        if not args.smoke_test:
+            QMessageBox.critical(None, "jobdesk", str(exc))
         print(f"jobdesk: error: {exc}", file=sys.stderr)
         return 1
 

@@ -66,13 +66,19 @@ class ConsoleConnection(QObject):
         await self._drop()
 
     async def run(self, fn: Callable[[JobClient], Awaitable[T]]) -> T:
-        """Run `fn(client)`; a lost connection is reported and re-raised."""
+        """Run `fn(client)`; a lost connection is reported and re-raised. Work cut short because
+        the console is closing counts as cancelled, not as an error."""
         if self.client is None:
+            if self._closing:
+                raise asyncio.CancelledError("the console is closing")
             raise ConnectionError("not connected to the database")
         try:
             return await fn(self.client)
-        except CONNECTION_ERRORS as exc:
-            self._lost(exc)
+        except Exception as exc:
+            if self._closing:
+                raise asyncio.CancelledError("the console is closing") from exc
+            if isinstance(exc, CONNECTION_ERRORS):
+                self._lost(exc)
             raise
 
     # -- internals --------------------------------------------------------------------------

