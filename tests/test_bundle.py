@@ -126,7 +126,8 @@ def test_cli_worker_and_an_operators_processor(bundle: Path, home: Path) -> None
     one_line_error(run(bundle, home, "jobs"), "invalid setting JOB_RETRY_INTERVALS")
     (home / ".env").unlink()
 
-    assert "applied 3 migration(s) to embedded jobdesk" in ok(run(bundle, home, "migrate"))
+    migrations = len(list((ROOT / "sql").glob("[0-9][0-9][0-9]_*.sql")))
+    assert f"applied {migrations} migration(s) to embedded jobdesk" in ok(run(bundle, home, "migrate"))
     # As on an operator's machine, `jobdesk db` keeps the embedded server up while the worker and
     # the commands come and go (a server stops with the process that started it).
     with embedded_server(bundle, home):
@@ -211,3 +212,26 @@ def test_console_smoke_test(bundle: Path, home: Path) -> None:
     assert done.stdout == f"smoke: connected to embedded jobdesk on {home}/data/pg/run:5432, 1 job shown\n"
     assert "Traceback" not in done.stderr
     assert json.loads(ok(run(bundle, home, "workers", "--json"))) == [], "the console started no worker"
+
+
+def test_the_console_starts_the_bundle_itself_as_its_worker(bundle: Path, home: Path) -> None:
+    """A double-clicked binary on the embedded default: the console starts a worker, which is the
+    bundle run with `worker`, and the queued job gets done; closing the console stops it."""
+    job = json.loads(ok(run(bundle, home, "submit", "echo", "--input", '{"from": "console"}', "--json")))["id"]
+    console = subprocess.Popen([str(bundle)], env=env_for(home), cwd=home, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while json.loads(ok(run(bundle, home, "show", job, "--json")))["status"] != "completed":
+            assert console.poll() is None and time.monotonic() < deadline, console.stderr and console.stderr.read()
+            time.sleep(0.3)
+        [worker] = json.loads(ok(run(bundle, home, "workers", "--json")))
+        argv = Path(f"/proc/{worker['pid']}/cmdline").read_bytes().decode().split("\0")[:-1]
+        assert argv == [str(bundle), "worker"]
+        console.send_signal(signal.SIGTERM)
+        assert console.wait(60) == 0
+    finally:
+        if console.poll() is None:
+            console.kill()
+            console.wait()
+    assert not Path(f"/proc/{worker['pid']}").exists(), "the worker stopped with the console"
