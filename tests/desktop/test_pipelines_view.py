@@ -192,3 +192,56 @@ def test_clicks_navigation_and_pipeline_actions(qapp: QApplication, qtbot, test_
         await window.connection.close()
 
     run_qasync(qapp, scenario())
+
+
+def test_dag_view_pans_by_dragging_and_follows_the_running_job(qapp: QApplication, qtbot) -> None:  # type: ignore[no-untyped-def]
+    from datetime import UTC, datetime
+
+    from desktop.pipelines.dag_view import DagView
+    from worker.pipeline_queries import GraphNode
+
+    now = datetime.now(UTC)
+
+    def chain(running: int) -> list[GraphNode]:
+        """40 jobs in a row, completed up to `running`, which runs; the rest are queued."""
+        return [GraphNode(id=f"j{i}", type=f"stage.{i}",
+                          status=Status.COMPLETED if i < running else Status.IN_PROGRESS if i == running
+                          else Status.QUEUED, attempts=1 if i <= running else 0, retry_count=0,
+                          depends_on=[f"j{i - 1}"] if i else [], created_at=now,
+                          started_at=now if i <= running else None, completed_at=now if i < running else None,
+                          updated_at=now, seq=i)
+                for i in range(40)]
+
+    view = DagView()
+    qtbot.addWidget(view)
+    view.resize(800, 400)
+    view.show()
+    view.set_graph("p", chain(5))
+    view.resetTransform()
+
+    def centre_x() -> float:
+        return view.mapToScene(view.viewport().rect().center()).x()
+
+    def node_x(job_id: str) -> float:
+        return view.nodes[job_id].sceneBoundingRect().center().x()
+
+    qtbot.keyClick(view, Qt.Key.Key_C)
+    assert abs(centre_x() - node_x("j5")) < 5
+
+    # Dragging the background pans the view.
+    before = view.horizontalScrollBar().value()
+    start = view.mapFromScene(QPointF(node_x("j5"), -30))
+    qtbot.mousePress(view.viewport(), Qt.MouseButton.LeftButton, pos=start)
+    for step in range(1, 6):
+        qtbot.mouseMove(view.viewport(), QPoint(start.x() - 40 * step, start.y()))
+    qtbot.mouseRelease(view.viewport(), Qt.MouseButton.LeftButton, pos=QPoint(start.x() - 200, start.y()))
+    assert view.horizontalScrollBar().value() > before
+
+    # With "follow" on, each update centres the running job again, as the pipeline moves on.
+    view.set_follow(True)
+    view.set_graph("p", chain(30))
+    assert abs(centre_x() - node_x("j30")) < 5
+    # Without it, the view stays where the operator left it.
+    view.set_follow(False)
+    view.set_graph("p", chain(35))
+    assert abs(centre_x() - node_x("j30")) < 5
