@@ -4,7 +4,7 @@ as the CLI. Each action is enabled only where it is legal for every selected job
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from PySide6.QtCore import QObject, Signal
 from PySide6.QtGui import QAction, QKeySequence
@@ -13,7 +13,7 @@ from PySide6.QtWidgets import QInputDialog, QMessageBox, QWidget
 from desktop.tasks import spawn
 from desktop.theme import icon
 from worker.errors import JobdeskError
-from worker.job_queries import JobRow
+from worker.models import Status
 from worker.transitions import is_legal
 
 # action name: (label, shortcut, confirmation question or None)
@@ -23,6 +23,13 @@ ACTIONS: dict[str, tuple[str, str, str | None]] = {
     "approve": ("Approve", "Ctrl+Return", None),
     "reject": ("Reject…", "Ctrl+Shift+J", None),
 }
+
+
+class Selected(Protocol):
+    """Anything an action can apply to: a job table row, a DAG node."""
+
+    id: str
+    status: Status
 
 
 class JobActions(QObject):
@@ -36,7 +43,7 @@ class JobActions(QObject):
         super().__init__(parent)
         self._parent = parent
         self._run = run
-        self.selection: list[JobRow] = []
+        self.selection: list[Selected] = []
         self.read_only = False
         self.connected = False
         self.busy = False
@@ -49,7 +56,7 @@ class JobActions(QObject):
             self.actions[name] = action
         self.update_enabled()
 
-    def set_selection(self, rows: Sequence[JobRow]) -> None:
+    def set_selection(self, rows: Sequence[Selected]) -> None:
         self.selection = list(rows)
         self.update_enabled()
 
@@ -63,7 +70,7 @@ class JobActions(QObject):
         self.connected = connected
         self.update_enabled()
 
-    def legal(self, name: str, rows: Sequence[Any] | None = None) -> bool:
+    def legal(self, name: str, rows: Sequence[Selected] | None = None) -> bool:
         rows = self.selection if rows is None else rows
         return self.can_act() and bool(rows) and all(is_legal(name, row.status) for row in rows)
 
@@ -75,7 +82,7 @@ class JobActions(QObject):
         for name, action in self.actions.items():
             action.setEnabled(self.legal(name))
 
-    def trigger(self, name: str, rows: Sequence[Any] | None = None) -> None:
+    def trigger(self, name: str, rows: Sequence[Selected] | None = None) -> None:
         """Ask what needs asking, then run `name` on `rows` (the table's selection by default).
         Rows need an `id` and a `status`."""
         rows = self.selection if rows is None else rows

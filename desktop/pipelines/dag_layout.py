@@ -55,11 +55,11 @@ def layered_layout(nodes: Sequence[str], parents: Mapping[str, Sequence[str]]) -
         for parent in parent_lists[child]:
             prev, chain = parent, []
             if use_waypoints:
-                for layer in range(layer_of[parent] + 1, layer_of[child]):
-                    way = f"\0{parent}\0{child}\0{layer}"
+                for between in range(layer_of[parent] + 1, layer_of[child]):
+                    way = f"\0{parent}\0{child}\0{between}"
                     ups[way], downs[way] = [prev], []
                     downs[prev].append(way)
-                    order[layer].append(way)
+                    order[between].append(way)
                     chain.append(way)
                     prev = way
             ups[child].append(prev)
