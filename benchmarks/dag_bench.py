@@ -90,7 +90,8 @@ def main() -> int:
     print(f"  layout            {statistics.median(layout_ms):7.1f} ms")
     print(f"  scene build + fit {statistics.median(build_ms):7.1f} ms")
     print(f"  first paint       {statistics.median(paint_ms):7.1f} ms")
-    print(f"  total             {statistics.median(total_ms):7.1f} ms  (max {max(total_ms):.1f})")
+    print(f"  total             {statistics.median(total_ms):7.1f} ms  (max {max(total_ms):.1f}; runs: "
+          + ", ".join(f"{t:.0f}" for t in total_ms) + ")")
     return 0
 
 

@@ -12,7 +12,6 @@ from datetime import UTC, datetime
 
 from PySide6.QtCore import QPoint, QPointF, QRectF, Qt, QTimer, Signal
 from PySide6.QtGui import (
-    QBrush,
     QColor,
     QFont,
     QFontMetrics,
@@ -26,7 +25,6 @@ from PySide6.QtGui import (
 )
 from PySide6.QtWidgets import (
     QGraphicsItem,
-    QGraphicsPathItem,
     QGraphicsScene,
     QGraphicsSceneContextMenuEvent,
     QGraphicsSceneMouseEvent,
@@ -133,37 +131,46 @@ class NodeItem(QGraphicsItem):
         event.accept()
 
 
-class EdgeItem(QGraphicsPathItem):
-    """A parent -> child curve with an arrowhead, through the layout's bend points."""
+class EdgeLayer(QGraphicsItem):
+    """Every edge of one style (colour, dashed or not) as one item: parent -> child curves through
+    the layout's bend points, with arrowheads. One item, not one per edge, keeps a big pipeline
+    quick to build and to draw."""
 
-    def __init__(self, start: QPointF, end: QPointF, bends: Sequence[tuple[float, float]], colour: QColor,
-                 dashed: bool) -> None:
+    def __init__(self, colour: QColor, dashed: bool) -> None:
         super().__init__()
+        self.lines = QPainterPath()
+        self.heads = QPainterPath()
+        self.pen = QPen(colour, 1.6)
+        if dashed:
+            self.pen.setStyle(Qt.PenStyle.DashLine)
+        self.colour = colour
+        self.count = 0
+        self.setZValue(-1)
+        self._bounds = QRectF()
+
+    def add(self, start: QPointF, end: QPointF, bends: Sequence[tuple[float, float]]) -> None:
         points = [start, *(QPointF(x, y) for x, y in bends), end]
-        path = QPainterPath(points[0])
+        self.lines.moveTo(points[0])
         for a, b in zip(points, points[1:], strict=False):
             mid = (a.x() + b.x()) / 2
-            path.cubicTo(QPointF(mid, a.y()), QPointF(mid, b.y()), b)
-        self.setPath(path)
-        pen = QPen(colour, 1.6)
-        if dashed:
-            pen.setStyle(Qt.PenStyle.DashLine)
-        self.setPen(pen)
-        self.setZValue(-1)
-        self._head = QPolygonF([end, QPointF(end.x() - 9, end.y() - 4.5), QPointF(end.x() - 9, end.y() + 4.5)])
-        self._colour = colour
-        self._bounds = super().boundingRect().united(self._head.boundingRect())
+            self.lines.cubicTo(QPointF(mid, a.y()), QPointF(mid, b.y()), b)
+        self.heads.addPolygon(QPolygonF([end, QPointF(end.x() - 9, end.y() - 4.5), QPointF(end.x() - 9, end.y() + 4.5),
+                                         end]))
+        self.count += 1
+
+    def done(self) -> None:
+        """Call once every edge is added."""
+        self.prepareGeometryChange()
+        self._bounds = self.lines.controlPointRect().united(self.heads.boundingRect()).adjusted(-2, -2, 2, 2)
 
     def boundingRect(self) -> QRectF:  # noqa: N802
         return self._bounds
 
     def paint(self, painter: QPainter, option: QStyleOptionGraphicsItem, widget: QWidget | None = None) -> None:
-        if option.levelOfDetailFromTransform(painter.worldTransform()) < DETAIL_LOD:  # type: ignore[attr-defined]
-            painter.setRenderHint(QPainter.RenderHint.Antialiasing, False)
-        super().paint(painter, option, widget)
-        painter.setPen(Qt.PenStyle.NoPen)
-        painter.setBrush(QBrush(self._colour))
-        painter.drawPolygon(self._head)
+        detailed = option.levelOfDetailFromTransform(painter.worldTransform()) >= DETAIL_LOD  # type: ignore[attr-defined]
+        painter.setRenderHint(QPainter.RenderHint.Antialiasing, detailed)
+        painter.strokePath(self.lines, self.pen)
+        painter.fillPath(self.heads, self.colour)
 
 
 class DagView(QGraphicsView):
@@ -236,15 +243,19 @@ class DagView(QGraphicsView):
             scene.addItem(item)
             self.nodes[node.id] = item
         muted = self.palette().color(QPalette.ColorRole.PlaceholderText)
-        broken = QColor(STATUS_COLOURS[Status.FAILED][0])
+        healthy = EdgeLayer(muted, dashed=False)
+        broken = EdgeLayer(QColor(STATUS_COLOURS[Status.FAILED][0]), dashed=True)  # from a failed or cancelled job
         self.edges = []
         for parent, child, bends in layout.edges:
             px, py = layout.positions[parent]
             cx, cy = layout.positions[child]
             bad = by_id[parent].status in (Status.FAILED, Status.CANCELLED)
-            scene.addItem(EdgeItem(QPointF(px + NODE_W, py + NODE_H / 2), QPointF(cx, cy + NODE_H / 2), bends,
-                                   broken if bad else muted, dashed=bad))
+            (broken if bad else healthy).add(QPointF(px + NODE_W, py + NODE_H / 2), QPointF(cx, cy + NODE_H / 2), bends)
             self.edges.append((parent, child))
+        for layer in (healthy, broken):
+            if layer.count:
+                layer.done()
+                scene.addItem(layer)
         xs = [x for x, _ in layout.positions.values()] or [0.0]
         ys = [y for _, y in layout.positions.values()] or [0.0]
         self._bounds = QRectF(min(xs), min(ys), max(xs) - min(xs) + NODE_W, max(ys) - min(ys) + NODE_H)
@@ -256,7 +267,7 @@ class DagView(QGraphicsView):
         rect = self._bounds
         if not self.nodes or rect.isEmpty():
             return
-        self.fitInView(rect.adjusted(-20, -20, 20, 20), Qt.AspectRatioMode.KeepAspectRatio)
+        self.fitInView(self.sceneRect(), Qt.AspectRatioMode.KeepAspectRatio)  # the nodes and their margin
         scale = self.transform().m11()
         if scale > 1.0:  # a small pipeline is shown at its natural size, not blown up
             self.resetTransform()
