@@ -140,3 +140,42 @@ def test_binaries_out_of_the_server_users_reach_are_copied(data_dir: Path, monke
             server.stop()
     finally:
         shutil.rmtree(private, ignore_errors=True)
+
+
+def test_a_worker_starts_the_embedded_server_again_when_its_starter_exits(data_dir: Path, tmp_path: Path) -> None:
+    """The console (here `jobdesk db`) started the server and exits; the worker it launched keeps
+    going on the same data, and takes the server over."""
+    proc, _ = start_db(data_dir)
+    log_path = tmp_path / "worker.log"
+    with open(log_path, "w") as log:
+        worker = subprocess.Popen([*JOBDESK, "worker"], env=cli_env(None, JOBDESK_DATA_DIR=str(data_dir),
+                                                                    JOB_HEARTBEAT_INTERVAL="0.3"),
+                                  stdout=log, stderr=subprocess.STDOUT, text=True, cwd=ROOT)
+    try:
+        deadline = time.monotonic() + 30
+        while " ready: " not in log_path.read_text():
+            assert worker.poll() is None and time.monotonic() < deadline, log_path.read_text()
+            time.sleep(0.1)
+        first = postmaster_pid(data_dir)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(20) == 0 and first is not None and wait_dead(first)
+
+        while "started it again" not in log_path.read_text():
+            assert worker.poll() is None and time.monotonic() < deadline + 30, log_path.read_text()
+            time.sleep(0.1)
+        job = json.loads(embedded("submit", "echo", "--input", '{"after": "restart"}', "--json",
+                                  data_dir=data_dir).stdout)["id"]
+        while json.loads(embedded("show", job, "--json", data_dir=data_dir).stdout)["status"] != "completed":
+            assert worker.poll() is None and time.monotonic() < deadline + 60, log_path.read_text()
+            time.sleep(0.2)
+        second = postmaster_pid(data_dir)
+        assert second is not None and second != first and alive(second)
+        worker.send_signal(signal.SIGTERM)
+        assert worker.wait(30) == 0
+        assert wait_dead(second), "the server stops with the worker that started it again"
+        assert "Traceback" not in log_path.read_text()
+    finally:
+        for p in (proc, worker):
+            if p.poll() is None:
+                p.kill()
+                p.wait()

@@ -300,7 +300,12 @@ async def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
         await ensure_schema(conn, embedded=target.embedded)
     finally:
         await conn.close()
-    worker = Worker(settings, target.dsn, processors)
+    revive = None
+    if target.embedded:
+        from worker.embedded import embedded_server
+
+        revive = embedded_server().revive
+    worker = Worker(settings, target.dsn, processors, revive=revive)
     worker.install_signal_handlers()
     await worker.run()
     return 0
@@ -433,6 +438,9 @@ ASYNC_COMMANDS: dict[str, Callable[[argparse.Namespace, Settings], Coroutine[Any
 def setup_logging(level: str) -> None:
     logging.basicConfig(level=getattr(logging, level, logging.INFO), stream=sys.stderr,
                         format="%(asctime)s %(levelname)-7s %(name)s: %(message)s")
+    # While the database is away, asyncpg's pool logs a traceback every second as it retries; the
+    # worker already says once that the database is unreachable, and again when it is back.
+    logging.getLogger("asyncpg.pool").setLevel(logging.ERROR)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -118,6 +118,12 @@ class EmbeddedServer:
             self._start()
         return self.dsn
 
+    def revive(self) -> bool:
+        """Start the server again if nobody runs it any more; True if this process started it now."""
+        before = self.process
+        self.ensure_running()
+        return self.process is not None and self.process is not before
+
     def is_ready(self) -> bool:
         if not (self.socket_dir / f".s.PGSQL.{PORT}").exists():
             return False

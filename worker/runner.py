@@ -16,7 +16,7 @@ import socket
 import time
 import uuid
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import asyncpg
@@ -24,7 +24,7 @@ import asyncpg
 from worker import transitions
 from worker.alerts import job_failed
 from worker.db import CONNECTION_ERRORS, connect, create_pool
-from worker.errors import InvalidJob, PermanentJobError
+from worker.errors import InvalidJob, JobdeskError, PermanentJobError
 from worker.models import Job, JobCreate, ProcessorResult
 from worker.processor import BaseProcessor
 from worker.settings import Settings
@@ -35,6 +35,7 @@ log = logging.getLogger("jobdesk.worker")
 NEW_JOBS_CHANNEL = "jobdesk_new_jobs"
 CANCEL_GRACE_S = 0.5  # a cancelled processor may stop cleanly this long before its task is cancelled
 MAX_BACKOFF_S = 5.0
+REVIVE_EVERY_S = 2.0  # how often a worker on the embedded database tries to start it again
 PREFETCH_BELOW_S = 0.05  # claim ahead only while jobs average less than this
 
 
@@ -66,8 +67,11 @@ class Worker:
     """One worker process's engine. `run()` returns after a stop request, once drained."""
 
     def __init__(self, settings: Settings, dsn: str, processors: dict[str, BaseProcessor],
-                 *, worker_id: str | None = None) -> None:
+                 *, worker_id: str | None = None, revive: Callable[[], bool] | None = None) -> None:
+        """`revive`, given for the embedded database, starts it again when it is gone."""
         self.settings = settings
+        self.revive = revive
+        self._next_revive = 0.0
         self.dsn = dsn
         self.processors = processors
         self.types = sorted(processors)
@@ -272,8 +276,27 @@ class Worker:
                 if not self._db_down:
                     self._db_down = True
                     log.warning("database unreachable (%s); retrying", exc)
+                if not isinstance(exc, asyncpg.CannotConnectNowError):  # not while it shuts down or starts
+                    self._revive_database()
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, MAX_BACKOFF_S)
+
+    def _revive_database(self) -> None:
+        """The embedded database stops with the process that started it (a console, a command),
+        even while this worker uses it: start it again, now owned by this worker.
+
+        On the event loop's thread on purpose: the server is told to stop when the thread that
+        started it ends, and this thread lives as long as the worker.
+        """
+        if self.revive is None or time.monotonic() < self._next_revive:
+            return
+        self._next_revive = time.monotonic() + REVIVE_EVERY_S
+        try:
+            if self.revive():
+                log.warning("the embedded database had stopped with the process that ran it; "
+                            "this worker started it again")
+        except JobdeskError as exc:
+            log.warning("could not start the embedded database again: %s", exc)
 
     # -- claiming and completing ------------------------------------------------------------
 

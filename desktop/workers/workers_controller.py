@@ -143,7 +143,7 @@ class WorkersController(QObject):
                   f"No leaves {'it' if n == 1 else 'them'} running without the console.")
         if self.connection.embedded:
             detail += (" They use the embedded database, which stops with the console if the console started "
-                       "it; they reconnect when another jobdesk command starts it again.")
+                       "it; a worker left running then starts it again by itself.")
         box.setInformativeText(detail)
         box.setDefaultButton(QMessageBox.StandardButton.Yes)
         answer = box.exec()
