@@ -87,6 +87,7 @@ class MainWindow(QMainWindow):
         self.pipelines = PipelinesTab(connection.run, self.job_actions)
         self.pipelines.job_clicked.connect(self._node_clicked)
         self.pipelines.graph_shown.connect(self._sync_actions)
+        self.pipelines.pipeline_jobs_requested.connect(self.show_pipeline)
         self.pipelines.job_activated.connect(self.activate_job)
         self.pipelines.message.connect(self._show_message)
         self._pending_select: str | None = None
@@ -370,6 +371,7 @@ class MainWindow(QMainWindow):
 
     def show_pipeline(self, pipeline_id: str) -> None:
         """Narrow the table to one pipeline's jobs."""
+        self.tabs.setCurrentIndex(0)
         self.pipeline_edit.setText(pipeline_id)
         self._apply_filters()
 

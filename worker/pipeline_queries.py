@@ -172,6 +172,13 @@ async def pipelines_of(conn: asyncpg.Connection, job_ids: Sequence[str]) -> set[
     return {r["pipeline_id"] for r in rows}
 
 
+async def retryable_in(conn: asyncpg.Connection, pipeline_id: str) -> list[str]:
+    """The failed and cancelled jobs of a pipeline, in enqueue order."""
+    rows = await conn.fetch("SELECT id FROM jobs WHERE pipeline_id = $1 AND status IN ('failed', 'cancelled') "
+                            "ORDER BY seq", pipeline_id)
+    return [r["id"] for r in rows]
+
+
 @dataclass
 class GraphNode:
     """A job of a pipeline, as the DAG view draws it."""

@@ -31,7 +31,14 @@ from desktop.pipelines.progress_delegate import PIPELINE_COLOURS, PipelineDelega
 from desktop.tasks import spawn
 from desktop.theme import icon
 from worker.models import Status, short_id
-from worker.pipeline_queries import GRAPH_LIMIT, GraphNode, PipelineFilter, PipelineStatus, fetch_graph
+from worker.pipeline_queries import (
+    GRAPH_LIMIT,
+    GraphNode,
+    PipelineFilter,
+    PipelineStatus,
+    fetch_graph,
+    retryable_in,
+)
 from worker.transitions import is_legal
 
 log = logging.getLogger("jobdesk.console")
@@ -44,6 +51,7 @@ class PipelinesTab(QWidget):
     job_clicked = Signal(str)  # show this job in the detail panes
     job_activated = Signal(str)  # select this job in the job table
     graph_shown = Signal()  # the DAG was drawn or updated
+    pipeline_jobs_requested = Signal(str)  # show this pipeline's jobs in the job table
     message = Signal(str)
 
     def __init__(self, run: Runner, job_actions: JobActions) -> None:
@@ -69,6 +77,8 @@ class PipelinesTab(QWidget):
         for col, width in enumerate((260, 150, 170, 80, 80, 80)):
             self.table.setColumnWidth(col, width)
         self.table.selectionModel().selectionChanged.connect(self._pipeline_selected)
+        self.table.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
+        self.table.customContextMenuRequested.connect(self._row_menu)
 
         self.status_buttons: dict[PipelineStatus | None, QToolButton] = {}
         filters = QHBoxLayout()
@@ -308,6 +318,31 @@ class PipelinesTab(QWidget):
         menu.addAction("Show in job table").triggered.connect(lambda: self.job_activated.emit(job_id))
         return menu
 
+    def pipeline_menu(self, pipeline_id: str) -> QMenu:
+        """The context menu of a row of the pipeline list."""
+        menu = QMenu(self)
+        row = self.model.row_of(pipeline_id)
+        record = self.model.row_at(row) if row is not None else None
+        writable = self.job_actions.can_act()
+        retry = menu.addAction(icon("retry"), "Retry failed and downstream…")
+        retry.setEnabled(writable and record is not None and record.failed + record.cancelled > 0)
+        retry.triggered.connect(lambda: spawn(self.retry_pipeline(pipeline_id), "retry-pipeline"))
+        cancel = menu.addAction(icon("cancel"), "Cancel pipeline…")
+        cancel.setEnabled(writable and record is not None and not record.finished)
+        cancel.triggered.connect(self._ask_cancel_pipeline)
+        menu.addSeparator()
+        menu.addAction("Show its jobs in the job table").triggered.connect(
+            lambda: self.pipeline_jobs_requested.emit(pipeline_id))
+        return menu
+
+    def _row_menu(self, where: QPoint) -> None:
+        index = self.table.indexAt(where)
+        record = self.model.row_at(index.row()) if index.isValid() else None
+        if record is None:
+            return
+        self.table.selectRow(index.row())
+        self.pipeline_menu(record.pipeline_id).popup(self.table.viewport().mapToGlobal(where))
+
     def _node_menu(self, job_id: str, where: QPoint) -> None:
         self.node_menu(job_id).popup(where)
 
@@ -319,10 +354,23 @@ class PipelinesTab(QWidget):
             box.setInformativeText(details)
         return box.exec() == QMessageBox.StandardButton.Yes
 
-    async def retry_downstream(self, job_id: str) -> list[str]:
-        """Show what "retry failed and downstream" of a job will touch, then do it if confirmed."""
+    async def retry_pipeline(self, pipeline_id: str) -> list[str]:
+        """"Retry failed and downstream" for every failed or cancelled job of a pipeline."""
         try:
-            plan = await self._run(lambda c: c.retry_plan([job_id]))
+            ids = await self._run(lambda c: _retryable(c, pipeline_id))
+        except Exception as exc:
+            self.job_actions.error.emit(f"cannot plan the retry: {exc}")
+            return []
+        if not ids:
+            self.message.emit(f"pipeline {short_id(pipeline_id)} has no failed or cancelled job to retry")
+            return []
+        return await self.retry_downstream(*ids)
+
+    async def retry_downstream(self, *job_ids: str) -> list[str]:
+        """Show what "retry failed and downstream" of jobs will touch, then do it if confirmed."""
+        ids = list(job_ids)
+        try:
+            plan = await self._run(lambda c: c.retry_plan(ids))
         except Exception as exc:
             self.job_actions.error.emit(f"cannot plan the retry: {exc}")
             return []
@@ -332,19 +380,27 @@ class PipelinesTab(QWidget):
         if not self.ask("Retry failed and downstream", f"Retry these {len(plan)} job(s)?", "\n".join(lines)):
             return []
         return await self.job_actions.run_operation("Retry failed and downstream",
-                                                    lambda c: c.retry_downstream([job_id]))
+                                                    lambda c: c.retry_downstream(ids))
 
     def _ask_cancel_pipeline(self) -> None:
         pipeline_id = self.pipeline_id
         if pipeline_id is None:
             return
-        left = sum(1 for n in self.graph if n.status in (Status.QUEUED, Status.IN_PROGRESS, Status.WAITING_APPROVAL))
+        row = self.model.row_of(pipeline_id)
+        record = self.model.row_at(row) if row is not None else None
+        left = (record.queued + record.in_progress + record.waiting if record is not None else
+                sum(1 for n in self.graph if n.status in (Status.QUEUED, Status.IN_PROGRESS, Status.WAITING_APPROVAL)))
         if self.ask("Cancel pipeline", f"Cancel pipeline {short_id(pipeline_id)}?",
                     f"Its {left} unfinished job(s) are cancelled; running ones are stopped by their worker."):
             spawn(self.cancel_pipeline(pipeline_id), "cancel-pipeline")
 
     async def cancel_pipeline(self, pipeline_id: str) -> list[str]:
         return await self.job_actions.run_operation("Cancel pipeline", lambda c: c.cancel_pipeline(pipeline_id))
+
+
+async def _retryable(client: Any, pipeline_id: str) -> list[str]:
+    async with client.pool.acquire() as conn:
+        return await retryable_in(conn, pipeline_id)
 
 
 async def _graph(client: Any, pipeline_id: str) -> tuple[list[GraphNode], bool]:

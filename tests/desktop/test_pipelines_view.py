@@ -187,6 +187,21 @@ def test_clicks_navigation_and_pipeline_actions(qapp: QApplication, qtbot, test_
         assert await conn.fetchval("SELECT source FROM audit_log ORDER BY id DESC LIMIT 1") == "console"
         await until(lambda: set(graph_statuses(window).values()) == {Status.COMPLETED, Status.CANCELLED},
                     what="the graph after cancel")
+
+        # The list's menu works on the whole pipeline: retry every failed or cancelled job.
+        tab.status_buttons[None].click()
+        await until(lambda: tab.model.row_of("p-1") is not None and tab.model.row_at(  # type: ignore[union-attr]
+            tab.model.row_of("p-1")).status == PipelineStatus.CANCELLED, what="the cancelled pipeline row")
+        menu = {a.text(): a for a in tab.pipeline_menu("p-1").actions()}
+        assert menu["Retry failed and downstream…"].isEnabled() and not menu["Cancel pipeline…"].isEnabled()
+        asked.clear()
+        assert sorted(await tab.retry_pipeline("p-1")) == sorted([b.id, c.id])
+        assert "Retry these 2 job(s)?" in asked[0]
+        assert await conn.fetchval("SELECT count(*) FROM jobs WHERE pipeline_id = 'p-1' AND status = 'queued'") == 2
+        assert await tab.retry_pipeline("p-2") == []  # nothing failed there: a message, no question
+        assert len(asked) == 1
+        menu["Show its jobs in the job table"].trigger()
+        assert window.tabs.currentIndex() == 0 and window.pipeline_edit.text() == "p-1"
         await conn.close()
         window.close()
         await window.connection.close()
