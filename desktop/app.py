@@ -99,6 +99,7 @@ def main(argv: Sequence[str] | None = None) -> int:
               "run it with QT_QPA_PLATFORM=offscreen, or use the commands: jobdesk --help", file=sys.stderr)
         return 1
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)-7s %(name)s: %(message)s")
+    logging.getLogger("asyncpg.pool").setLevel(logging.ERROR)  # a traceback a second while the database is away
     app = QApplication.instance() or QApplication([sys.argv[0]])
     assert isinstance(app, QApplication)
     app.setApplicationName("jobdesk")

@@ -14,6 +14,7 @@ from PySide6.QtCore import QObject, Signal
 from desktop.tasks import spawn
 from worker.client import JobClient, ensure_schema
 from worker.db import CONNECTION_ERRORS, connect, describe
+from worker.errors import JobdeskError
 from worker.settings import Settings
 
 log = logging.getLogger("jobdesk.console")
@@ -92,6 +93,8 @@ class ConsoleConnection(QObject):
                     delay = 0.5
                 except Exception as exc:  # every failure here means "try again later"
                     self.disconnected.emit(_reason(exc))
+                    if not isinstance(exc.__cause__ or exc, asyncpg.CannotConnectNowError):  # not while it stops
+                        self._revive_embedded()
                     await asyncio.sleep(delay)
                     delay = min(delay * 2, RETRY_MAX_S)
                     continue
@@ -103,6 +106,22 @@ class ConsoleConnection(QObject):
                 await self._listener.execute("SELECT 1")
             except Exception as exc:
                 self._lost(exc)
+
+    def _revive_embedded(self) -> None:
+        """The embedded server stops with the process that started it; when it is gone, start it
+        again (this console then owns it). Only for this user's own embedded database."""
+        if not self.embedded:
+            return
+        from worker.embedded import embedded_server
+
+        server = embedded_server()
+        if server.dsn != self.dsn:
+            return
+        try:
+            if server.revive():
+                log.warning("the embedded database had stopped with the process that ran it; started it again")
+        except JobdeskError as exc:
+            log.warning("could not start the embedded database again: %s", exc)
 
     async def _open(self) -> None:
         if self.embedded:  # a fresh embedded database is migrated on first use, as the CLI does

@@ -179,3 +179,34 @@ def test_a_worker_starts_the_embedded_server_again_when_its_starter_exits(data_d
             if p.poll() is None:
                 p.kill()
                 p.wait()
+
+
+def test_the_console_starts_the_embedded_server_again_when_its_starter_exits(data_dir: Path) -> None:
+    proc, _ = start_db(data_dir)
+    first = postmaster_pid(data_dir)
+    console = subprocess.Popen([*JOBDESK[:1], "-m", "desktop.launcher", "--no-worker"],
+                               env=cli_env(None, JOBDESK_DATA_DIR=str(data_dir), QT_QPA_PLATFORM="offscreen"),
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    try:
+        time.sleep(3)  # the console connects
+        assert console.poll() is None
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(20) == 0 and first is not None and wait_dead(first)
+        deadline = time.monotonic() + 30
+        second = None
+        while second is None or second == first or not alive(second):
+            assert console.poll() is None and time.monotonic() < deadline, "the console did not restart it"
+            time.sleep(0.2)
+            second = postmaster_pid(data_dir)
+        assert embedded("jobs", data_dir=data_dir).returncode == 0
+        console.send_signal(signal.SIGTERM)
+        assert console.wait(30) == 0
+        assert wait_dead(second), "the server stops with the console that started it again"
+        assert console.stderr is not None
+        log = console.stderr.read()
+        assert "started it again" in log and "Traceback" not in log
+    finally:
+        for p in (proc, console):
+            if p.poll() is None:
+                p.kill()
+                p.wait()
