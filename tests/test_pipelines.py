@@ -135,3 +135,23 @@ async def test_cancel_pipeline_cancels_what_is_left(conn: asyncpg.Connection) ->
         await transitions.cancel_pipeline(conn, "p-c", ACTOR)
     with pytest.raises(JobNotFound, match="no pipeline"):
         await transitions.cancel_pipeline(conn, "nope", ACTOR)
+
+
+@pytest.mark.parametrize("candidates_max", [0, 10_000], ids=["walk every pipeline", "start from the jobs"])
+async def test_failed_and_cancelled_filters_either_way(conn: asyncpg.Connection, monkeypatch: pytest.MonkeyPatch,
+                                                       candidates_max: int) -> None:
+    from worker import pipeline_queries
+
+    monkeypatch.setattr(pipeline_queries, "CANDIDATES_MAX", candidates_max)
+    failed = await diamond(conn, "p-f")
+    cancelled = await diamond(conn, "p-c")
+    mixed = await diamond(conn, "p-m")  # a cancelled job, but still running elsewhere
+    await diamond(conn, "p-ok")
+    await set_status(conn, "failed", failed[1])
+    await set_status(conn, "completed", cancelled[0], cancelled[1], cancelled[2])
+    await set_status(conn, "cancelled", cancelled[3], mixed[1])
+    await set_status(conn, "in_progress", mixed[2])
+    for statuses, expected in (({PipelineStatus.FAILED}, ["p-f"]), ({PipelineStatus.CANCELLED}, ["p-c"]),
+                               ({PipelineStatus.FAILED, PipelineStatus.RUNNING}, ["p-ok", "p-m", "p-f"])):
+        rows, _ = await fetch_pipelines(conn, PipelineFilter(statuses=frozenset(statuses)))
+        assert [r.pipeline_id for r in rows] == expected, statuses

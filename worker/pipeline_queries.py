@@ -65,10 +65,14 @@ LIMIT {{limit}}
 """
 
 
-# Pipelines that are still moving hold at least one job in these statuses. The status index finds
-# them directly, instead of walking every pipeline for the few that match.
-_ACTIVE_JOB_STATUSES = {"running": ["queued", "in_progress"], "waiting_approval": ["waiting_approval"]}
-_ACTIVE_HEADS = """
+# A pipeline with a derived status holds at least one job in these statuses, so the status index
+# can find the candidates directly instead of walking every pipeline for the few that match.
+# Moving pipelines are few; failed and cancelled jobs pile up, so those are counted first.
+_JOB_STATUSES_OF = {"running": ["queued", "in_progress"], "waiting_approval": ["waiting_approval"],
+                    "failed": ["failed"], "cancelled": ["cancelled"]}
+_PILING_UP = {"failed", "cancelled"}
+CANDIDATES_MAX = 10_000  # past this many matching jobs, walking the pipelines newest first is cheaper
+_CANDIDATE_HEADS = """
 WITH candidates AS (
     SELECT DISTINCT pipeline_id FROM jobs WHERE status = ANY({statuses}::text[]) AND pipeline_id IS NOT NULL
 ), head_rows AS (
@@ -143,15 +147,29 @@ async def fetch_pipelines(conn: asyncpg.Connection, filt: PipelineFilter, *, aft
         params.append(after_seq)
         heads = f"h.seq < ${len(params)}"
     candidates, heads_from = "", "jobs h"
-    if filt.statuses and all(s in _ACTIVE_JOB_STATUSES for s in filt.statuses):
-        params.append(sorted({j for s in filt.statuses for j in _ACTIVE_JOB_STATUSES[s]}))
-        candidates, heads_from = _ACTIVE_HEADS.format(statuses=f"${len(params)}"), "head_rows h"
+    job_statuses = await _candidate_statuses(conn, filt)
+    if job_statuses:
+        params.append(job_statuses)
+        candidates, heads_from = _CANDIDATE_HEADS.format(statuses=f"${len(params)}"), "head_rows h"
     where = filt.where(params)
     params.append(limit + 1)
     sql = _PIPELINES.format(candidates=candidates, heads_from=heads_from, heads=heads, where=where,
                             limit=f"${len(params)}")
     rows = await conn.fetch(sql, *params)
     return [PipelineRow.from_record(r) for r in rows[:limit]], len(rows) > limit
+
+
+async def _candidate_statuses(conn: asyncpg.Connection, filt: PipelineFilter) -> list[str] | None:
+    """The job statuses to find candidate pipelines by, or None to walk every pipeline."""
+    if not filt.statuses or not all(s in _JOB_STATUSES_OF for s in filt.statuses):
+        return None
+    statuses = sorted({j for s in filt.statuses for j in _JOB_STATUSES_OF[s]})
+    if _PILING_UP & set(filt.statuses):
+        matching = await conn.fetchval("SELECT count(*) FROM (SELECT 1 FROM jobs WHERE status = ANY($1::text[]) "
+                                       "AND pipeline_id IS NOT NULL LIMIT $2) m", statuses, CANDIDATES_MAX + 1)
+        if matching > CANDIDATES_MAX:
+            return None
+    return statuses
 
 
 async def fetch_pipeline_rows(conn: asyncpg.Connection, pipeline_ids: Sequence[str],
