@@ -82,6 +82,14 @@ class ConsoleConnection(QObject):
                 self._lost(exc)
             raise
 
+    async def query(self, fn: Callable[[asyncpg.Connection], Awaitable[T]]) -> T:
+        """Run `fn(conn)` on one pooled connection, as `run` does for the client."""
+        async def on_connection(client: JobClient) -> T:
+            async with client.pool.acquire() as conn:
+                return await fn(conn)
+
+        return await self.run(on_connection)
+
     # -- internals --------------------------------------------------------------------------
 
     async def _keep_connected(self) -> None:

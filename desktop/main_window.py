@@ -10,19 +10,15 @@ from typing import Any
 from PySide6.QtCore import QItemSelection, Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QCloseEvent, QKeySequence
 from PySide6.QtWidgets import (
-    QAbstractItemView,
     QComboBox,
     QHBoxLayout,
-    QHeaderView,
     QLabel,
     QLineEdit,
     QMainWindow,
     QMessageBox,
     QSplitter,
-    QTableView,
     QTabWidget,
     QToolBar,
-    QToolButton,
     QVBoxLayout,
     QWidget,
 )
@@ -33,7 +29,9 @@ from desktop.jobs.job_actions import JobActions
 from desktop.jobs.job_detail import JobDetail
 from desktop.jobs.job_table_model import COL_ID, COL_STATUS, JobTableModel
 from desktop.jobs.status_delegate import StatusChipDelegate
+from desktop.list_table import list_table
 from desktop.pipelines.pipelines_tab import PipelinesTab
+from desktop.status_filter import checked, status_buttons
 from desktop.tasks import spawn
 from desktop.theme import STATUS_COLOURS, icon, status_label
 from desktop.workers.workers_controller import WorkersController
@@ -56,24 +54,12 @@ class MainWindow(QMainWindow):
         self.resize(1280, 800)
         self.setWindowIcon(icon("jobdesk"))
 
-        self.model = JobTableModel(connection.run)
+        self.model = JobTableModel(connection.query)
         self.model.failed.connect(self._query_failed)
-        self.table = QTableView()
-        self.table.setModel(self.model)
-        self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
-        self.table.setSelectionMode(QAbstractItemView.SelectionMode.ExtendedSelection)
+        self.table = list_table(self.model, (80, 140, 130, 80, 50, 50, 80, 80, 80, 80, 200), multi_select=True)
         self.table.setSortingEnabled(True)
         self.table.horizontalHeader().setSortIndicator(COL_ID, Qt.SortOrder.DescendingOrder)
         self.table.setItemDelegateForColumn(COL_STATUS, StatusChipDelegate(self.table))
-        self.table.verticalHeader().hide()
-        self.table.verticalHeader().setDefaultSectionSize(26)
-        self.table.setAlternatingRowColors(True)
-        self.table.setWordWrap(False)
-        header = self.table.horizontalHeader()
-        header.setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
-        header.setStretchLastSection(True)
-        for col, width in enumerate((80, 140, 130, 80, 50, 50, 80, 80, 80, 80, 200)):
-            self.table.setColumnWidth(col, width)
         self.table.selectionModel().selectionChanged.connect(self._selection_changed)
 
         self.detail = JobDetail()
@@ -84,7 +70,7 @@ class MainWindow(QMainWindow):
         self.job_actions.message.connect(self._show_message)
         self.job_actions.error.connect(self._show_error)
         self.job_actions.done.connect(lambda ids: self._changed(set(ids)))
-        self.pipelines = PipelinesTab(connection.run, self.job_actions)
+        self.pipelines = PipelinesTab(connection, self.job_actions)
         self.pipelines.job_clicked.connect(self._node_clicked)
         self.pipelines.graph_shown.connect(self._sync_actions)
         self.pipelines.pipeline_jobs_requested.connect(self.show_pipeline)
@@ -123,20 +109,9 @@ class MainWindow(QMainWindow):
         self.read_only_action.setVisible(False)
         self.addToolBar(toolbar)
 
-        self.status_buttons: dict[Status | None, QToolButton] = {}
         filters = QHBoxLayout()
-        for status in (None, *Status):
-            button = QToolButton()
-            button.setCheckable(True)
-            button.setObjectName("statusFilter")
-            if status is not None:
-                button.setProperty("status", status.value)
-                colour = STATUS_COLOURS[status][0]
-                button.setStyleSheet(f"QToolButton:checked {{ border-bottom: 3px solid {colour}; }}")
-            button.clicked.connect(lambda _c=False, s=status: self._status_clicked(s))
-            self.status_buttons[status] = button
-            filters.addWidget(button)
-        self.status_buttons[None].setChecked(True)
+        self.status_buttons = status_buttons({s: STATUS_COLOURS[s][0] for s in Status}, filters,
+                                             self._apply_filters)
         filters.addStretch(1)
         fields = QHBoxLayout()  # a second row, so the window still fits a 1280-pixel screen
         self.type_edit = self._filter_edit("type", 110)
@@ -266,7 +241,7 @@ class MainWindow(QMainWindow):
     async def refresh_counts(self) -> None:
         filt = self.model.filter
         try:
-            counts = await self.connection.run(lambda c: _counts(c, filt))
+            counts = await self.connection.query(lambda conn: status_counts(conn, filt))
         except Exception as exc:
             log.warning("status counts failed: %s", exc)
             return
@@ -310,17 +285,8 @@ class MainWindow(QMainWindow):
             self._debounce_timer = timer
         return timer
 
-    def _status_clicked(self, status: Status | None) -> None:
-        if status is None:
-            for s, button in self.status_buttons.items():
-                button.setChecked(s is None)
-        else:
-            any_checked = any(b.isChecked() for s, b in self.status_buttons.items() if s is not None)
-            self.status_buttons[None].setChecked(not any_checked)
-        self._apply_filters()
-
     def current_filter(self) -> JobFilter:
-        statuses = frozenset(s for s, b in self.status_buttons.items() if s is not None and b.isChecked())
+        statuses = checked(self.status_buttons)
         user_text = self.user_edit.text().strip()
         span = TIME_RANGES[self.time_combo.currentText()]
         return JobFilter(statuses=statuses, type=self.type_edit.text().strip() or None,
@@ -436,11 +402,6 @@ class MainWindow(QMainWindow):
 
     def _query_failed(self, text: str) -> None:
         self._show_message(f"query failed: {text}")
-
-
-async def _counts(client: Any, filt: JobFilter) -> StatusCounts:
-    async with client.pool.acquire() as conn:
-        return await status_counts(conn, filt)
 
 
 async def _detail(client: Any, job_id: str) -> tuple[Any, list[dict[str, Any]], list[str]]:

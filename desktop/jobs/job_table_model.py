@@ -7,17 +7,15 @@ that no longer match the filter, without resetting the view.
 
 from __future__ import annotations
 
-import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Coroutine
 from datetime import UTC, datetime
 from typing import Any
 
-from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, Qt, Signal
+from PySide6.QtCore import QModelIndex, Qt
 
-from desktop.tasks import spawn
+from desktop.table_model import Index, PagedTableModel, Query
 from desktop.theme import status_label
-from worker.job_queries import JobFilter, JobRow, Page, fetch_page, fetch_rows
+from worker.job_queries import JobFilter, JobRow, fetch_page, fetch_rows
 from worker.models import Status, short_id
 from worker.timefmt import relative, span
 
@@ -35,9 +33,6 @@ COLUMNS: list[tuple[str, str | None]] = [
 COL_ID, COL_TYPE, COL_STATUS, COL_PIPELINE, COL_USER, COL_TRIES, COL_CREATED, COL_UPDATED, COL_DURATION, \
     COL_RETRY, COL_ERROR = range(len(COLUMNS))
 
-Index = QModelIndex | QPersistentModelIndex
-Fetcher = Callable[[Callable[[Any], Awaitable[Any]]], Awaitable[Any]]
-
 
 def duration(row: JobRow, now: datetime) -> str:
     if row.started_at is None:
@@ -46,40 +41,30 @@ def duration(row: JobRow, now: datetime) -> str:
     return span(max(0.0, (end - row.started_at).total_seconds()))
 
 
-class JobTableModel(QAbstractTableModel):
+class JobTableModel(PagedTableModel):
     """Rows of jobs matching a filter, in server order, fetched as needed."""
 
-    loaded = Signal()  # a page or a refresh arrived
-    failed = Signal(str)  # a query failed; the message says why
+    headers = [header for header, _key in COLUMNS]
+    task_name = "job-table-load"
 
-    def __init__(self, run: Fetcher) -> None:
-        super().__init__()
-        self._run = run  # runs a coroutine function against the database connection
+    def __init__(self, query: Query) -> None:
+        super().__init__(query)
         self._rows: list[JobRow] = []
-        self._index: dict[str, int] = {}
         self.filter = JobFilter()
         self.sort_key = "created"
         self.descending = True
-        self._has_more = False
-        self._loading: asyncio.Task[None] | None = None
-        self._generation = 0
-        self.active = False  # set once connected; queries wait until then
-        self.now = datetime.now(UTC)
+
+    def row_key(self, row: JobRow) -> str:
+        return row.id
+
+    async def fetch(self, after: JobRow | None) -> tuple[list[JobRow], bool]:
+        filt, sort, desc = self.filter, self.sort_key, self.descending
+        keyset = after.keyset(sort) if after is not None else None
+        page = await self._query(lambda conn: fetch_page(conn, filt, sort=sort, descending=desc, after=keyset,
+                                                         limit=PAGE_SIZE))
+        return page.rows, page.has_more
 
     # -- Qt model API -----------------------------------------------------------------------
-
-    def rowCount(self, parent: Index = QModelIndex()) -> int:  # noqa: B008, N802
-        return 0 if parent.isValid() else len(self._rows)
-
-    def columnCount(self, parent: Index = QModelIndex()) -> int:  # noqa: B008, N802
-        return 0 if parent.isValid() else len(COLUMNS)
-
-    def headerData(self, section: int, orientation: Qt.Orientation,  # noqa: N802
-                   role: int = Qt.ItemDataRole.DisplayRole) -> Any:
-        horizontal = orientation == Qt.Orientation.Horizontal
-        if horizontal and role == Qt.ItemDataRole.DisplayRole and 0 <= section < len(COLUMNS):
-            return COLUMNS[section][0]
-        return None
 
     def data(self, index: Index, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
         if not index.isValid() or not 0 <= index.row() < len(self._rows):
@@ -129,13 +114,6 @@ class JobTableModel(QAbstractTableModel):
             return row.error_line or ""
         return ""
 
-    def canFetchMore(self, parent: Index = QModelIndex()) -> bool:  # noqa: B008, N802
-        return not parent.isValid() and self.active and self._has_more and self._loading is None
-
-    def fetchMore(self, parent: Index = QModelIndex()) -> None:  # noqa: B008, N802
-        if self.canFetchMore(parent):
-            self._start(self._load_next())
-
     def sort(self, column: int, order: Qt.SortOrder = Qt.SortOrder.AscendingOrder) -> None:  # type: ignore[override]
         key = COLUMNS[column][1] if 0 <= column < len(COLUMNS) else None
         if key is None:
@@ -144,12 +122,6 @@ class JobTableModel(QAbstractTableModel):
 
     # -- loading ----------------------------------------------------------------------------
 
-    def row_at(self, row: int) -> JobRow | None:
-        return self._rows[row] if 0 <= row < len(self._rows) else None
-
-    def row_of(self, job_id: str) -> int | None:
-        return self._index.get(job_id)
-
     def set_query(self, filt: JobFilter, sort: str | None = None, descending: bool | None = None) -> None:
         """Show jobs matching `filt` in the given order, from the first page."""
         self.filter = filt
@@ -157,76 +129,12 @@ class JobTableModel(QAbstractTableModel):
         self.descending = self.descending if descending is None else descending
         self.reload()
 
-    def reload(self) -> None:
-        if not self.active:
-            return
-        self._generation += 1
-        if self._loading is not None:
-            self._loading.cancel()
-            self._loading = None
-        self._start(self._load_first())
-
-    def _start(self, coro: Coroutine[Any, Any, None]) -> None:
-        task = spawn(coro, "job-table-load")
-        if task is None:
-            return
-        self._loading = task
-
-        def done(t: asyncio.Task[None]) -> None:
-            if self._loading is t:
-                self._loading = None
-            if not t.cancelled() and t.exception() is not None:
-                self.failed.emit(str(t.exception()))
-
-        task.add_done_callback(done)
-
-    async def _page(self, after: tuple[Any, int] | None) -> Page:
-        filt, sort, desc = self.filter, self.sort_key, self.descending
-        return await self._run(lambda c: _with_conn(c, lambda conn: fetch_page(
-            conn, filt, sort=sort, descending=desc, after=after, limit=PAGE_SIZE)))
-
-    async def _load_first(self) -> None:
-        generation = self._generation
-        page = await self._page(None)
-        if generation != self._generation:
-            return
-        self.now = datetime.now(UTC)
-        self.beginResetModel()
-        self._rows = list(page.rows)
-        self._reindex()
-        self._has_more = page.has_more
-        self.endResetModel()
-        self.loaded.emit()
-
-    async def _load_next(self) -> None:
-        generation = self._generation
-        if not self._rows:
-            return
-        page = await self._page(self._rows[-1].keyset(self.sort_key))
-        if generation != self._generation:
-            return
-        fresh = [r for r in page.rows if r.id not in self._index]
-        if fresh:
-            first = len(self._rows)
-            self.beginInsertRows(QModelIndex(), first, first + len(fresh) - 1)
-            self._rows.extend(fresh)
-            self._reindex(first)
-            self.endInsertRows()
-        self._has_more = page.has_more
-        self.loaded.emit()
-
-    def _reindex(self, start: int = 0) -> None:
-        if start == 0:
-            self._index = {}
-        for i in range(start, len(self._rows)):
-            self._index[self._rows[i].id] = i
-
     # -- live updates -----------------------------------------------------------------------
 
     async def apply_changes(self, job_ids: set[str]) -> None:
         """Fetch just these rows and update the model row by row."""
         generation = self._generation
-        rows = await self._run(lambda c: _with_conn(c, lambda conn: fetch_rows(conn, sorted(job_ids))))
+        rows = await self._query(lambda conn: fetch_rows(conn, sorted(job_ids)))
         if generation != self._generation:
             return
         self.now = datetime.now(UTC)
@@ -309,7 +217,3 @@ class JobTableModel(QAbstractTableModel):
             return None
         return lo
 
-
-async def _with_conn(client: Any, fn: Callable[[Any], Awaitable[Any]]) -> Any:
-    async with client.pool.acquire() as conn:
-        return await fn(conn)

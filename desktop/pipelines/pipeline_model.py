@@ -6,14 +6,12 @@ place, inserted at their place, or dropped when they stop matching the filter.
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, Qt, Signal
+from PySide6.QtCore import QModelIndex, Qt
 
-from desktop.tasks import spawn
+from desktop.table_model import Index, PagedTableModel, Query
 from worker.models import short_id
 from worker.pipeline_queries import (
     PipelineFilter,
@@ -35,8 +33,6 @@ PIPELINE_SYMBOLS = {
     PipelineStatus.CANCELLED: "⊘", PipelineStatus.COMPLETED: "✔",
 }
 
-Index = QModelIndex | QPersistentModelIndex
-Runner = Callable[[Callable[[Any], Awaitable[Any]]], Awaitable[Any]]
 
 
 def pipeline_label(status: PipelineStatus, *, symbol: bool = True) -> str:
@@ -44,36 +40,25 @@ def pipeline_label(status: PipelineStatus, *, symbol: bool = True) -> str:
     return f"{PIPELINE_SYMBOLS[status]} {text}" if symbol else text
 
 
-class PipelineListModel(QAbstractTableModel):
-    loaded = Signal()
-    failed = Signal(str)
+class PipelineListModel(PagedTableModel):
+    headers = COLUMNS
+    task_name = "pipeline-list-load"
 
-    def __init__(self, run: Runner) -> None:
-        super().__init__()
-        self._run = run
+    def __init__(self, query: Query) -> None:
+        super().__init__(query)
         self._rows: list[PipelineRow] = []
-        self._index: dict[str, int] = {}
         self.filter = PipelineFilter()
-        self._has_more = False
-        self._loading: asyncio.Task[None] | None = None
-        self._generation = 0
-        self.active = False
-        self.now = datetime.now(UTC)
+
+    def row_key(self, row: PipelineRow) -> str:
+        return row.pipeline_id
+
+    async def fetch(self, after: PipelineRow | None) -> tuple[list[PipelineRow], bool]:
+        filt, after_seq = self.filter, after.head_seq if after is not None else None
+        rows, has_more = await self._query(lambda conn: fetch_pipelines(conn, filt, after_seq=after_seq,
+                                                                        limit=PAGE_SIZE))
+        return rows, has_more
 
     # -- Qt model API -----------------------------------------------------------------------
-
-    def rowCount(self, parent: Index = QModelIndex()) -> int:  # noqa: B008, N802
-        return 0 if parent.isValid() else len(self._rows)
-
-    def columnCount(self, parent: Index = QModelIndex()) -> int:  # noqa: B008, N802
-        return 0 if parent.isValid() else len(COLUMNS)
-
-    def headerData(self, section: int, orientation: Qt.Orientation,  # noqa: N802
-                   role: int = Qt.ItemDataRole.DisplayRole) -> Any:
-        if orientation == Qt.Orientation.Horizontal and role == Qt.ItemDataRole.DisplayRole \
-                and 0 <= section < len(COLUMNS):
-            return COLUMNS[section]
-        return None
 
     def data(self, index: Index, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
         if not index.isValid() or not 0 <= index.row() < len(self._rows):
@@ -108,73 +93,9 @@ class PipelineListModel(QAbstractTableModel):
             return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
         return None
 
-    def canFetchMore(self, parent: Index = QModelIndex()) -> bool:  # noqa: B008, N802
-        return not parent.isValid() and self.active and self._has_more and self._loading is None
-
-    def fetchMore(self, parent: Index = QModelIndex()) -> None:  # noqa: B008, N802
-        if self.canFetchMore(parent):
-            self._start(self._load(after=self._rows[-1].head_seq if self._rows else None))
-
-    # -- loading ----------------------------------------------------------------------------
-
-    def row_at(self, row: int) -> PipelineRow | None:
-        return self._rows[row] if 0 <= row < len(self._rows) else None
-
-    def row_of(self, pipeline_id: str) -> int | None:
-        return self._index.get(pipeline_id)
-
     def set_filter(self, filt: PipelineFilter) -> None:
         self.filter = filt
         self.reload()
-
-    def reload(self) -> None:
-        if not self.active:
-            return
-        self._generation += 1
-        if self._loading is not None:
-            self._loading.cancel()
-            self._loading = None
-        self._start(self._load(after=None))
-
-    def _start(self, coro: Any) -> None:
-        task = spawn(coro, "pipeline-list-load")
-        if task is None:
-            return
-        self._loading = task
-
-        def done(t: asyncio.Task[None]) -> None:
-            if self._loading is t:
-                self._loading = None
-            if not t.cancelled() and t.exception() is not None:
-                self.failed.emit(str(t.exception()))
-
-        task.add_done_callback(done)
-
-    async def _load(self, after: int | None) -> None:
-        generation, filt = self._generation, self.filter
-        rows, has_more = await self._run(lambda c: _with_conn(
-            c, lambda conn: fetch_pipelines(conn, filt, after_seq=after, limit=PAGE_SIZE)))
-        if generation != self._generation:
-            return
-        self.now = datetime.now(UTC)
-        if after is None:
-            self.beginResetModel()
-            self._rows = rows
-            self._reindex()
-            self.endResetModel()
-        else:
-            fresh = [r for r in rows if r.pipeline_id not in self._index]
-            if fresh:
-                first = len(self._rows)
-                self.beginInsertRows(QModelIndex(), first, first + len(fresh) - 1)
-                self._rows.extend(fresh)
-                self._reindex()
-                self.endInsertRows()
-        self._has_more = has_more
-        self.loaded.emit()
-
-    def _reindex(self) -> None:
-        self._index = {r.pipeline_id: i for i, r in enumerate(self._rows)}
 
     # -- live updates -----------------------------------------------------------------------
 
@@ -186,7 +107,7 @@ class PipelineListModel(QAbstractTableModel):
             pipeline_ids = await pipelines_of(conn, sorted(job_ids))
             return pipeline_ids, (await fetch_pipeline_rows(conn, sorted(pipeline_ids), filt) if pipeline_ids else [])
 
-        pipeline_ids, rows = await self._run(lambda c: _with_conn(c, read))
+        pipeline_ids, rows = await self._query(read)
         if generation != self._generation:
             return pipeline_ids
         self.now = datetime.now(UTC)
@@ -220,7 +141,3 @@ class PipelineListModel(QAbstractTableModel):
             self.dataChanged.emit(self.index(0, COL_STARTED), self.index(len(self._rows) - 1, COL_DURATION),
                                   [Qt.ItemDataRole.DisplayRole])
 
-
-async def _with_conn(client: Any, fn: Callable[[Any], Awaitable[Any]]) -> Any:
-    async with client.pool.acquire() as conn:
-        return await fn(conn)

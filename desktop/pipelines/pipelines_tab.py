@@ -3,31 +3,28 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
-from typing import Any
 
 from PySide6.QtCore import QItemSelection, QPoint, Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import (
-    QAbstractItemView,
     QHBoxLayout,
-    QHeaderView,
     QLabel,
     QLineEdit,
     QMenu,
     QMessageBox,
     QSplitter,
-    QTableView,
     QToolBar,
-    QToolButton,
     QVBoxLayout,
     QWidget,
 )
 
+from desktop.connection import ConsoleConnection
 from desktop.jobs.job_actions import ACTIONS, JobActions
+from desktop.list_table import list_table
 from desktop.pipelines.dag_view import DagView
 from desktop.pipelines.pipeline_model import COL_PROGRESS, COL_STATUS, PipelineListModel, pipeline_label
 from desktop.pipelines.progress_delegate import PIPELINE_COLOURS, PipelineDelegate
+from desktop.status_filter import checked, status_buttons
 from desktop.tasks import spawn
 from desktop.theme import icon
 from worker.models import Status, short_id
@@ -44,7 +41,6 @@ from worker.transitions import is_legal
 log = logging.getLogger("jobdesk.console")
 PLAN_SHOWN = 15  # jobs listed by name in the "retry failed and downstream" question
 
-Runner = Callable[[Callable[[Any], Awaitable[Any]]], Awaitable[Any]]
 
 
 class PipelinesTab(QWidget):
@@ -54,46 +50,24 @@ class PipelinesTab(QWidget):
     pipeline_jobs_requested = Signal(str)  # show this pipeline's jobs in the job table
     message = Signal(str)
 
-    def __init__(self, run: Runner, job_actions: JobActions) -> None:
+    def __init__(self, connection: ConsoleConnection, job_actions: JobActions) -> None:
         super().__init__()
-        self._run = run
+        self.connection = connection
         self.job_actions = job_actions
-        self.model = PipelineListModel(run)
+        self.model = PipelineListModel(connection.query)
         self.model.failed.connect(lambda text: self.message.emit(f"query failed: {text}"))
         self.model.loaded.connect(self._keep_selection)
-        self.table = QTableView()
-        self.table.setModel(self.model)
-        self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
-        self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+        self.table = list_table(self.model, (260, 150, 170, 80, 80, 80))
         delegate = PipelineDelegate(self.table)
         self.table.setItemDelegateForColumn(COL_STATUS, delegate)
         self.table.setItemDelegateForColumn(COL_PROGRESS, delegate)
-        self.table.verticalHeader().hide()
-        self.table.verticalHeader().setDefaultSectionSize(26)
-        self.table.setAlternatingRowColors(True)
-        self.table.setWordWrap(False)
-        self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
-        self.table.horizontalHeader().setStretchLastSection(True)
-        for col, width in enumerate((260, 150, 170, 80, 80, 80)):
-            self.table.setColumnWidth(col, width)
         self.table.selectionModel().selectionChanged.connect(self._pipeline_selected)
         self.table.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
         self.table.customContextMenuRequested.connect(self._row_menu)
 
-        self.status_buttons: dict[PipelineStatus | None, QToolButton] = {}
         filters = QHBoxLayout()
-        for status in (None, *PipelineStatus):
-            button = QToolButton()
-            button.setCheckable(True)
-            button.setObjectName("statusFilter")
-            button.setText("All" if status is None else pipeline_label(status))
-            if status is not None:
-                colour = PIPELINE_COLOURS[status][0]
-                button.setStyleSheet(f"QToolButton:checked {{ border-bottom: 3px solid {colour}; }}")
-            button.clicked.connect(lambda _c=False, s=status: self._status_clicked(s))
-            self.status_buttons[status] = button
-            filters.addWidget(button)
-        self.status_buttons[None].setChecked(True)
+        self.status_buttons = status_buttons({s: PIPELINE_COLOURS[s][0] for s in PipelineStatus}, filters,
+                                             self.apply_filter, pipeline_label)
         filters.addStretch(1)
         self.search_edit = QLineEdit()
         self.search_edit.setPlaceholderText("search pipeline name or id")
@@ -188,17 +162,8 @@ class PipelinesTab(QWidget):
 
     # -- filters and selection ----------------------------------------------------------------
 
-    def _status_clicked(self, status: PipelineStatus | None) -> None:
-        if status is None:
-            for s, button in self.status_buttons.items():
-                button.setChecked(s is None)
-        else:
-            any_checked = any(b.isChecked() for s, b in self.status_buttons.items() if s is not None)
-            self.status_buttons[None].setChecked(not any_checked)
-        self.apply_filter()
-
     def current_filter(self) -> PipelineFilter:
-        statuses = frozenset(s for s, b in self.status_buttons.items() if s is not None and b.isChecked())
+        statuses = checked(self.status_buttons)
         return PipelineFilter(statuses=statuses, search=self.search_edit.text().strip() or None)
 
     def apply_filter(self) -> None:
@@ -257,7 +222,7 @@ class PipelinesTab(QWidget):
                 if pipeline_id is None:
                     return
                 try:
-                    nodes, truncated = await self._run(lambda c: _graph(c, pipeline_id))
+                    nodes, truncated = await self.connection.query(lambda conn: fetch_graph(conn, pipeline_id))
                 except Exception as exc:
                     self.message.emit(f"cannot load pipeline {short_id(pipeline_id)}: {exc}")
                     return
@@ -357,7 +322,7 @@ class PipelinesTab(QWidget):
     async def retry_pipeline(self, pipeline_id: str) -> list[str]:
         """"Retry failed and downstream" for every failed or cancelled job of a pipeline."""
         try:
-            ids = await self._run(lambda c: _retryable(c, pipeline_id))
+            ids = await self.connection.query(lambda conn: retryable_in(conn, pipeline_id))
         except Exception as exc:
             self.job_actions.error.emit(f"cannot plan the retry: {exc}")
             return []
@@ -370,7 +335,7 @@ class PipelinesTab(QWidget):
         """Show what "retry failed and downstream" of jobs will touch, then do it if confirmed."""
         ids = list(job_ids)
         try:
-            plan = await self._run(lambda c: c.retry_plan(ids))
+            plan = await self.connection.run(lambda c: c.retry_plan(ids))
         except Exception as exc:
             self.job_actions.error.emit(f"cannot plan the retry: {exc}")
             return []
@@ -397,12 +362,3 @@ class PipelinesTab(QWidget):
     async def cancel_pipeline(self, pipeline_id: str) -> list[str]:
         return await self.job_actions.run_operation("Cancel pipeline", lambda c: c.cancel_pipeline(pipeline_id))
 
-
-async def _retryable(client: Any, pipeline_id: str) -> list[str]:
-    async with client.pool.acquire() as conn:
-        return await retryable_in(conn, pipeline_id)
-
-
-async def _graph(client: Any, pipeline_id: str) -> tuple[list[GraphNode], bool]:
-    async with client.pool.acquire() as conn:
-        return await fetch_graph(conn, pipeline_id)

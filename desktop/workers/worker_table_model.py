@@ -12,9 +12,10 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, Qt
+from PySide6.QtCore import QModelIndex, Qt
 from PySide6.QtGui import QColor, QFont
 
+from desktop.table_model import Index, RowsTableModel
 from desktop.theme import is_dark
 from worker import fleet
 from worker.fleet import WorkerRecord
@@ -32,7 +33,6 @@ STATE_SYMBOLS = {"running": "▶", "paused": "‖", "draining": "⇣", "stopped"
 LOST_COLOURS = ("#cf222e", "#ff7b72")  # light, dark
 STOPPED_COLOURS = ("#8c959f", "#6e7681")  # stopped workers recede
 
-Index = QModelIndex | QPersistentModelIndex
 
 
 def _ago(seconds: float) -> str:
@@ -40,8 +40,10 @@ def _ago(seconds: float) -> str:
     return relative(now - timedelta(seconds=max(0.0, seconds)), now)
 
 
-class WorkerTableModel(QAbstractTableModel):
+class WorkerTableModel(RowsTableModel):
     """Every worker seen in the `workers` table, in the order the server lists them."""
+
+    headers = COLUMNS
 
     def __init__(self, lease_timeout_s: float, launched_pids: Callable[[], set[int]] = set) -> None:
         super().__init__()
@@ -55,9 +57,6 @@ class WorkerTableModel(QAbstractTableModel):
 
     def workers(self) -> list[WorkerRecord]:
         return list(self._rows)
-
-    def worker_at(self, row: int) -> WorkerRecord | None:
-        return self._rows[row] if 0 <= row < len(self._rows) else None
 
     def row_of(self, worker_id: str) -> int | None:
         return next((i for i, w in enumerate(self._rows) if w.id == worker_id), None)
@@ -121,21 +120,8 @@ class WorkerTableModel(QAbstractTableModel):
 
     # -- Qt model ---------------------------------------------------------------------------
 
-    def rowCount(self, parent: Index = QModelIndex()) -> int:  # noqa: N802, B008
-        return 0 if parent.isValid() else len(self._rows)
-
-    def columnCount(self, parent: Index = QModelIndex()) -> int:  # noqa: N802, B008
-        return 0 if parent.isValid() else len(COLUMNS)
-
-    def headerData(self, section: int, orientation: Qt.Orientation,  # noqa: N802
-                   role: int = Qt.ItemDataRole.DisplayRole) -> Any:
-        if orientation == Qt.Orientation.Horizontal and role == Qt.ItemDataRole.DisplayRole \
-                and 0 <= section < len(COLUMNS):
-            return COLUMNS[section]
-        return None
-
     def data(self, index: Index, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
-        worker = self.worker_at(index.row()) if index.isValid() else None
+        worker = self.row_at(index.row()) if index.isValid() else None
         if worker is None:
             return None
         col = index.column()

@@ -9,22 +9,21 @@ import logging
 import time
 from typing import Any
 
+import asyncpg
 from PySide6.QtCore import QItemSelection, Qt, QTimer, Signal
 from PySide6.QtGui import QAction
 from PySide6.QtWidgets import (
-    QAbstractItemView,
     QHBoxLayout,
-    QHeaderView,
     QLabel,
     QMessageBox,
     QPushButton,
-    QTableView,
     QToolButton,
     QVBoxLayout,
     QWidget,
 )
 
 from desktop.connection import ConsoleConnection
+from desktop.list_table import list_table
 from desktop.tasks import spawn
 from desktop.workers.job_links_delegate import JobLinksDelegate
 from desktop.workers.worker_table_model import COL_JOBS, COLUMNS, WorkerTableModel
@@ -72,19 +71,7 @@ class WorkersPanel(QWidget):
         self._served: frozenset[str] | None = None
         self._unserved_at = 0.0
 
-        self.table = QTableView()
-        self.table.setModel(self.model)
-        self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
-        self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
-        self.table.verticalHeader().hide()
-        self.table.verticalHeader().setDefaultSectionSize(24)
-        self.table.setAlternatingRowColors(True)
-        self.table.setWordWrap(False)
-        header = self.table.horizontalHeader()
-        header.setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
-        header.setStretchLastSection(True)
-        for col, width in enumerate(COLUMN_WIDTHS[:len(COLUMNS)]):
-            self.table.setColumnWidth(col, width)
+        self.table = list_table(self.model, COLUMN_WIDTHS[:len(COLUMNS)], row_height=24)
         self.links = JobLinksDelegate(self.table)
         self.links.link_clicked.connect(self.job_link_clicked)
         self.table.setItemDelegateForColumn(COL_JOBS, self.links)
@@ -169,8 +156,8 @@ class WorkersPanel(QWidget):
         lease, served = self.lease_timeout_s, self._served
         due = time.monotonic() - self._unserved_at >= UNSERVED_EVERY_S
         try:
-            workers, now_served, unserved = await self.connection.run(
-                lambda c: _fetch(c, lease, served, due))
+            workers, now_served, unserved = await self.connection.query(
+                lambda conn: _fetch(conn, lease, served, due))
         except Exception as exc:  # a lost connection is reported by the connection itself
             log.warning("cannot list workers: %s", exc)
             self.summary.setText("cannot list workers")
@@ -231,7 +218,7 @@ class WorkersPanel(QWidget):
 
     def selected_worker(self) -> WorkerRecord | None:
         rows = self.table.selectionModel().selectedRows()
-        return self.model.worker_at(rows[0].row()) if rows else None
+        return self.model.row_at(rows[0].row()) if rows else None
 
     def select_worker(self, worker_id: str) -> bool:
         row = self.model.row_of(worker_id)
@@ -271,7 +258,7 @@ class WorkersPanel(QWidget):
         self.busy = True
         self.update_buttons()
         try:
-            record = await self.connection.run(lambda c: _request(c, worker_id, command))
+            record = await self.connection.query(lambda conn: fleet.request(conn, worker_id, command))
         except JobdeskError as exc:
             self._show_error(str(exc))
             return False
@@ -294,18 +281,12 @@ class WorkersPanel(QWidget):
         self.message.emit(text)
 
 
-async def _fetch(client: Any, lease_s: float, served_before: frozenset[str] | None,
+async def _fetch(conn: asyncpg.Connection, lease_s: float, served_before: frozenset[str] | None,
                  due: bool) -> tuple[list[WorkerRecord], frozenset[str], list[UnservedType] | None]:
-    async with client.pool.acquire() as conn:
-        workers = await fleet.list_workers(conn)
-        served = frozenset(t for w in workers if w.state in fleet.LIVE_STATES and not w.is_lost(lease_s)
-                           for t in w.job_types)
-        unserved = None
-        if due or served != served_before:
-            unserved = await fleet.unserved_types(conn, lease_s)
-        return workers, served, unserved
-
-
-async def _request(client: Any, worker_id: str, command: str) -> WorkerRecord:
-    async with client.pool.acquire() as conn:
-        return await fleet.request(conn, worker_id, command)
+    workers = await fleet.list_workers(conn)
+    served = frozenset(t for w in workers if w.state in fleet.LIVE_STATES and not w.is_lost(lease_s)
+                       for t in w.job_types)
+    unserved = None
+    if due or served != served_before:
+        unserved = await fleet.unserved_types(conn, lease_s)
+    return workers, served, unserved

@@ -1,0 +1,139 @@
+"""Table models of the console's lists.
+
+`RowsTableModel` is a list of rows under fixed headers: the workers panel uses it as it is.
+`PagedTableModel` adds rows the server sends a page at a time, which the job table and the
+pipeline list share: subclasses say how to fetch a page and what identifies a row; it loads the
+first page on `reload`, the next ones as the view scrolls (`fetchMore`), and drops the answer of
+a load that a newer one overtook."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+import asyncpg
+from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, Qt, Signal
+
+from desktop.tasks import spawn
+
+Index = QModelIndex | QPersistentModelIndex
+# Runs `fn(conn)` on a pooled connection of the console's database (`ConsoleConnection.query`).
+Query = Callable[[Callable[[asyncpg.Connection], Awaitable[Any]]], Awaitable[Any]]
+
+
+class RowsTableModel(QAbstractTableModel):
+    headers: Sequence[str] = ()
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._rows: list[Any] = []
+
+    def rowCount(self, parent: Index = QModelIndex()) -> int:  # noqa: B008, N802
+        return 0 if parent.isValid() else len(self._rows)
+
+    def columnCount(self, parent: Index = QModelIndex()) -> int:  # noqa: B008, N802
+        return 0 if parent.isValid() else len(self.headers)
+
+    def headerData(self, section: int, orientation: Qt.Orientation,  # noqa: N802
+                   role: int = Qt.ItemDataRole.DisplayRole) -> Any:
+        if orientation == Qt.Orientation.Horizontal and role == Qt.ItemDataRole.DisplayRole \
+                and 0 <= section < len(self.headers):
+            return self.headers[section]
+        return None
+
+    def row_at(self, row: int) -> Any | None:
+        return self._rows[row] if 0 <= row < len(self._rows) else None
+
+
+class PagedTableModel(RowsTableModel):
+    loaded = Signal()  # a page or a refresh arrived
+    failed = Signal(str)  # a query failed; the message says why
+
+    task_name = "table-load"
+
+    def __init__(self, query: Query) -> None:
+        super().__init__()
+        self._query = query
+        self._index: dict[str, int] = {}  # row key -> position
+        self._has_more = False
+        self._loading: asyncio.Task[None] | None = None
+        self._generation = 0  # bumped by every reload; older answers are dropped
+        self.active = False  # set once connected; queries wait until then
+        self.now = datetime.now(UTC)
+
+    # -- what a subclass says ---------------------------------------------------------------
+
+    def row_key(self, row: Any) -> str:
+        raise NotImplementedError
+
+    async def fetch(self, after: Any | None) -> tuple[list[Any], bool]:
+        """The page after row `after` (the first page for None), and whether more follow."""
+        raise NotImplementedError
+
+    # -- Qt model API -----------------------------------------------------------------------
+
+    def canFetchMore(self, parent: Index = QModelIndex()) -> bool:  # noqa: B008, N802
+        return not parent.isValid() and self.active and self._has_more and self._loading is None
+
+    def fetchMore(self, parent: Index = QModelIndex()) -> None:  # noqa: B008, N802
+        if self.canFetchMore(parent) and self._rows:
+            self._start(self._load(self._rows[-1]))
+
+    # -- rows -------------------------------------------------------------------------------
+
+    def row_of(self, key: str) -> int | None:
+        return self._index.get(key)
+
+    def reload(self) -> None:
+        """Start again from the first page (once connected)."""
+        if not self.active:
+            return
+        self._generation += 1
+        if self._loading is not None:
+            self._loading.cancel()
+            self._loading = None
+        self._start(self._load(None))
+
+    def _start(self, coro: Coroutine[Any, Any, None]) -> None:
+        task = spawn(coro, self.task_name)
+        if task is None:
+            return
+        self._loading = task
+
+        def done(t: asyncio.Task[None]) -> None:
+            if self._loading is t:
+                self._loading = None
+            if not t.cancelled() and t.exception() is not None:
+                self.failed.emit(str(t.exception()))
+
+        task.add_done_callback(done)
+
+    async def _load(self, after: Any | None) -> None:
+        generation = self._generation
+        rows, has_more = await self.fetch(after)
+        if generation != self._generation:
+            return
+        self.now = datetime.now(UTC)
+        if after is None:
+            self.beginResetModel()
+            self._rows = list(rows)
+            self._reindex()
+            self.endResetModel()
+        else:
+            fresh = [r for r in rows if self.row_key(r) not in self._index]
+            if fresh:
+                first = len(self._rows)
+                self.beginInsertRows(QModelIndex(), first, first + len(fresh) - 1)
+                self._rows.extend(fresh)
+                self._reindex(first)
+                self.endInsertRows()
+        self._has_more = has_more
+        self.loaded.emit()
+
+    def _reindex(self, start: int = 0) -> None:
+        if start == 0:
+            self._index = {}
+        for i in range(start, len(self._rows)):
+            self._index[self.row_key(self._rows[i])] = i
