@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 
 from PySide6.QtCore import QItemSelection, QPoint, Qt, QTimer, Signal
-from PySide6.QtGui import QAction, QKeySequence
+from PySide6.QtGui import QAction, QKeySequence, QShowEvent
 from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
@@ -127,6 +127,7 @@ class PipelinesTab(QWidget):
         layout.addWidget(split, 1)
 
         self.pipeline_id: str | None = None
+        self._stale = True  # changed while hidden: read again when shown
         self.graph: list[GraphNode] = []
         self._graph_loading = False
         self._graph_again = False
@@ -139,13 +140,29 @@ class PipelinesTab(QWidget):
 
     def set_active(self, active: bool) -> None:
         self.model.active = active
-        if active:
-            self.model.reload()
-            self.reload_graph()
+        if active and self.isVisible():
+            self.refresh()
+        else:
+            self._stale = True
         self.update_enabled()
 
+    def refresh(self) -> None:
+        """Read the list and the graph again."""
+        self._stale = False
+        self.model.reload()
+        self.reload_graph()
+
+    def showEvent(self, event: QShowEvent) -> None:  # noqa: N802
+        # While the tab is hidden, changes only mark it stale: a busy queue then costs the
+        # console no pipeline queries until somebody looks.
+        super().showEvent(event)
+        if self._stale and self.model.active:
+            self.refresh()
+
     def on_jobs_changed(self, ids: set[str] | None) -> None:
-        if ids is None:
+        if not self.isVisible():
+            self._stale = True
+        elif ids is None:
             self.model.reload()
             self.reload_graph()
         else:

@@ -202,6 +202,15 @@ def test_clicks_navigation_and_pipeline_actions(qapp: QApplication, qtbot, test_
         assert len(asked) == 1
         menu["Show its jobs in the job table"].trigger()
         assert window.tabs.currentIndex() == 0 and window.pipeline_edit.text() == "p-1"
+
+        # While the tab is hidden, changes cost no pipeline queries; it catches up when shown.
+        rows_before = tab.model.rowCount()
+        await transitions.enqueue(conn, [JobCreate("later", {}, pipeline_id="p-3")])
+        await until(lambda: tab._stale, what="the hidden tab marked stale")
+        await asyncio.sleep(0.6)  # past the 250 ms coalescing of pushed changes
+        assert tab.model.rowCount() == rows_before
+        window.tabs.setCurrentWidget(tab)
+        await until(lambda: tab.model.row_of("p-3") == 0, what="the new pipeline once the tab is shown")
         await conn.close()
         window.close()
         await window.connection.close()
