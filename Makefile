@@ -19,8 +19,13 @@ run: $(STAMP)
 	$(PY) -m desktop.devrun
 
 ## test: the whole suite against a real embedded PostgreSQL
-test: $(STAMP)
+test: lint
 	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q
+
+## lint: ruff, mypy (worker/ fully typed) and the import contracts
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
 
 worker: $(STAMP)
