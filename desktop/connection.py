@@ -8,13 +8,13 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
-import asyncpg
 from PySide6.QtCore import QObject, Signal
 
 from desktop.tasks import spawn
-from worker.client import JobClient, ensure_schema
-from worker.db import CONNECTION_ERRORS, connect, describe
+from worker.db import CONNECTION_ERRORS, describe, is_starting_up
 from worker.errors import JobdeskError
+from worker.listener import Listener
+from worker.service import JobService, prepare_schema
 from worker.settings import Settings
 
 log = logging.getLogger("jobdesk.console")
@@ -40,10 +40,10 @@ class ConsoleConnection(QObject):
         self.settings = settings
         self.embedded = embedded
         self.forced_read_only = read_only
-        self.client: JobClient | None = None
+        self.client: JobService | None = None
         self.writable = False
         self.is_connected = False
-        self._listener: asyncpg.Connection | None = None
+        self._listener: Listener | None = None
         self._pending: set[str] = set()
         self._reload = False
         self._flush_handle: asyncio.TimerHandle | None = None
@@ -66,8 +66,8 @@ class ConsoleConnection(QObject):
             await asyncio.gather(self._task, return_exceptions=True)
         await self._drop()
 
-    async def run(self, fn: Callable[[JobClient], Awaitable[T]]) -> T:
-        """Run `fn(client)`; a lost connection is reported and re-raised. Work cut short because
+    async def run(self, fn: Callable[[JobService], Awaitable[T]]) -> T:
+        """Run `fn(service)`; a lost connection is reported and re-raised. Work cut short because
         the console is closing counts as cancelled, not as an error."""
         if self.client is None:
             if self._closing:
@@ -82,14 +82,6 @@ class ConsoleConnection(QObject):
                 self._lost(exc)
             raise
 
-    async def query(self, fn: Callable[[asyncpg.Connection], Awaitable[T]]) -> T:
-        """Run `fn(conn)` on one pooled connection, as `run` does for the client."""
-        async def on_connection(client: JobClient) -> T:
-            async with client.pool.acquire() as conn:
-                return await fn(conn)
-
-        return await self.run(on_connection)
-
     # -- internals --------------------------------------------------------------------------
 
     async def _keep_connected(self) -> None:
@@ -101,7 +93,7 @@ class ConsoleConnection(QObject):
                     delay = 0.5
                 except Exception as exc:  # every failure here means "try again later"
                     self.disconnected.emit(_reason(exc))
-                    if not isinstance(exc.__cause__ or exc, asyncpg.CannotConnectNowError):  # not while it stops
+                    if not is_starting_up(exc):  # not while it stops or starts
                         self._revive_embedded()
                     await asyncio.sleep(delay)
                     delay = min(delay * 2, RETRY_MAX_S)
@@ -111,7 +103,7 @@ class ConsoleConnection(QObject):
                 self._queue(None)  # no LISTEN: poll
                 continue
             try:
-                await self._listener.execute("SELECT 1")
+                await self._listener.ping()
             except Exception as exc:
                 self._lost(exc)
 
@@ -133,29 +125,19 @@ class ConsoleConnection(QObject):
 
     async def _open(self) -> None:
         if self.embedded:  # a fresh embedded database is migrated on first use, as the CLI does
-            conn = await connect(self.dsn)
-            try:
-                await ensure_schema(conn, embedded=True)
-            finally:
-                await conn.close()
-        self.client = await JobClient.connect(self.dsn, settings=self.settings, source="console", pool_size=4)
+            await prepare_schema(self.dsn, embedded=True)
+        self.client = await JobService.connect(self.dsn, settings=self.settings, source="console", pool_size=4)
         try:
-            self._listener = await connect(self.dsn)
-            await self._listener.add_listener(CHANGES_CHANNEL, self._on_notify)
+            self._listener = Listener(self.dsn, {CHANGES_CHANNEL: self._on_notify})
+            await self._listener.open()
         except Exception as exc:
             log.warning("live updates unavailable (%s); polling every %.0f s", _reason(exc), POLL_S)
             self._listener = None
-        self.writable = not self.forced_read_only and await self._can_write()
+        self.writable = not self.forced_read_only and await self.client.can_write()
         self.is_connected = True
         self.connected.emit(self.describe())
         self.writable_changed.emit(self.writable)
         self._queue(None)  # whatever changed while we were away
-
-    async def _can_write(self) -> bool:
-        assert self.client is not None
-        return bool(await self.client.pool.fetchval(
-            "SELECT has_table_privilege(current_user, 'jobs', 'UPDATE') "
-            "AND NOT pg_is_in_recovery() AND current_setting('transaction_read_only') = 'off'"))
 
     def _lost(self, exc: BaseException) -> None:
         if not self.is_connected:
@@ -170,9 +152,9 @@ class ConsoleConnection(QObject):
         if listener is not None:
             listener.terminate()
         if client is not None:
-            client.pool.terminate()
+            client.terminate()
 
-    def _on_notify(self, _conn: object, _pid: int, _channel: str, payload: str) -> None:
+    def _on_notify(self, payload: str) -> None:
         self._queue(None if payload == "*" else set(payload.split(",")))
 
     def _queue(self, ids: set[str] | None) -> None:

@@ -35,7 +35,7 @@ from desktop.status_filter import checked, status_buttons
 from desktop.tasks import spawn
 from desktop.theme import STATUS_COLOURS, icon, status_label
 from desktop.workers.workers_controller import WorkersController
-from worker.job_queries import JobFilter, StatusCounts, status_counts
+from worker.job_queries import JobFilter, StatusCounts
 from worker.models import Status, short_id
 
 log = logging.getLogger("jobdesk.console")
@@ -54,7 +54,7 @@ class MainWindow(QMainWindow):
         self.resize(1280, 800)
         self.setWindowIcon(icon("jobdesk"))
 
-        self.model = JobTableModel(connection.query)
+        self.model = JobTableModel(connection.run)
         self.model.failed.connect(self._query_failed)
         self.table = list_table(self.model, (80, 140, 130, 80, 50, 50, 80, 80, 80, 80, 200), multi_select=True)
         self.table.setSortingEnabled(True)
@@ -241,7 +241,7 @@ class MainWindow(QMainWindow):
     async def refresh_counts(self) -> None:
         filt = self.model.filter
         try:
-            counts = await self.connection.query(lambda conn: status_counts(conn, filt))
+            counts = await self.connection.run(lambda jobs: jobs.status_counts(filt))
         except Exception as exc:
             log.warning("status counts failed: %s", exc)
             return
@@ -381,13 +381,13 @@ class MainWindow(QMainWindow):
 
     async def _fetch_detail(self, job_id: str) -> None:
         try:
-            record, attempts, dependants = await self.connection.run(lambda c: _detail(c, job_id))
+            detail = await self.connection.run(lambda jobs: jobs.job_detail(job_id))
         except asyncio.CancelledError:
             raise
         except Exception as exc:
             self._show_message(f"cannot load job {short_id(job_id)}: {exc}")
             return
-        self.detail.show_job(record, attempts, dependants)
+        self.detail.show_job(detail)
 
     # -- messages ---------------------------------------------------------------------------
 
@@ -403,7 +403,4 @@ class MainWindow(QMainWindow):
     def _query_failed(self, text: str) -> None:
         self._show_message(f"query failed: {text}")
 
-
-async def _detail(client: Any, job_id: str) -> tuple[Any, list[dict[str, Any]], list[str]]:
-    return await client.get_job(job_id), await client.attempts(job_id), await client.dependants(job_id)
 

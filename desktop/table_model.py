@@ -13,14 +13,14 @@ from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-import asyncpg
 from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, Qt, Signal
 
 from desktop.tasks import spawn
+from worker.service import JobService
 
 Index = QModelIndex | QPersistentModelIndex
-# Runs `fn(conn)` on a pooled connection of the console's database (`ConsoleConnection.query`).
-Query = Callable[[Callable[[asyncpg.Connection], Awaitable[Any]]], Awaitable[Any]]
+# Runs `fn(service)` with the console's JobService (`ConsoleConnection.run`).
+Query = Callable[[Callable[[JobService], Awaitable[Any]]], Awaitable[Any]]
 
 
 class RowsTableModel(QAbstractTableModel):

@@ -16,11 +16,12 @@ from typing import Any, NoReturn
 import asyncpg
 
 from worker import __version__
-from worker.client import JobClient, ensure_schema
-from worker.db import connect, resolve_target
+from worker.client import JobClient
+from worker.db import resolve_target
 from worker.errors import InvalidJob, JobdeskError
 from worker.models import JobRecord, Status, short_id
-from worker.pipeline_queries import PipelineFilter, PipelineStatus, fetch_pipelines
+from worker.pipeline_queries import PipelineFilter, PipelineStatus
+from worker.service import Attempt, migrate_database, prepare_schema
 from worker.settings import Settings, load_settings
 from worker.timefmt import relative, span
 
@@ -144,7 +145,7 @@ def _print_table(records: Sequence[JobRecord]) -> None:
     _print_rows(rows)
 
 
-def _print_job(record: JobRecord, attempts: list[dict[str, Any]], dependants: list[str]) -> None:
+def _print_job(record: JobRecord, attempts: list[Attempt], dependants: list[str]) -> None:
     fields = [("id", record.id), ("type", record.type), ("status", record.status.value),
               ("user", record.user_id), ("pipeline", record.pipeline_id or "-"),
               ("retries", record.retry_count), ("attempts", record.attempts),
@@ -169,8 +170,7 @@ def _print_job(record: JobRecord, attempts: list[dict[str, Any]], dependants: li
     if attempts:
         print("history:")
         for a in attempts:
-            print(f"  #{a['attempt']} {a['outcome']:<11} {a['finished_at']:%Y-%m-%d %H:%M:%S}  "
-                  f"{a['error_message'] or ''}")
+            print(f"  #{a.attempt} {a.outcome:<11} {a.finished_at:%Y-%m-%d %H:%M:%S}  {a.error_message or ''}")
 
 
 # -- commands -------------------------------------------------------------------------------
@@ -180,14 +180,8 @@ async def _client(settings: Settings) -> JobClient:
 
 
 async def cmd_migrate(args: argparse.Namespace, settings: Settings) -> int:
-    from worker.migrations import migrate
-
     target = resolve_target(settings)
-    conn = await connect(target.dsn)
-    try:
-        applied = await migrate(conn)
-    finally:
-        await conn.close()
+    applied = await migrate_database(target.dsn)
     names = [f"{m.version:03d}_{m.name}" for m in applied]
     if args.json:
         _print_json({"applied": names, "database": target.describe()})
@@ -230,15 +224,14 @@ async def cmd_jobs(args: argparse.Namespace, settings: Settings) -> int:
 async def cmd_show(args: argparse.Namespace, settings: Settings) -> int:
     client = await _client(settings)
     try:
-        record = await client.get_job(args.id)
-        attempts = await client.attempts(args.id)
-        dependants = await client.dependants(args.id)
+        detail = await client.job_detail(args.id)
     finally:
         await client.close()
     if args.json:
-        _print_json({**record.to_json(), "history": attempts, "dependants": dependants})
+        _print_json({**detail.job.to_json(), "history": [a.to_json() for a in detail.attempts],
+                     "dependants": detail.dependants})
     else:
-        _print_job(record, attempts, dependants)
+        _print_job(detail.job, detail.attempts, detail.dependants)
     return 0
 
 
@@ -295,11 +288,7 @@ async def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
     modules = [*settings.JOB_PROCESSOR_MODULES, *args.processors]
     processors = instantiate(load_processor_classes(modules, settings.JOB_PROCESSOR_PATH))
     target = resolve_target(settings)
-    conn = await connect(target.dsn)
-    try:
-        await ensure_schema(conn, embedded=target.embedded)
-    finally:
-        await conn.close()
+    await prepare_schema(target.dsn, embedded=target.embedded)
     revive = None
     if target.embedded:
         from worker.embedded import embedded_server
@@ -320,14 +309,7 @@ def cmd_db(args: argparse.Namespace, settings: Settings) -> int:
     already = server.is_ready()
     dsn = server.ensure_running()
 
-    async def prepare() -> None:
-        conn = await connect(dsn)
-        try:
-            await ensure_schema(conn, embedded=True)
-        finally:
-            await conn.close()
-
-    asyncio.run(prepare())
+    asyncio.run(prepare_schema(dsn, embedded=True))
     if args.json:
         _print_json({"DATABASE_URL": dsn, "started": not already})
     else:
@@ -348,12 +330,9 @@ def cmd_db(args: argparse.Namespace, settings: Settings) -> int:
 
 
 async def cmd_workers(args: argparse.Namespace, settings: Settings) -> int:
-    from worker import fleet
-
     client = await _client(settings)
     try:
-        async with client.pool.acquire() as conn:
-            workers = await fleet.list_workers(conn)
+        workers = await client.workers()
     finally:
         await client.close()
     if args.json:
@@ -373,12 +352,9 @@ async def cmd_workers(args: argparse.Namespace, settings: Settings) -> int:
 
 
 async def cmd_worker_ctl(args: argparse.Namespace, settings: Settings) -> int:
-    from worker import fleet
-
     client = await _client(settings)
     try:
-        async with client.pool.acquire() as conn:
-            record = await fleet.request(conn, args.id, args.action)
+        record = await client.worker_command(args.id, args.action)
     finally:
         await client.close()
     if args.json:
@@ -394,8 +370,7 @@ async def cmd_pipelines(args: argparse.Namespace, settings: Settings) -> int:
     filt = PipelineFilter(statuses=frozenset(PipelineStatus(s) for s in args.status), search=args.search)
     client = await _client(settings)
     try:
-        async with client.pool.acquire() as conn:
-            rows, more = await fetch_pipelines(conn, filt, limit=args.limit)
+        rows, more = await client.pipelines(filt, limit=args.limit)
     finally:
         await client.close()
     if args.json:

@@ -32,6 +32,11 @@ CONNECTION_ERRORS: tuple[type[BaseException], ...] = (
 )
 
 
+def is_starting_up(exc: BaseException) -> bool:
+    """Whether a failed connection met a server that is starting or shutting down."""
+    return isinstance(exc.__cause__ or exc, asyncpg.CannotConnectNowError)
+
+
 def describe(dsn: str) -> str:
     """Where a DSN points, in words: host and database, or the socket folder."""
     parts = urlsplit(dsn)

@@ -17,10 +17,10 @@ import asyncpg
 
 from worker.errors import IllegalTransition, JobNotFound
 from worker.job_queries import COUNT_CAP
-from worker.transitions import CONTROL_CHANNEL
+from worker.transitions import CONTROL_CHANNEL, WORKER_COMMANDS_LEGAL_FROM, worker_command_is_legal
 
 LIVE_STATES = ("running", "paused", "draining")
-COMMANDS = ("pause", "resume", "drain", "stop")
+COMMANDS = tuple(WORKER_COMMANDS_LEGAL_FROM)
 
 
 def is_lost(state: str, heartbeat_age_s: float, lease_timeout_s: float) -> bool:
@@ -127,8 +127,10 @@ async def request(conn: asyncpg.Connection, worker_id: str, command: str) -> Wor
         row = await conn.fetchrow("SELECT state FROM workers WHERE id = $1 FOR UPDATE", worker_id)
         if row is None:
             raise JobNotFound(f"no worker with id {worker_id}")
-        if row["state"] not in LIVE_STATES:
-            raise IllegalTransition(f"cannot {command} worker {worker_id}: it is {row['state']}")
+        if not worker_command_is_legal(command, row["state"]):
+            allowed = ", ".join(sorted(WORKER_COMMANDS_LEGAL_FROM[command]))
+            raise IllegalTransition(f"cannot {command} worker {worker_id}: it is {row['state']}; "
+                                    f"{command} applies to {allowed} workers")
         await conn.execute("UPDATE workers SET requested = $2 WHERE id = $1", worker_id, command)
         await conn.execute("SELECT pg_notify($1, $2)", CONTROL_CHANNEL,
                            json.dumps({"worker": worker_id, "command": command}))

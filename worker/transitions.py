@@ -37,6 +37,20 @@ LEGAL_FROM: dict[str, frozenset[Status]] = {
 }
 
 
+# Which worker states each operator command to a worker may be sent in. A lost worker takes
+# none: it is not there to act on it.
+WORKER_COMMANDS_LEGAL_FROM: dict[str, frozenset[str]] = {
+    "pause": frozenset({"running"}),
+    "resume": frozenset({"paused"}),
+    "drain": frozenset({"running", "paused"}),
+    "stop": frozenset({"running", "paused", "draining"}),
+}
+
+
+def worker_command_is_legal(command: str, state: str) -> bool:
+    return state in WORKER_COMMANDS_LEGAL_FROM.get(command, frozenset())
+
+
 @dataclass(frozen=True)
 class Actor:
     """Who asks for an operator action, for the audit log."""

@@ -24,7 +24,8 @@ from PySide6.QtWidgets import (
 )
 
 from desktop.theme import STATUS_COLOURS, status_label
-from worker.models import JobRecord, short_id
+from worker import service
+from worker.models import short_id
 from worker.timefmt import relative
 
 RAW_LIMIT = 200_000  # characters of raw JSON shown; the rest is cut with a note
@@ -150,7 +151,8 @@ class JobDetail(QWidget):
         self.error_view.setPlainText("")
         self.history.setRowCount(0)
 
-    def show_job(self, record: JobRecord, attempts: list[dict[str, Any]], dependants: list[str]) -> None:
+    def show_job(self, detail: service.JobDetail) -> None:
+        record, attempts, dependants = detail.job, detail.attempts, detail.dependants
         now = datetime.now(UTC)
         self.job_id = record.id
         self.title.setText(f"<b>{record.type}</b> &nbsp; <code>{record.id}</code>")
@@ -174,7 +176,7 @@ class JobDetail(QWidget):
         self._set("Dependants", ", ".join(_link(d) for d in dependants) or "—")
         self.input_view.show_value(record.input_data)
         self.result_view.show_value(record.result_data)
-        last_trace = next((a["traceback"] for a in reversed(attempts) if a.get("traceback")), None)
+        last_trace = next((a.traceback for a in reversed(attempts) if a.traceback), None)
         if last_trace and record.error_message and record.error_message in last_trace:
             error_text = last_trace  # the traceback ends with the error itself
         else:
@@ -183,11 +185,11 @@ class JobDetail(QWidget):
         self.history.setRowCount(len(attempts))
         for i, attempt in enumerate(attempts):
             took = ""
-            if attempt["started_at"] and attempt["finished_at"]:
-                took = f"{(attempt['finished_at'] - attempt['started_at']).total_seconds():.2f}s"
-            cells = [str(attempt["attempt"]), attempt["outcome"],
-                     attempt["finished_at"].astimezone().strftime("%Y-%m-%d %H:%M:%S"), took,
-                     (attempt["error_message"] or "").splitlines()[0] if attempt["error_message"] else ""]
+            if attempt.started_at and attempt.finished_at:
+                took = f"{(attempt.finished_at - attempt.started_at).total_seconds():.2f}s"
+            cells = [str(attempt.attempt), attempt.outcome,
+                     attempt.finished_at.astimezone().strftime("%Y-%m-%d %H:%M:%S"), took,
+                     (attempt.error_message or "").splitlines()[0] if attempt.error_message else ""]
             for col, text in enumerate(cells):
                 self.history.setItem(i, col, QTableWidgetItem(text))
         if record.error_message and self.tabs.currentIndex() == 0 and record.status.value == "failed":

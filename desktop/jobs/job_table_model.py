@@ -15,7 +15,7 @@ from PySide6.QtCore import QModelIndex, Qt
 
 from desktop.table_model import Index, PagedTableModel, Query
 from desktop.theme import status_label
-from worker.job_queries import JobFilter, JobRow, fetch_page, fetch_rows
+from worker.job_queries import JobFilter, JobRow
 from worker.models import Status, short_id
 from worker.timefmt import relative, span
 
@@ -60,8 +60,8 @@ class JobTableModel(PagedTableModel):
     async def fetch(self, after: JobRow | None) -> tuple[list[JobRow], bool]:
         filt, sort, desc = self.filter, self.sort_key, self.descending
         keyset = after.keyset(sort) if after is not None else None
-        page = await self._query(lambda conn: fetch_page(conn, filt, sort=sort, descending=desc, after=keyset,
-                                                         limit=PAGE_SIZE))
+        page = await self._query(lambda jobs: jobs.job_page(filt, sort=sort, descending=desc, after=keyset,
+                                                           limit=PAGE_SIZE))
         return page.rows, page.has_more
 
     # -- Qt model API -----------------------------------------------------------------------
@@ -134,7 +134,7 @@ class JobTableModel(PagedTableModel):
     async def apply_changes(self, job_ids: set[str]) -> None:
         """Fetch just these rows and update the model row by row."""
         generation = self._generation
-        rows = await self._query(lambda conn: fetch_rows(conn, sorted(job_ids)))
+        rows = await self._query(lambda jobs: jobs.job_rows(sorted(job_ids)))
         if generation != self._generation:
             return
         self.now = datetime.now(UTC)

@@ -17,9 +17,6 @@ from worker.pipeline_queries import (
     PipelineFilter,
     PipelineRow,
     PipelineStatus,
-    fetch_pipeline_rows,
-    fetch_pipelines,
-    pipelines_of,
 )
 from worker.timefmt import relative, span
 
@@ -54,8 +51,7 @@ class PipelineListModel(PagedTableModel):
 
     async def fetch(self, after: PipelineRow | None) -> tuple[list[PipelineRow], bool]:
         filt, after_seq = self.filter, after.head_seq if after is not None else None
-        rows, has_more = await self._query(lambda conn: fetch_pipelines(conn, filt, after_seq=after_seq,
-                                                                        limit=PAGE_SIZE))
+        rows, has_more = await self._query(lambda jobs: jobs.pipelines(filt, after_seq=after_seq, limit=PAGE_SIZE))
         return rows, has_more
 
     # -- Qt model API -----------------------------------------------------------------------
@@ -103,11 +99,7 @@ class PipelineListModel(PagedTableModel):
         """Re-read the pipelines these jobs belong to; return those pipeline ids."""
         generation, filt = self._generation, self.filter
 
-        async def read(conn: Any) -> tuple[set[str], list[PipelineRow]]:
-            pipeline_ids = await pipelines_of(conn, sorted(job_ids))
-            return pipeline_ids, (await fetch_pipeline_rows(conn, sorted(pipeline_ids), filt) if pipeline_ids else [])
-
-        pipeline_ids, rows = await self._query(read)
+        pipeline_ids, rows = await self._query(lambda jobs: jobs.pipeline_changes(job_ids, filt))
         if generation != self._generation:
             return pipeline_ids
         self.now = datetime.now(UTC)

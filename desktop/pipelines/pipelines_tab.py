@@ -33,8 +33,6 @@ from worker.pipeline_queries import (
     GraphNode,
     PipelineFilter,
     PipelineStatus,
-    fetch_graph,
-    retryable_in,
 )
 from worker.transitions import is_legal
 
@@ -54,7 +52,7 @@ class PipelinesTab(QWidget):
         super().__init__()
         self.connection = connection
         self.job_actions = job_actions
-        self.model = PipelineListModel(connection.query)
+        self.model = PipelineListModel(connection.run)
         self.model.failed.connect(lambda text: self.message.emit(f"query failed: {text}"))
         self.model.loaded.connect(self._keep_selection)
         self.table = list_table(self.model, (260, 150, 170, 80, 80, 80))
@@ -239,7 +237,7 @@ class PipelinesTab(QWidget):
                 if pipeline_id is None:
                     return
                 try:
-                    nodes, truncated = await self.connection.query(lambda conn: fetch_graph(conn, pipeline_id))
+                    nodes, truncated = await self.connection.run(lambda jobs: jobs.pipeline_graph(pipeline_id))
                 except Exception as exc:
                     self.message.emit(f"cannot load pipeline {short_id(pipeline_id)}: {exc}")
                     return
@@ -339,7 +337,7 @@ class PipelinesTab(QWidget):
     async def retry_pipeline(self, pipeline_id: str) -> list[str]:
         """"Retry failed and downstream" for every failed or cancelled job of a pipeline."""
         try:
-            ids = await self.connection.query(lambda conn: retryable_in(conn, pipeline_id))
+            ids = await self.connection.run(lambda jobs: jobs.retryable_in(pipeline_id))
         except Exception as exc:
             self.job_actions.error.emit(f"cannot plan the retry: {exc}")
             return []

@@ -9,7 +9,6 @@ import logging
 import time
 from typing import Any
 
-import asyncpg
 from PySide6.QtCore import QItemSelection, Qt, QTimer, Signal
 from PySide6.QtGui import QAction
 from PySide6.QtWidgets import (
@@ -30,6 +29,7 @@ from desktop.workers.worker_table_model import COL_JOBS, COLUMNS, WorkerTableMod
 from worker import fleet
 from worker.errors import JobdeskError
 from worker.fleet import UnservedType, WorkerRecord
+from worker.transitions import worker_command_is_legal
 
 log = logging.getLogger("jobdesk.console")
 
@@ -37,13 +37,13 @@ POLL_MS = 2000  # the workers table is read this often while connected
 UNSERVED_EVERY_S = 5.0  # and the unserved job types this often, or at once when the served types change
 MAX_WARNINGS = 5  # unserved types named one by one; more are counted
 
-# Which states each command applies to (the worker must also not be lost).
-COMMANDS: dict[str, tuple[str, set[str], str]] = {
-    "pause": ("Pause", {"running"}, "Stop claiming new jobs; running jobs go on"),
-    "resume": ("Resume", {"paused"}, "Claim jobs again"),
-    "drain": ("Drain", {"running", "paused"}, "Finish the running jobs, then exit"),
-    "stop": ("Stop", set(fleet.LIVE_STATES), "Stop now: running jobs get JOB_SHUTDOWN_TIMEOUT seconds, "
-                                             "then go back to the queue"),
+# Button label and tooltip of each command; which states it applies to is the engine's table
+# (`worker.transitions.WORKER_COMMANDS_LEGAL_FROM`), and the worker must also not be lost.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "pause": ("Pause", "Stop claiming new jobs; running jobs go on"),
+    "resume": ("Resume", "Claim jobs again"),
+    "drain": ("Drain", "Finish the running jobs, then exit"),
+    "stop": ("Stop", "Stop now: running jobs get JOB_SHUTDOWN_TIMEOUT seconds, then go back to the queue"),
 }
 QUESTIONS = {
     "drain": "Drain worker {id} on {host}? It finishes its running jobs, then exits.",
@@ -94,7 +94,7 @@ class WorkersPanel(QWidget):
         else:
             self.launch_button.hide()
         self.command_buttons: dict[str, QPushButton] = {}
-        for command, (label, _states, tip) in COMMANDS.items():
+        for command, (label, tip) in COMMANDS.items():
             button = QPushButton(label)
             button.setToolTip(tip)
             button.clicked.connect(lambda _c=False, c=command: self._command_clicked(c))
@@ -156,22 +156,22 @@ class WorkersPanel(QWidget):
         lease, served = self.lease_timeout_s, self._served
         due = time.monotonic() - self._unserved_at >= UNSERVED_EVERY_S
         try:
-            workers, now_served, unserved = await self.connection.query(
-                lambda conn: _fetch(conn, lease, served, due))
+            view = await self.connection.run(
+                lambda jobs: jobs.workers_view(lease, served_before=served, with_unserved=due))
         except Exception as exc:  # a lost connection is reported by the connection itself
             log.warning("cannot list workers: %s", exc)
             self.summary.setText("cannot list workers")
             return
         finally:
             self._refreshing = False
-        self._served = now_served
-        self.model.set_workers(workers)
-        if unserved is not None:
+        self._served = view.served
+        self.model.set_workers(view.workers)
+        if view.unserved is not None:
             self._unserved_at = time.monotonic()
-            self._show_unserved(unserved)
+            self._show_unserved(view.unserved)
         self._update_summary()
         self.update_buttons()
-        self.workers_loaded.emit(workers)
+        self.workers_loaded.emit(view.workers)
 
     def _show_unserved(self, unserved: list[UnservedType]) -> None:
         self.unserved = unserved
@@ -233,13 +233,13 @@ class WorkersPanel(QWidget):
     def allowed(self, command: str) -> bool:
         worker = self.selected_worker()
         return (worker is not None and self.connection.is_connected and self.connection.writable and not self.busy
-                and worker.state in COMMANDS[command][1] and not self.model.is_lost(worker))
+                and worker_command_is_legal(command, worker.state) and not self.model.is_lost(worker))
 
     def update_buttons(self) -> None:
         read_only = self.connection.is_connected and not self.connection.writable
         for command, button in self.command_buttons.items():
             button.setEnabled(self.allowed(command))
-            button.setToolTip("Read-only: worker commands are off" if read_only else COMMANDS[command][2])
+            button.setToolTip("Read-only: worker commands are off" if read_only else COMMANDS[command][1])
 
     def _command_clicked(self, command: str) -> None:
         worker = self.selected_worker()
@@ -258,7 +258,7 @@ class WorkersPanel(QWidget):
         self.busy = True
         self.update_buttons()
         try:
-            record = await self.connection.query(lambda conn: fleet.request(conn, worker_id, command))
+            record = await self.connection.run(lambda jobs: jobs.worker_command(worker_id, command))
         except JobdeskError as exc:
             self._show_error(str(exc))
             return False
@@ -280,13 +280,3 @@ class WorkersPanel(QWidget):
         self.error_label.show()
         self.message.emit(text)
 
-
-async def _fetch(conn: asyncpg.Connection, lease_s: float, served_before: frozenset[str] | None,
-                 due: bool) -> tuple[list[WorkerRecord], frozenset[str], list[UnservedType] | None]:
-    workers = await fleet.list_workers(conn)
-    served = frozenset(t for w in workers if w.state in fleet.LIVE_STATES and not w.is_lost(lease_s)
-                       for t in w.job_types)
-    unserved = None
-    if due or served != served_before:
-        unserved = await fleet.unserved_types(conn, lease_s)
-    return workers, served, unserved

@@ -191,7 +191,8 @@ def test_pause_and_resume_through_the_panel(qapp: QApplication, qtbot, test_db: 
         await runner.stop()
         assert not await panel.send("stop", worker_id)
         assert panel.error_label.isVisibleTo(panel)
-        assert panel.error_label.text() == f"⚠ cannot stop worker {worker_id}: it is stopped"
+        assert panel.error_label.text() == (f"⚠ cannot stop worker {worker_id}: it is stopped; "
+                                            "stop applies to draining, paused, running workers")
         await conn.close()
         await close(window)
 

@@ -1,0 +1,382 @@
+"""The one typed service every front door uses: the CLI, the console, the HTTP API and Python
+backends read and act through `JobService`, and none of them writes SQL of its own.
+
+    async with await JobService.connect(source="cli") as jobs:
+        job_id = await jobs.enqueue("echo", {"hello": "world"})
+        detail = await jobs.job_detail(job_id)
+
+A service holds a pool and an actor (who acts, for the audit log). `as_actor` gives a view on the
+same pool for another actor, optionally restricted to one user's jobs: an HTTP request made with
+a user's token sees and acts on that user's jobs only, and another user's job is "not found".
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from types import TracebackType
+from typing import Any
+
+import asyncpg
+
+from worker import fleet, job_queries, pipeline_queries, transitions
+from worker.db import connect, create_pool, resolve_target
+from worker.errors import DatabaseUnavailable, JobNotFound
+from worker.fleet import UnservedType, WorkerRecord
+from worker.job_queries import JobFilter, JobRow, Page, StatusCounts
+from worker.migrations import Migration, migrate, pending_migrations
+from worker.models import JobCreate, JobRecord, Status
+from worker.pipeline_queries import GraphNode, PipelineFilter, PipelineRow
+from worker.settings import Settings, load_settings
+
+
+async def ensure_schema(conn: asyncpg.Connection, *, embedded: bool) -> None:
+    """Migrate the embedded database on the fly; ask for `jobdesk migrate` anywhere else."""
+    if embedded:
+        await migrate(conn)
+        return
+    pending = await pending_migrations(conn)
+    if pending:
+        first = pending[0]
+        raise DatabaseUnavailable(f"the database schema is not up to date ({len(pending)} migration(s) "
+                                  f"pending, from {first.version:03d}_{first.name}); run `jobdesk migrate`")
+
+
+async def prepare_schema(dsn: str, *, embedded: bool) -> None:
+    """Check the schema over one short connection (migrating the embedded database)."""
+    conn = await connect(dsn)
+    try:
+        await ensure_schema(conn, embedded=embedded)
+    finally:
+        await conn.close()
+
+
+async def migrate_database(dsn: str) -> list[Migration]:
+    """Apply the pending migrations; return those applied."""
+    conn = await connect(dsn)
+    try:
+        return await migrate(conn)
+    finally:
+        await conn.close()
+
+
+@dataclass
+class Attempt:
+    """One failed, lost, interrupted or cancelled attempt of a job."""
+
+    attempt: int
+    worker_id: str | None
+    started_at: datetime | None
+    finished_at: datetime
+    outcome: str
+    error_message: str | None
+    traceback: str | None
+
+    def to_json(self) -> dict[str, Any]:
+        out = dict(self.__dict__)
+        for key in ("started_at", "finished_at"):
+            out[key] = out[key].isoformat() if out[key] else None
+        return out
+
+
+@dataclass
+class JobDetail:
+    """One job with everything a detail view shows: its attempts, the jobs it depends on and
+    the jobs that depend on it (ids, in enqueue order)."""
+
+    job: JobRecord
+    attempts: list[Attempt] = field(default_factory=list)
+    dependencies: list[str] = field(default_factory=list)
+    dependants: list[str] = field(default_factory=list)
+
+
+@dataclass
+class WorkersView:
+    """The fleet as the Workers panel shows it: every worker, the job types live workers serve,
+    and (when asked for) the queued types that none serves."""
+
+    workers: list[WorkerRecord]
+    served: frozenset[str]
+    unserved: list[UnservedType] | None
+
+
+class JobService:
+    """Reads and actions on jobs, pipelines and workers, over one pool."""
+
+    def __init__(self, pool: asyncpg.Pool, *, source: str = "api", actor: transitions.Actor | None = None,
+                 user_id: int | None = None, settings: Settings | None = None) -> None:
+        self.pool = pool
+        self.actor = actor or transitions.Actor.current(source)
+        self.user_id = user_id  # set: only this user's jobs are visible
+        self.settings = settings or load_settings()
+
+    @classmethod
+    async def connect(cls, dsn: str | None = None, *, settings: Settings | None = None,
+                      source: str = "api", pool_size: int | None = None) -> JobService:
+        """A service on DATABASE_URL (or `dsn`, or the embedded default), schema checked."""
+        settings = settings or load_settings()
+        if dsn is None:
+            target = resolve_target(settings)
+            dsn, embedded = target.dsn, target.embedded
+        else:
+            embedded = False
+        timeout_ms = str(int(settings.JOB_STATEMENT_TIMEOUT * 1000))
+        pool = await create_pool(dsn, size=pool_size or settings.DB_POOL_SIZE,
+                                 server_settings={"statement_timeout": timeout_ms,
+                                                  "application_name": f"jobdesk-{source}"})
+        try:
+            async with pool.acquire() as conn:
+                await ensure_schema(conn, embedded=embedded)
+        except BaseException:
+            await pool.close()
+            raise
+        return cls(pool, source=source, settings=settings)
+
+    def as_actor(self, actor: transitions.Actor, *, user_id: int | None = None) -> JobService:
+        """The same service for another actor, restricted to `user_id`'s jobs when given."""
+        return type(self)(self.pool, actor=actor, user_id=user_id, settings=self.settings)
+
+    async def close(self) -> None:
+        await self.pool.close()
+
+    def terminate(self) -> None:
+        """Drop every connection now (the database went away)."""
+        self.pool.terminate()
+
+    async def __aenter__(self) -> JobService:
+        return self
+
+    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                        tb: TracebackType | None) -> None:
+        await self.close()
+
+    # -- enqueue ----------------------------------------------------------------------------
+
+    async def enqueue(self, type: str, input_data: dict[str, Any], *, depends_on: Sequence[str] = (),
+                      user_id: int | None = None, pipeline_id: str | None = None, priority: int = 0,
+                      id: str | None = None) -> str:
+        """Enqueue one job; return its id."""
+        job = JobCreate(type, input_data, dependent_on_jobs=list(depends_on), user_id=user_id,
+                        pipeline_id=pipeline_id, priority=priority)
+        if id is not None:
+            job.id = id
+        return (await self.enqueue_many([job]))[0]
+
+    async def enqueue_many(self, jobs: Sequence[JobCreate]) -> list[str]:
+        """Enqueue jobs (which may depend on each other) atomically; return their ids."""
+        if self.user_id is not None:
+            for job in jobs:
+                job.user_id = self.user_id
+        async with self.pool.acquire() as conn, conn.transaction():
+            if self.user_id is not None:
+                await self._check_visible(conn, [d for j in jobs for d in j.dependent_on_jobs
+                                                 if d not in {x.id for x in jobs}])
+            return await transitions.enqueue(conn, jobs)
+
+    async def create_pipeline(self, jobs: Sequence[JobCreate], *, pipeline_id: str | None = None) -> str:
+        """Enqueue a DAG of jobs as one pipeline; return the pipeline id."""
+        pid = pipeline_id or str(uuid.uuid4())
+        for job in jobs:
+            job.pipeline_id = pid
+        await self.enqueue_many(jobs)
+        return pid
+
+    # -- jobs -------------------------------------------------------------------------------
+
+    async def get_job(self, job_id: str) -> JobRecord:
+        row = await self.pool.fetchrow(f"SELECT {JobRecord.COLUMNS} FROM jobs WHERE id = $1", job_id)
+        if row is None or not self._owns(row["user_id"]):
+            raise JobNotFound(f"no job with id {job_id}")
+        return JobRecord.from_row(row)
+
+    async def job_detail(self, job_id: str) -> JobDetail:
+        """The job, its attempts, what it depends on and what depends on it."""
+        async with self.pool.acquire() as conn:
+            row = await conn.fetchrow(f"SELECT {JobRecord.COLUMNS} FROM jobs WHERE id = $1", job_id)
+            if row is None or not self._owns(row["user_id"]):
+                raise JobNotFound(f"no job with id {job_id}")
+            attempts = await conn.fetch(
+                "SELECT attempt, worker_id, started_at, finished_at, outcome, error_message, traceback "
+                "FROM job_attempts WHERE job_id = $1 ORDER BY attempt, id", job_id)
+            edges = await conn.fetch("""
+                SELECT e.job_id, e.depends_on_id FROM job_dependencies e JOIN jobs j
+                    ON j.id = CASE WHEN e.job_id = $1 THEN e.depends_on_id ELSE e.job_id END
+                 WHERE e.job_id = $1 OR e.depends_on_id = $1 ORDER BY j.seq""", job_id)
+        return JobDetail(JobRecord.from_row(row), [Attempt(**dict(a)) for a in attempts],
+                         [e["depends_on_id"] for e in edges if e["job_id"] == job_id],
+                         [e["job_id"] for e in edges if e["depends_on_id"] == job_id])
+
+    async def list_jobs(self, *, status: Status | str | None = None, type: str | None = None,
+                        pipeline_id: str | None = None, limit: int = 50) -> list[JobRecord]:
+        """Full records, newest first (for scripts; screens page with `job_page`)."""
+        rows = await self.pool.fetch(
+            f"""SELECT {JobRecord.COLUMNS} FROM jobs
+                 WHERE ($1::text IS NULL OR status = $1) AND ($2::text IS NULL OR type = $2)
+                   AND ($3::text IS NULL OR pipeline_id = $3) AND ($5::int IS NULL OR user_id = $5)
+                 ORDER BY seq DESC LIMIT $4""",
+            str(status) if status else None, type, pipeline_id, limit, self.user_id)
+        return [JobRecord.from_row(r) for r in rows]
+
+    async def job_page(self, filt: JobFilter, *, sort: str = "created", descending: bool = True,
+                       after: tuple[Any, int] | None = None, limit: int = 200) -> Page:
+        """One keyset page of list rows matching `filt`, after the position `after`."""
+        async with self.pool.acquire() as conn:
+            return await job_queries.fetch_page(conn, self._scope(filt), sort=sort, descending=descending,
+                                                after=after, limit=limit)
+
+    async def job_rows(self, job_ids: Sequence[str]) -> list[JobRow]:
+        """The current list rows of these jobs; ids that are missing were deleted."""
+        async with self.pool.acquire() as conn:
+            rows = await job_queries.fetch_rows(conn, job_ids)
+        return [r for r in rows if self._owns(r.user_id)]
+
+    async def status_counts(self, filt: JobFilter) -> StatusCounts:
+        """Per-status counts of jobs matching `filt` (ignoring its statuses), capped."""
+        async with self.pool.acquire() as conn:
+            return await job_queries.status_counts(conn, self._scope(filt))
+
+    # -- pipelines --------------------------------------------------------------------------
+
+    async def pipelines(self, filt: PipelineFilter, *, after_seq: int | None = None,
+                        limit: int = 200) -> tuple[list[PipelineRow], bool]:
+        """One page of the pipeline list, newest first, and whether more follow."""
+        async with self.pool.acquire() as conn:
+            return await pipeline_queries.fetch_pipelines(conn, filt, after_seq=after_seq, limit=limit)
+
+    async def pipeline_changes(self, job_ids: Collection[str],
+                               filt: PipelineFilter) -> tuple[set[str], list[PipelineRow]]:
+        """The pipelines these jobs belong to, and the list rows of those that match `filt`."""
+        async with self.pool.acquire() as conn:
+            pipeline_ids = await pipeline_queries.pipelines_of(conn, sorted(job_ids))
+            if not pipeline_ids:
+                return pipeline_ids, []
+            return pipeline_ids, await pipeline_queries.fetch_pipeline_rows(conn, sorted(pipeline_ids), filt)
+
+    async def pipeline_rows(self, pipeline_ids: Sequence[str],
+                            filt: PipelineFilter = PipelineFilter()) -> list[PipelineRow]:  # noqa: B008
+        async with self.pool.acquire() as conn:
+            return await pipeline_queries.fetch_pipeline_rows(conn, pipeline_ids, filt)
+
+    async def pipeline_graph(self, pipeline_id: str, *,
+                             limit: int = pipeline_queries.GRAPH_LIMIT) -> tuple[list[GraphNode], bool]:
+        """The pipeline's jobs in enqueue order (at most `limit`), and whether there are more."""
+        async with self.pool.acquire() as conn:
+            return await pipeline_queries.fetch_graph(conn, pipeline_id, limit=limit)
+
+    async def retryable_in(self, pipeline_id: str) -> list[str]:
+        """The failed and cancelled jobs of a pipeline, in enqueue order."""
+        async with self.pool.acquire() as conn:
+            return await pipeline_queries.retryable_in(conn, pipeline_id)
+
+    # -- workers ----------------------------------------------------------------------------
+
+    async def workers(self, *, include_stopped: bool = True) -> list[WorkerRecord]:
+        async with self.pool.acquire() as conn:
+            return await fleet.list_workers(conn, include_stopped=include_stopped)
+
+    async def workers_view(self, lease_timeout_s: float, *, served_before: frozenset[str] | None = None,
+                           with_unserved: bool = False) -> WorkersView:
+        """Every worker, the types live workers serve, and the unserved queued types when asked
+        for (or when the served types changed since `served_before`)."""
+        async with self.pool.acquire() as conn:
+            workers = await fleet.list_workers(conn)
+            served = frozenset(t for w in workers if w.state in fleet.LIVE_STATES
+                               and not w.is_lost(lease_timeout_s) for t in w.job_types)
+            unserved = None
+            if with_unserved or served != served_before:
+                unserved = await fleet.unserved_types(conn, lease_timeout_s)
+        return WorkersView(workers, served, unserved)
+
+    async def worker_command(self, worker_id: str, command: str) -> WorkerRecord:
+        """Ask a worker to pause, resume, drain or stop; the worker acts on it at once."""
+        async with self.pool.acquire() as conn:
+            return await fleet.request(conn, worker_id, command)
+
+    async def can_write(self) -> bool:
+        """Whether this database role may act on jobs here (not a replica, not read-only)."""
+        return bool(await self.pool.fetchval(
+            "SELECT has_table_privilege(current_user, 'jobs', 'UPDATE') "
+            "AND NOT pg_is_in_recovery() AND current_setting('transaction_read_only') = 'off'"))
+
+    # -- operator actions -------------------------------------------------------------------
+
+    async def cancel(self, job_ids: Sequence[str]) -> list[str]:
+        """Cancel jobs and everything downstream; return every id cancelled."""
+        async with self.pool.acquire() as conn:
+            await self._check_visible(conn, job_ids)
+            return await transitions.cancel(conn, job_ids, self.actor)
+
+    async def retry(self, job_ids: Sequence[str]) -> list[str]:
+        async with self.pool.acquire() as conn:
+            await self._check_visible(conn, job_ids)
+            return await transitions.retry(conn, job_ids, self.actor)
+
+    async def approve(self, job_ids: Sequence[str]) -> list[str]:
+        async with self.pool.acquire() as conn:
+            await self._check_visible(conn, job_ids)
+            return await transitions.approve(conn, job_ids, self.actor)
+
+    async def reject(self, job_ids: Sequence[str], reason: str) -> list[str]:
+        async with self.pool.acquire() as conn:
+            await self._check_visible(conn, job_ids)
+            return await transitions.reject(conn, job_ids, reason, self.actor)
+
+    async def retry_plan(self, job_ids: Sequence[str]) -> list[dict[str, Any]]:
+        """What `retry_downstream` would touch (id, type, status), without changing anything."""
+        async with self.pool.acquire() as conn:
+            await self._check_visible(conn, job_ids)
+            return [dict(r) for r in await transitions.retry_plan(conn, job_ids)]
+
+    async def retry_downstream(self, job_ids: Sequence[str]) -> list[str]:
+        async with self.pool.acquire() as conn:
+            await self._check_visible(conn, job_ids)
+            return await transitions.retry_downstream(conn, job_ids, self.actor)
+
+    async def cancel_pipeline(self, pipeline_id: str) -> list[str]:
+        async with self.pool.acquire() as conn:
+            await self._check_pipeline_visible(conn, pipeline_id)
+            return await transitions.cancel_pipeline(conn, pipeline_id, self.actor)
+
+    async def retry_pipeline(self, pipeline_id: str) -> list[str]:
+        """Retry every failed or cancelled job of a pipeline and what follows them."""
+        async with self.pool.acquire() as conn:
+            await self._check_pipeline_visible(conn, pipeline_id)
+            ids = await pipeline_queries.retryable_in(conn, pipeline_id)
+            if not ids:
+                return []
+            return await transitions.retry_downstream(conn, ids, self.actor)
+
+    # -- visibility -------------------------------------------------------------------------
+
+    def _owns(self, user_id: int | None) -> bool:
+        return self.user_id is None or user_id == self.user_id
+
+    def _scope(self, filt: JobFilter) -> JobFilter:
+        if self.user_id is None:
+            return filt
+        if filt.user_id is not None and filt.user_id != self.user_id:
+            return JobFilter(statuses=filt.statuses, user_id=-1)  # matches nothing
+        from dataclasses import replace
+
+        return replace(filt, user_id=self.user_id)
+
+    async def _check_visible(self, conn: asyncpg.Connection, job_ids: Sequence[str]) -> None:
+        """For a user-bound service: another user's job is reported as not found."""
+        if self.user_id is None or not job_ids:
+            return
+        rows = await conn.fetch("SELECT id FROM jobs WHERE id = ANY($1::text[]) AND user_id = $2",
+                                list(job_ids), self.user_id)
+        mine = {r["id"] for r in rows}
+        for job_id in job_ids:
+            if job_id not in mine:
+                raise JobNotFound(f"no job with id {job_id}")
+
+    async def _check_pipeline_visible(self, conn: asyncpg.Connection, pipeline_id: str) -> None:
+        if self.user_id is None:
+            return
+        owner = await conn.fetchval("SELECT user_id FROM jobs WHERE pipeline_id = $1 ORDER BY seq LIMIT 1",
+                                    pipeline_id)
+        if owner != self.user_id:
+            raise JobNotFound(f"no pipeline with id {pipeline_id}")
