@@ -2,8 +2,9 @@
 
     python -m desktop.screenshots [OUTPUT_FOLDER]
 
-It starts a private embedded PostgreSQL, runs the demo pipelines and a few failing jobs through
-a real worker, then opens the console on that database and saves one picture per style.
+It starts a private embedded PostgreSQL, fills it with `worker.showcase` (the demo pipelines and
+a few failing jobs run through a real worker), then opens the console on that database and
+saves one picture per style.
 """
 
 from __future__ import annotations
@@ -18,85 +19,16 @@ from pathlib import Path
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 os.environ.setdefault("QT_API", "pyside6")
 
-import asyncpg  # noqa: E402
 import qasync  # noqa: E402
 from PySide6.QtWidgets import QApplication  # noqa: E402
 
 from desktop.connection import ConsoleConnection  # noqa: E402
 from desktop.main_window import MainWindow  # noqa: E402
 from desktop.theme import apply_style  # noqa: E402
-from worker import transitions  # noqa: E402
-from worker.db import connect  # noqa: E402
 from worker.embedded import EmbeddedServer  # noqa: E402
-from worker.migrations import migrate  # noqa: E402
-from worker.models import Job, JobCreate, ProcessorResult  # noqa: E402
-from worker.processor import BaseProcessor  # noqa: E402
-from worker.processors.builtin import PROCESSOR_MAP as BUILTIN  # noqa: E402
-from worker.processors.demo_video import PROCESSOR_MAP as DEMO  # noqa: E402
-from worker.processors.demo_video import demo_pipeline
-from worker.runner import Worker  # noqa: E402
+from worker.service import migrate_database  # noqa: E402
 from worker.settings import load_settings  # noqa: E402
-
-
-class Flaky(BaseProcessor):
-    async def process(self, job: Job) -> ProcessorResult:
-        raise ConnectionError(f"upstream {job.input_data.get('host', 'api')} refused the connection")
-
-
-async def seed(dsn: str) -> None:
-    conn = await connect(dsn)
-    try:
-        await migrate(conn)
-        jobs = [demo_pipeline(topic, duration_scale=0.02, fail_rate=0.3) for topic in
-                ("cats at work", "the night shift", "queues explained", "a rainy Monday")]
-        jobs += [JobCreate("email.send", {"to": f"user{i}@example.com", "host": "smtp.example.com"})
-                 for i in range(3)]
-        jobs += [JobCreate("echo", {"n": i}) for i in range(12)]
-        jobs += [JobCreate("sleep", {"seconds": 120}) for _ in range(2)]
-        await transitions.enqueue(conn, jobs)
-    finally:
-        await conn.close()
-    processors = {t: c() for t, c in {**BUILTIN, **DEMO, "email.send": Flaky}.items()}
-    settings = load_settings(DATABASE_URL=dsn, JOB_RETRY_INTERVALS=[0.05, 0.05], JOB_SHUTDOWN_TIMEOUT=0)
-    worker = Worker(settings, dsn, processors)
-    task = asyncio.create_task(worker.run())
-    await asyncio.sleep(2.5)
-    conn = await connect(dsn)
-    try:  # one pipeline approved, one rejected, the others left waiting for a human
-        held = [r["id"] for r in await conn.fetch("SELECT id FROM jobs WHERE status = 'waiting_approval' ORDER BY seq")]
-        actor = transitions.Actor("console", "operator")
-        if len(held) >= 2:
-            await transitions.approve(conn, held[:1], actor)
-            await transitions.reject(conn, held[1:2], "the draft has the wrong colours", actor)
-    finally:
-        await conn.close()
-    await asyncio.sleep(1.5)
-    worker.request_stop()
-    worker.request_stop()  # leave the long sleeps queued again
-    await task
-    conn = await connect(dsn)
-    try:  # two long jobs shown as running, as an operator would see them
-        await conn.execute("UPDATE jobs SET status = 'in_progress', started_at = now() - interval '42 seconds', "
-                           "attempts = 1, worker_id = 'demo-host-1234' WHERE type = 'sleep'")
-        await seed_workers(conn)
-    finally:
-        await conn.close()
-
-
-async def seed_workers(conn: asyncpg.Connection) -> None:
-    """A small fleet beside the worker that ran the demo: busy, paused, draining and lost ones,
-    and queued jobs of a type none of them serves."""
-    demo_types = sorted({*BUILTIN, *DEMO})
-    rows = [("demo-host-1234", "demo-host", 1234, "running", 4, demo_types, 1),
-             ("render-02-5678", "render-02", 5678, "paused", 8, ["video.render", "video.compose"], 3),
-             ("batch-7-3456", "batch-7", 3456, "draining", 2, ["echo", "sleep"], 2),
-             ("gpu-box-9012", "gpu-box", 9012, "lost", 4, ["image.generate"], 185)]
-    for worker_id, host, pid, state, slots, types, age_s in rows:
-        await conn.execute("""
-            INSERT INTO workers (id, host, pid, concurrency, job_types, version, state, started_at, heartbeat_at)
-            VALUES ($1, $2, $3, $4, $5, '0.1.0', $6, now() - interval '2 hours',
-                    now() - make_interval(secs => $7))""", worker_id, host, pid, slots, types, state, age_s)
-    await transitions.enqueue(conn, [JobCreate("pdf.render", {"doc": f"invoice-{i}"}) for i in range(3)])
+from worker.showcase import showcase  # noqa: E402
 
 
 async def shoot(app: QApplication, dsn: str, out: Path) -> list[Path]:
@@ -165,12 +97,14 @@ def main() -> int:
     server = EmbeddedServer(root)
     app = QApplication.instance() or QApplication([sys.argv[0]])
     assert isinstance(app, QApplication)
+    app.setQuitOnLastWindowClosed(False)  # the demo worker stops after the last window closes
     try:
         dsn = server.ensure_running()
 
         async def everything() -> list[Path]:
-            await seed(dsn)
-            return await shoot(app, dsn, out)
+            await migrate_database(dsn)
+            async with showcase(dsn):
+                return await shoot(app, dsn, out)
 
         for path in qasync.run(everything()):
             print(path)

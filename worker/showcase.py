@@ -1,0 +1,86 @@
+"""Demo states for `make screenshots`: the demo pipelines and a few failing jobs run through a
+real worker, one approval and one rejection go through the service as an operator's would, a
+worker keeps two long jobs running while the pictures are taken, and a small fleet of other
+workers (busy, paused, draining, lost) sits beside it."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from worker import fleet, transitions
+from worker.db import connect
+from worker.job_queries import JobFilter
+from worker.models import Job, JobCreate, ProcessorResult, Status
+from worker.processor import BaseProcessor
+from worker.processors.builtin import PROCESSOR_MAP as BUILTIN
+from worker.processors.demo_video import PROCESSOR_MAP as DEMO
+from worker.processors.demo_video import demo_pipeline
+from worker.runner import Worker
+from worker.service import JobService
+from worker.settings import load_settings
+
+RUNNING_WORKER = "demo-host-1234"
+
+
+class Flaky(BaseProcessor):
+    async def process(self, job: Job) -> ProcessorResult:
+        raise ConnectionError(f"upstream {job.input_data.get('host', 'api')} refused the connection")
+
+
+@asynccontextmanager
+async def showcase(dsn: str) -> AsyncIterator[None]:
+    """Fill the (migrated) database at `dsn`; while inside, two sleep jobs run on a live worker."""
+    settings = load_settings(DATABASE_URL=dsn, JOB_RETRY_INTERVALS=[0.05, 0.05], JOB_SHUTDOWN_TIMEOUT=0)
+    async with await JobService.connect(dsn, settings=settings, source="console", pool_size=2) as jobs:
+        batch = [demo_pipeline(topic, duration_scale=0.02, fail_rate=0.3) for topic in
+                 ("cats at work", "the night shift", "queues explained", "a rainy Monday")]
+        batch += [JobCreate("email.send", {"to": f"user{i}@example.com", "host": "smtp.example.com"})
+                  for i in range(3)]
+        batch += [JobCreate("echo", {"n": i}) for i in range(12)]
+        await jobs.enqueue_many(batch)
+        processors = {t: c() for t, c in {**BUILTIN, **DEMO, "email.send": Flaky}.items() if t != "sleep"}
+        worker = Worker(settings, dsn, processors)
+        task = asyncio.create_task(worker.run())
+        await asyncio.sleep(2.5)
+        held = [r.id for r in (await jobs.job_page(_waiting(), sort="created", descending=False)).rows]
+        operator = jobs.as_actor(transitions.Actor("console", "operator"))
+        if len(held) >= 2:  # one pipeline approved, one rejected, the others left waiting for a human
+            await operator.approve(held[:1])
+            await operator.reject(held[1:2], "the draft has the wrong colours")
+        await asyncio.sleep(1.5)
+        worker.request_stop()
+        await task
+        await jobs.enqueue_many([JobCreate("sleep", {"seconds": 600}) for _ in range(2)])
+        await jobs.enqueue_many([JobCreate("pdf.render", {"doc": f"invoice-{i}"}) for i in range(3)])
+    served = {t: c() for t, c in {**BUILTIN, **DEMO}.items()}  # the blocked stages stay blocked
+    sleeper = Worker(settings, dsn, served, worker_id=RUNNING_WORKER)
+    sleeping = asyncio.create_task(sleeper.run())
+    try:
+        await _seed_fleet(dsn)
+        yield
+    finally:
+        sleeper.request_stop()
+        sleeper.request_stop()  # the long sleeps go back to the queue at once
+        await sleeping
+
+
+def _waiting() -> JobFilter:
+    return JobFilter(statuses=frozenset({Status.WAITING_APPROVAL}))
+
+
+async def _seed_fleet(dsn: str) -> None:
+    """Other workers of the fleet, registered as they would register themselves, then aged."""
+    rows = [("render-02-5678", "render-02", 5678, "paused", 8, ["video.render", "video.compose"], 3),
+            ("batch-7-3456", "batch-7", 3456, "draining", 2, ["echo", "sleep"], 2),
+            ("gpu-box-9012", "gpu-box", 9012, "lost", 4, ["image.generate"], 185)]
+    conn = await connect(dsn)
+    try:
+        for worker_id, host, pid, state, slots, types, age_s in rows:
+            await fleet.register(conn, worker_id, host, pid, slots, types, "0.1.0")
+            await fleet.set_state(conn, worker_id, state)
+            await conn.execute("UPDATE workers SET started_at = now() - interval '2 hours', "
+                               "heartbeat_at = now() - make_interval(secs => $2) WHERE id = $1", worker_id, age_s)
+    finally:
+        await conn.close()
