@@ -24,6 +24,7 @@ from worker.pipeline_queries import PipelineFilter, PipelineStatus
 from worker.service import Attempt, migrate_database, prepare_schema
 from worker.settings import Settings, load_settings
 from worker.timefmt import relative, span
+from worker.transitions import WORKER_COMMANDS_LEGAL_FROM
 
 EXIT_ERROR = 1
 EXIT_USAGE = 2
@@ -112,8 +113,8 @@ def build_parser() -> ArgumentParser:
     p.add_argument("id", metavar="PIPELINE_ID")
     p = sub.add_parser("worker-ctl", parents=[common], help="pause, resume, drain or stop a worker")
     p.add_argument("id", metavar="ID")
-    p.add_argument("action", metavar="ACTION", choices=["pause", "resume", "drain", "stop"],
-                   help="pause, resume, drain or stop")
+    p.add_argument("action", metavar="ACTION", choices=list(WORKER_COMMANDS_LEGAL_FROM),
+                   help=", ".join(WORKER_COMMANDS_LEGAL_FROM))
     return parser
 
 

@@ -1,0 +1,123 @@
+"""The service every front door shares: reads, actions, user scoping, worker-command legality."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import asyncpg
+import pytest
+
+from worker import fleet, transitions
+from worker.errors import IllegalTransition, JobNotFound
+from worker.job_queries import JobFilter
+from worker.models import JobCreate, Status
+from worker.pipeline_queries import PipelineFilter
+from worker.service import JobService
+from worker.settings import load_settings
+
+
+@pytest.fixture
+async def service(dsn: str) -> AsyncIterator[JobService]:
+    jobs = await JobService.connect(dsn, settings=load_settings(DATABASE_URL=dsn), source="cli", pool_size=2)
+    yield jobs
+    await jobs.close()
+
+
+async def add_user(conn: asyncpg.Connection, name: str) -> int:
+    return await conn.fetchval("INSERT INTO users (name) VALUES ($1) RETURNING id", name)
+
+
+async def test_job_detail_has_attempts_dependencies_and_dependants(service: JobService,
+                                                                   conn: asyncpg.Connection) -> None:
+    a, b = JobCreate("echo", {"n": 1}), JobCreate("echo", {"n": 2})
+    c = JobCreate("echo", {"n": 3}, dependent_on_jobs=[a.id, b.id])
+    d = JobCreate("echo", {"n": 4}, dependent_on_jobs=[c.id])
+    await service.enqueue_many([a, b, c, d])
+    await conn.execute("INSERT INTO job_attempts (job_id, attempt, outcome, error_message, traceback) "
+                       "VALUES ($1, 1, 'failed', 'boom', 'Traceback ... boom')", c.id)
+    detail = await service.job_detail(c.id)
+    assert detail.job.id == c.id and detail.job.status == Status.QUEUED
+    assert detail.dependencies == [a.id, b.id]
+    assert detail.dependants == [d.id]
+    assert [(x.attempt, x.outcome, x.error_message) for x in detail.attempts] == [(1, "failed", "boom")]
+    assert detail.attempts[0].to_json()["finished_at"].endswith("+00:00")
+    with pytest.raises(JobNotFound, match="no job with id nope"):
+        await service.job_detail("nope")
+
+
+async def test_pages_counts_and_rows_go_through_the_service(service: JobService) -> None:
+    ids = [await service.enqueue("echo", {"n": i}) for i in range(5)]
+    first = await service.job_page(JobFilter(), limit=3)
+    assert [r.id for r in first.rows] == ids[::-1][:3] and first.has_more
+    rest = await service.job_page(JobFilter(), after=first.rows[-1].keyset("created"), limit=3)
+    assert [r.id for r in rest.rows] == ids[::-1][3:] and not rest.has_more
+    counts = await service.status_counts(JobFilter())
+    assert counts.counts[Status.QUEUED] == 5 and counts.exact(Status.QUEUED)
+    await service.cancel(ids[:2])
+    assert {r.id: r.status for r in await service.job_rows(ids[:3])} == {
+        ids[0]: Status.CANCELLED, ids[1]: Status.CANCELLED, ids[2]: Status.QUEUED}
+
+
+async def test_pipeline_reads_and_retry(service: JobService, conn: asyncpg.Connection) -> None:
+    a = JobCreate("echo", {"name": "nightly"})
+    b = JobCreate("echo", {}, dependent_on_jobs=[a.id])
+    pid = await service.create_pipeline([a, b])
+    rows, more = await service.pipelines(PipelineFilter())
+    assert [(r.pipeline_id, r.name, r.total) for r in rows] == [(pid, "nightly", 2)] and not more
+    nodes, truncated = await service.pipeline_graph(pid)
+    assert [n.id for n in nodes] == [a.id, b.id] and nodes[1].depends_on == [a.id] and not truncated
+    assert await service.retry_pipeline(pid) == []
+    await conn.execute("UPDATE jobs SET status = 'failed' WHERE id = $1", a.id)
+    await service.cancel([b.id])
+    assert await service.retryable_in(pid) == [a.id, b.id]
+    assert sorted(await service.retry_pipeline(pid)) == sorted([a.id, b.id])
+    changed, current = await service.pipeline_changes({a.id}, PipelineFilter())
+    assert changed == {pid} and current[0].queued == 2
+
+
+async def test_a_user_bound_service_sees_and_acts_on_its_own_jobs_only(service: JobService,
+                                                                       conn: asyncpg.Connection) -> None:
+    alice, bob = await add_user(conn, "alice"), await add_user(conn, "bob")
+    as_alice = service.as_actor(transitions.Actor("api", "alice-token"), user_id=alice)
+    as_bob = service.as_actor(transitions.Actor("api", "bob-token"), user_id=bob)
+    mine = await as_alice.enqueue("echo", {}, user_id=bob)  # the body cannot choose another user
+    assert (await service.get_job(mine)).user_id == alice
+    theirs = await as_bob.enqueue("echo", {})
+    with pytest.raises(JobNotFound, match=f"no job with id {theirs}"):
+        await as_alice.get_job(theirs)
+    with pytest.raises(JobNotFound, match=f"no job with id {theirs}"):
+        await as_alice.cancel([theirs])
+    with pytest.raises(JobNotFound):  # nor depend on it
+        await as_alice.enqueue("echo", {}, depends_on=[theirs])
+    assert [r.id for r in (await as_alice.job_page(JobFilter())).rows] == [mine]
+    assert (await as_alice.job_page(JobFilter(user_id=bob))).rows == []
+    assert [r.id for r in await as_alice.job_rows([mine, theirs])] == [mine]
+    assert (await as_alice.status_counts(JobFilter())).counts[Status.QUEUED] == 1
+    assert await as_alice.cancel([mine]) == [mine]
+    assert await service.get_job(theirs)  # the operator's service still sees everything
+
+
+def test_worker_command_legality_is_one_table() -> None:
+    legal = transitions.WORKER_COMMANDS_LEGAL_FROM
+    assert set(legal) == set(fleet.COMMANDS) == {"pause", "resume", "drain", "stop"}
+    assert transitions.worker_command_is_legal("resume", "paused")
+    assert not transitions.worker_command_is_legal("resume", "running")
+    assert not transitions.worker_command_is_legal("pause", "paused")
+    assert not transitions.worker_command_is_legal("drain", "draining")
+    assert all(not transitions.worker_command_is_legal(c, s) for c in legal for s in ("lost", "stopped"))
+    assert not transitions.worker_command_is_legal("reboot", "running")
+
+
+async def test_worker_commands_follow_the_table(service: JobService, conn: asyncpg.Connection) -> None:
+    await fleet.register(conn, "w1", "host", 1, 2, ["echo"], "0.1.0")
+    with pytest.raises(IllegalTransition, match="cannot resume worker w1: it is running; resume applies to paused"):
+        await service.worker_command("w1", "resume")
+    record = await service.worker_command("w1", "pause")
+    assert record.requested == "pause"
+    await fleet.set_state(conn, "w1", "paused")
+    assert (await service.worker_command("w1", "resume")).requested == "resume"
+    with pytest.raises(JobNotFound, match="no worker with id w2"):
+        await service.worker_command("w2", "stop")
+    view = await service.workers_view(30, with_unserved=True)
+    assert [w.id for w in view.workers] == ["w1"] and view.served == frozenset({"echo"})
+    assert view.unserved == []
