@@ -9,16 +9,18 @@ import os
 import signal
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 os.environ.setdefault("QT_API", "pyside6")
 
 import qasync  # noqa: E402
+from PySide6.QtCore import QLibraryInfo  # noqa: E402
 from PySide6.QtWidgets import QApplication, QMessageBox  # noqa: E402
 
 from desktop.connection import ConsoleConnection  # noqa: E402
 from desktop.connection_dialog import Profile  # noqa: E402
-from desktop.launcher import has_display  # noqa: E402
 from desktop.main_window import MainWindow  # noqa: E402
+from desktop.platform_check import Problem, check_platform  # noqa: E402
 from desktop.smoke import smoke_test  # noqa: E402
 from desktop.tasks import spawn  # noqa: E402
 from desktop.theme import apply_style, follow_os_style, icon  # noqa: E402
@@ -92,11 +94,18 @@ async def run_console(app: QApplication, args: argparse.Namespace) -> int:
     return 0
 
 
+def platform_problem() -> Problem | None:
+    """Why Qt could not open a window here (it would abort the process), or None."""
+    if QApplication.instance() is not None:
+        return None
+    return check_platform(Path(QLibraryInfo.path(QLibraryInfo.LibraryPath.PluginsPath)))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
-    if not has_display():
-        print("jobdesk: error: no display to open the console on (DISPLAY and WAYLAND_DISPLAY are unset); "
-              "run it with QT_QPA_PLATFORM=offscreen, or use the commands: jobdesk --help", file=sys.stderr)
+    problem = platform_problem()
+    if problem is not None:
+        print(f"jobdesk: error: {problem.message}", file=sys.stderr)
         return 1
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)-7s %(name)s: %(message)s")
     logging.getLogger("asyncpg.pool").setLevel(logging.ERROR)  # a traceback a second while the database is away

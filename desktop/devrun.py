@@ -2,7 +2,8 @@
 
 The console starts a worker by itself (as a child process, shown in its Workers dock), exactly
 as a user's own `jobdesk` does. Without a display (a headless machine, an SSH session) it runs
-the engine part alone.
+the engine part alone. Before Qt starts, it checks the system libraries Qt's window needs, and
+installs the missing ones as root where apt-get is there.
 """
 
 from __future__ import annotations
@@ -11,7 +12,19 @@ import asyncio
 import sys
 
 from desktop.launcher import has_display
+from desktop.platform_check import Problem, install_debian_packages
 from worker.errors import JobdeskError
+
+
+def window_problem() -> Problem | None:
+    """Why the console could not open here; as root with apt-get, the missing system libraries
+    are installed first (containers, CI, a fresh machine run by its admin)."""
+    from desktop.app import platform_problem
+
+    problem = platform_problem()
+    if problem is not None and install_debian_packages(problem.debian_packages):
+        problem = platform_problem()
+    return problem
 
 
 def main() -> int:
@@ -22,6 +35,10 @@ def main() -> int:
 
         asyncio.run(engine_only())
         return 0
+    problem = window_problem()
+    if problem is not None:
+        print(f"jobdesk: error: {problem.message}", file=sys.stderr)
+        return 1
     from worker.devrun import seed_demo
     from worker.settings import load_settings
 
