@@ -17,6 +17,7 @@ import qasync  # noqa: E402
 from PySide6.QtCore import QLibraryInfo  # noqa: E402
 from PySide6.QtWidgets import QApplication, QMessageBox  # noqa: E402
 
+from desktop import errors  # noqa: E402
 from desktop.connection import ConsoleConnection  # noqa: E402
 from desktop.connection_dialog import Profile  # noqa: E402
 from desktop.main_window import MainWindow  # noqa: E402
@@ -79,6 +80,7 @@ class Console:
 
 
 async def run_console(app: QApplication, args: argparse.Namespace) -> int:
+    errors.install(asyncio.get_running_loop())  # a bug shows a dialog and its log, never a silent stop
     console = Console(args)
     target = resolve_target(console.settings)
     console.open(target.dsn, embedded=target.embedded, production=args.production, read_only=args.read_only)

@@ -10,6 +10,7 @@ from typing import TypeVar
 
 from PySide6.QtCore import QObject, Signal
 
+from desktop.errors import EXPECTED
 from desktop.tasks import spawn
 from worker.db import CONNECTION_ERRORS, describe, is_starting_up
 from worker.errors import JobdeskError
@@ -75,7 +76,7 @@ class ConsoleConnection(QObject):
             raise ConnectionError("not connected to the database")
         try:
             return await fn(self.client)
-        except Exception as exc:
+        except Exception as exc:  # re-raised: this only notes a lost connection on the way
             if self._closing:
                 raise asyncio.CancelledError("the console is closing") from exc
             if isinstance(exc, CONNECTION_ERRORS):
@@ -91,7 +92,7 @@ class ConsoleConnection(QObject):
                 try:
                     await self._open()
                     delay = 0.5
-                except Exception as exc:  # every failure here means "try again later"
+                except EXPECTED as exc:  # the database is not there (yet): try again later
                     self.disconnected.emit(_reason(exc))
                     if not is_starting_up(exc):  # not while it stops or starts
                         self._revive_embedded()
@@ -104,7 +105,7 @@ class ConsoleConnection(QObject):
                 continue
             try:
                 await self._listener.ping()
-            except Exception as exc:
+            except EXPECTED as exc:
                 self._lost(exc)
 
     def _revive_embedded(self) -> None:
@@ -130,7 +131,7 @@ class ConsoleConnection(QObject):
         try:
             self._listener = Listener(self.dsn, {CHANGES_CHANNEL: self._on_notify})
             await self._listener.open()
-        except Exception as exc:
+        except EXPECTED as exc:
             log.warning("live updates unavailable (%s); polling every %.0f s", _reason(exc), POLL_S)
             self._listener = None
         self.writable = not self.forced_read_only and await self.client.can_write()

@@ -1,19 +1,16 @@
-"""The console window: banner, filters, the live job table and the detail panes."""
+"""The console window: banner, toolbar, the Jobs and Pipelines tabs, the detail pane and the
+worker docks. It lays them out and connects their signals, all in `_connect`; each tab owns
+its own model, filters and state."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from datetime import UTC, datetime, timedelta
-from typing import Any
 
-from PySide6.QtCore import QItemSelection, Qt, QTimer, Signal
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QAction, QCloseEvent, QKeySequence
 from PySide6.QtWidgets import (
-    QComboBox,
-    QHBoxLayout,
     QLabel,
-    QLineEdit,
     QMainWindow,
     QMessageBox,
     QSplitter,
@@ -25,23 +22,18 @@ from PySide6.QtWidgets import (
 
 from desktop.connection import ConsoleConnection
 from desktop.connection_dialog import ConnectionDialog, ProfileStore
+from desktop.errors import EXPECTED
 from desktop.jobs.job_actions import JobActions
 from desktop.jobs.job_detail import JobDetail
-from desktop.jobs.job_table_model import COL_ID, COL_STATUS, JobTableModel
-from desktop.jobs.status_delegate import StatusChipDelegate
-from desktop.list_table import list_table
+from desktop.jobs.jobs_tab import JobsTab
 from desktop.pipelines.pipelines_tab import PipelinesTab
-from desktop.status_filter import checked, status_buttons
 from desktop.tasks import spawn
-from desktop.theme import STATUS_COLOURS, icon, status_label
+from desktop.theme import icon
 from desktop.workers.workers_controller import WorkersController
-from worker.job_queries import JobFilter, StatusCounts
-from worker.models import Status, short_id
+from worker.job_queries import JobRow
+from worker.models import short_id
 
 log = logging.getLogger("jobdesk.console")
-
-TIME_RANGES = {"Any time": None, "Last hour": timedelta(hours=1), "Last 24 hours": timedelta(days=1),
-               "Last 7 days": timedelta(days=7)}
 
 
 class MainWindow(QMainWindow):
@@ -54,96 +46,31 @@ class MainWindow(QMainWindow):
         self.resize(1280, 800)
         self.setWindowIcon(icon("jobdesk"))
 
-        self.model = JobTableModel(connection.run)
-        self.model.failed.connect(self._query_failed)
-        self.table = list_table(self.model, (80, 140, 130, 80, 50, 50, 80, 80, 80, 80, 200), multi_select=True)
-        self.table.setSortingEnabled(True)
-        self.table.horizontalHeader().setSortIndicator(COL_ID, Qt.SortOrder.DescendingOrder)
-        self.table.setItemDelegateForColumn(COL_STATUS, StatusChipDelegate(self.table))
-        self.table.selectionModel().selectionChanged.connect(self._selection_changed)
-
+        self.jobs = JobsTab(connection)
+        self.model = self.jobs.model  # the job table's model, which the toolbar's Refresh reloads
         self.detail = JobDetail()
-        self.detail.job_link_clicked.connect(self.select_job)
-        self.detail.pipeline_link_clicked.connect(self.show_pipeline)
-        self.detail.pipeline_graph_clicked.connect(self.show_pipeline_graph)
         self.job_actions = JobActions(self, connection.run)
-        self.job_actions.message.connect(self._show_message)
-        self.job_actions.error.connect(self._show_error)
-        self.job_actions.done.connect(lambda ids: self._changed(set(ids)))
         self.pipelines = PipelinesTab(connection, self.job_actions)
-        self.pipelines.job_clicked.connect(self._node_clicked)
-        self.pipelines.graph_shown.connect(self._sync_actions)
-        self.pipelines.pipeline_jobs_requested.connect(self.show_pipeline)
-        self.pipelines.job_activated.connect(self.activate_job)
-        self.pipelines.message.connect(self._show_message)
-        self._pending_select: str | None = None
-        self.model.loaded.connect(self._select_pending)
-
         self.workers = WorkersController(self, connection)  # Workers dock, worker log, Launch worker
-        self.workers.job_link_clicked.connect(self.select_job)
-        self.workers.message.connect(self._show_message)
+        self._detail_task: asyncio.Task[None] | None = None
 
         self.banner = QLabel()
         self.banner.setObjectName("banner")
         self.banner.setAlignment(Qt.AlignmentFlag.AlignCenter)
         self.read_only_label = QLabel("read-only")
         self.read_only_label.setObjectName("readOnly")
+        self.addToolBar(self._toolbar())
 
-        toolbar = QToolBar("Actions")
-        toolbar.setMovable(False)
-        toolbar.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
-        for action in self.job_actions.actions.values():
-            toolbar.addAction(action)
-        toolbar.addSeparator()
-        refresh = QAction(icon("refresh"), "Refresh", self)
-        refresh.setShortcut(QKeySequence.StandardKey.Refresh)
-        refresh.triggered.connect(self.model.reload)
-        toolbar.addAction(refresh)
-        connect_action = QAction(icon("connect"), "Connect…", self)
-        connect_action.setShortcut(QKeySequence("Ctrl+O"))
-        connect_action.setToolTip("Switch to another database (Ctrl+O)")
-        connect_action.triggered.connect(self.choose_connection)
-        toolbar.addAction(connect_action)
-        toolbar.addAction(self.workers.launch_action)
-        self.read_only_action = toolbar.addWidget(self.read_only_label)
-        self.read_only_action.setVisible(False)
-        self.addToolBar(toolbar)
-
-        filters = QHBoxLayout()
-        self.status_buttons = status_buttons({s: STATUS_COLOURS[s][0] for s in Status}, filters,
-                                             self._apply_filters)
-        filters.addStretch(1)
-        fields = QHBoxLayout()  # a second row, so the window still fits a 1280-pixel screen
-        self.type_edit = self._filter_edit("type", 110)
-        self.pipeline_edit = self._filter_edit("pipeline id", 110)
-        self.user_edit = self._filter_edit("user", 60)
-        self.search_edit = self._filter_edit("search id, type, error, input", 220)
-        self.time_combo = QComboBox()
-        self.time_combo.addItems(list(TIME_RANGES))
-        self.time_combo.currentIndexChanged.connect(self._apply_filters)
-        for widget in (self.type_edit, self.pipeline_edit, self.user_edit, self.time_combo):
-            fields.addWidget(widget)
-        fields.addWidget(self.search_edit, 1)
-
-        jobs_page = QWidget()
-        jobs_layout = QVBoxLayout(jobs_page)
-        jobs_layout.setContentsMargins(0, 4, 0, 0)
-        jobs_layout.addLayout(filters)
-        jobs_layout.addLayout(fields)
-        jobs_layout.addWidget(self.table, 1)
         self.tabs = QTabWidget()
         self.tabs.setDocumentMode(True)
-        self.tabs.addTab(jobs_page, "Jobs")
+        self.tabs.addTab(self.jobs, "Jobs")
         self.tabs.addTab(self.pipelines, "Pipelines")
-        self.tabs.currentChanged.connect(lambda _i: self._sync_actions())
-
         split = QSplitter(Qt.Orientation.Horizontal)
         split.addWidget(self.tabs)
         split.addWidget(self.detail)
         split.setStretchFactor(0, 3)
         split.setStretchFactor(1, 2)
         split.setSizes([800, 480])
-
         central = QWidget()
         layout = QVBoxLayout(central)
         layout.setContentsMargins(6, 0, 6, 6)
@@ -151,19 +78,55 @@ class MainWindow(QMainWindow):
         layout.addWidget(split, 1)
         self.setCentralWidget(central)
 
-        self._counts_timer = QTimer(self, singleShot=True, interval=1000)
-        self._counts_timer.timeout.connect(lambda: spawn(self.refresh_counts(), "status-counts"))
-        self._clock = QTimer(self, interval=1000)
-        self._clock.timeout.connect(self._tick)
-        self._clock.start()
-        self._detail_task: asyncio.Task[None] | None = None
+        self._connect()
+        self._set_banner(f"connecting to {connection.describe()}…", "connecting")
 
+    def _toolbar(self) -> QToolBar:
+        toolbar = QToolBar("Actions")
+        toolbar.setMovable(False)
+        toolbar.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
+        for action in self.job_actions.actions.values():
+            toolbar.addAction(action)
+        toolbar.addSeparator()
+        self.refresh_action = QAction(icon("refresh"), "Refresh", self)
+        self.refresh_action.setShortcut(QKeySequence.StandardKey.Refresh)
+        toolbar.addAction(self.refresh_action)
+        self.connect_action = QAction(icon("connect"), "Connect…", self)
+        self.connect_action.setShortcut(QKeySequence("Ctrl+O"))
+        self.connect_action.setToolTip("Switch to another database (Ctrl+O)")
+        toolbar.addAction(self.connect_action)
+        toolbar.addAction(self.workers.launch_action)
+        self.read_only_action = toolbar.addWidget(self.read_only_label)
+        self.read_only_action.setVisible(False)
+        return toolbar
+
+    def _connect(self) -> None:
+        """Every signal between the window's parts, in one place."""
+        connection = self.connection
         connection.connected.connect(self._on_connected)
         connection.disconnected.connect(self._on_disconnected)
         connection.writable_changed.connect(self._on_writable)
-        connection.jobs_changed.connect(self._on_jobs_changed)
-        self._set_banner(f"connecting to {connection.describe()}…", "connecting")
-        self._update_status_labels(StatusCounts())
+        connection.jobs_changed.connect(self._changed)
+
+        self.jobs.selection_changed.connect(self._rows_selected)
+        self.jobs.message.connect(self._show_message)
+        self.jobs.query_failed.connect(lambda text: self._show_message(f"query failed: {text}"))
+        self.detail.job_link_clicked.connect(self.select_job)
+        self.detail.pipeline_link_clicked.connect(self.show_pipeline)
+        self.detail.pipeline_graph_clicked.connect(self.show_pipeline_graph)
+        self.job_actions.message.connect(self._show_message)
+        self.job_actions.error.connect(self._show_error)
+        self.job_actions.done.connect(lambda ids: self._changed(set(ids)))
+        self.pipelines.job_clicked.connect(self._node_clicked)
+        self.pipelines.graph_shown.connect(self._sync_actions)
+        self.pipelines.pipeline_jobs_requested.connect(self.show_pipeline)
+        self.pipelines.job_activated.connect(self.activate_job)
+        self.pipelines.message.connect(self._show_message)
+        self.workers.job_link_clicked.connect(self.select_job)
+        self.workers.message.connect(self._show_message)
+        self.tabs.currentChanged.connect(lambda _i: self._sync_actions())
+        self.refresh_action.triggered.connect(self.jobs.model.reload)
+        self.connect_action.triggered.connect(self.choose_connection)
 
     def closeEvent(self, event: QCloseEvent) -> None:  # noqa: N802
         if not self.workers.may_close():  # asks about the workers this console launched
@@ -179,10 +142,7 @@ class MainWindow(QMainWindow):
 
     def stop_timers(self) -> None:
         self.workers.stop()
-        self._clock.stop()
-        self._counts_timer.stop()
-        if getattr(self, "_debounce_timer", None) is not None:
-            self._debounce_timer.stop()
+        self.jobs.stop_timers()
 
     # -- connection -------------------------------------------------------------------------
 
@@ -191,15 +151,13 @@ class MainWindow(QMainWindow):
         self._set_banner(f"{'PRODUCTION · ' if self.production else ''}{description}", kind)
         self.setWindowTitle(f"jobdesk — {description}")
         self.job_actions.set_connected(True)
-        self.model.active = True
-        self.model.reload()
+        self.jobs.set_active(True)
         self.pipelines.set_active(True)
-        self._counts_timer.start(0)
 
     def _on_disconnected(self, reason: str) -> None:
         self._set_banner(f"disconnected, retrying… ({reason})", "disconnected")
         self.job_actions.set_connected(False)
-        self.model.active = False
+        self.jobs.set_active(False)
         self.pipelines.set_active(False)
 
     def _on_writable(self, writable: bool) -> None:
@@ -217,96 +175,19 @@ class MainWindow(QMainWindow):
 
     # -- live updates -----------------------------------------------------------------------
 
-    def _on_jobs_changed(self, ids: set[str] | None) -> None:
-        self._changed(ids)
-
     def _changed(self, ids: set[str] | None) -> None:
-        if ids is None:
-            self.model.reload()
-        else:
-            spawn(self._apply(ids), "apply-changes")
+        self.jobs.on_jobs_changed(ids)
         self.pipelines.on_jobs_changed(ids)
-        if not self._counts_timer.isActive():
-            self._counts_timer.start()
         if self.detail.job_id and (ids is None or self.detail.job_id in ids):
             self._load_detail(self.detail.job_id)
 
-    async def _apply(self, ids: set[str]) -> None:
-        try:
-            await self.model.apply_changes(ids)
-        except Exception as exc:
-            log.warning("live update failed: %s", exc)
-        self._selection_changed()
-
     async def refresh_counts(self) -> None:
-        filt = self.model.filter
-        try:
-            counts = await self.connection.run(lambda jobs: jobs.status_counts(filt))
-        except Exception as exc:
-            log.warning("status counts failed: %s", exc)
-            return
-        self._update_status_labels(counts)
-
-    def _update_status_labels(self, counts: StatusCounts) -> None:
-        total = 0
-        exact = True
-        for status, button in self.status_buttons.items():
-            if status is None:
-                continue
-            n = counts.counts.get(status, 0)
-            total += n
-            exact &= counts.exact(status)
-            shown = f"{n:,}" + ("" if counts.exact(status) else "+")
-            button.setText(f"{status_label(status)} {shown}")
-            button.setToolTip("" if counts.exact(status) else f"at least {n:,} (counting stops there)")
-        self.status_buttons[None].setText(f"All {total:,}{'' if exact else '+'}")
-
-    def _tick(self) -> None:
-        self.model.now = datetime.now(UTC)
-        self.table.viewport().update()
-
-    # -- filters ----------------------------------------------------------------------------
-
-    def _filter_edit(self, placeholder: str, width: int) -> QLineEdit:
-        edit = QLineEdit()
-        edit.setPlaceholderText(placeholder)
-        edit.setClearButtonEnabled(True)
-        edit.setMinimumWidth(width)
-        edit.returnPressed.connect(self._apply_filters)
-        edit.textChanged.connect(lambda _t: self._debounce.start())
-        return edit
-
-    @property
-    def _debounce(self) -> QTimer:
-        timer = getattr(self, "_debounce_timer", None)
-        if timer is None:
-            timer = QTimer(self, singleShot=True, interval=400)
-            timer.timeout.connect(self._apply_filters)
-            self._debounce_timer = timer
-        return timer
-
-    def current_filter(self) -> JobFilter:
-        statuses = checked(self.status_buttons)
-        user_text = self.user_edit.text().strip()
-        span = TIME_RANGES[self.time_combo.currentText()]
-        return JobFilter(statuses=statuses, type=self.type_edit.text().strip() or None,
-                         pipeline_id=self.pipeline_edit.text().strip() or None,
-                         user_id=int(user_text) if user_text.isdigit() else None,
-                         created_from=datetime.now(UTC) - span if span else None,
-                         search=self.search_edit.text().strip() or None)
-
-    def _apply_filters(self) -> None:
-        if self.user_edit.text().strip() and not self.user_edit.text().strip().isdigit():
-            self._show_message("user must be a number")
-            return
-        self.model.set_query(self.current_filter())
-        self._counts_timer.start(0)
+        await self.jobs.refresh_counts()
 
     # -- selection and detail ---------------------------------------------------------------
 
-    def selected_rows(self) -> list[Any]:
-        rows = sorted({i.row() for i in self.table.selectionModel().selectedRows()})
-        return [r for r in (self.model.row_at(i) for i in rows) if r is not None]
+    def selected_rows(self) -> list[JobRow]:
+        return self.jobs.selected_rows()
 
     def _node_clicked(self, job_id: str) -> None:
         self._load_detail(job_id)
@@ -317,12 +198,11 @@ class MainWindow(QMainWindow):
         if self.tabs.currentWidget() is self.pipelines:
             self.job_actions.set_selection(self.pipelines.selected_nodes())
         else:
-            self.job_actions.set_selection(self.selected_rows())
+            self.job_actions.set_selection(self.jobs.selected_rows())
 
-    def _selection_changed(self, *_: QItemSelection) -> None:
+    def _rows_selected(self, rows: list[JobRow]) -> None:
         if self.tabs.currentWidget() is self.pipelines:
             return
-        rows = self.selected_rows()
         self.job_actions.set_selection(rows)
         if len(rows) == 1 and rows[0].id != self.detail.job_id:
             self._load_detail(rows[0].id)
@@ -336,10 +216,9 @@ class MainWindow(QMainWindow):
             self.switch_requested.emit(profile, url)
 
     def show_pipeline(self, pipeline_id: str) -> None:
-        """Narrow the table to one pipeline's jobs."""
-        self.tabs.setCurrentIndex(0)
-        self.pipeline_edit.setText(pipeline_id)
-        self._apply_filters()
+        """Narrow the job table to one pipeline's jobs."""
+        self.tabs.setCurrentWidget(self.jobs)
+        self.jobs.show_pipeline(pipeline_id)
 
     def show_pipeline_graph(self, pipeline_id: str) -> None:
         """Open the Pipelines tab on this pipeline's DAG."""
@@ -348,30 +227,15 @@ class MainWindow(QMainWindow):
 
     def activate_job(self, job_id: str) -> None:
         """Select a job in the job table, narrowing the table to its pipeline if it is not shown."""
-        self.tabs.setCurrentIndex(0)
-        if self.model.row_of(job_id) is not None:
-            self.select_job(job_id)
+        self.tabs.setCurrentWidget(self.jobs)
+        if self.jobs.select_job(job_id):
             return
-        node = self.pipelines.node(job_id)
-        self._pending_select = job_id
-        if node is not None and self.pipelines.pipeline_id:
-            self.show_pipeline(self.pipelines.pipeline_id)
-        else:
-            self.search_edit.setText(job_id)
-            self._apply_filters()
-
-    def _select_pending(self) -> None:
-        job_id = self._pending_select
-        if job_id is not None and self.model.row_of(job_id) is not None:
-            self._pending_select = None
-            self.select_job(job_id)
+        in_graph = self.pipelines.node(job_id) is not None
+        self.jobs.select_when_shown(job_id, pipeline_id=self.pipelines.pipeline_id if in_graph else None)
 
     def select_job(self, job_id: str) -> None:
-        row = self.model.row_of(job_id)
-        if row is not None:
-            self.table.selectRow(row)
-            self.table.scrollTo(self.model.index(row, 0))
-        else:
+        """Select the job in the table if it is shown; else just show it in the detail pane."""
+        if not self.jobs.select_job(job_id):
             self._load_detail(job_id)
 
     def _load_detail(self, job_id: str) -> None:
@@ -384,7 +248,7 @@ class MainWindow(QMainWindow):
             detail = await self.connection.run(lambda jobs: jobs.job_detail(job_id))
         except asyncio.CancelledError:
             raise
-        except Exception as exc:
+        except EXPECTED as exc:  # expected failures are messages; bugs reach the error hook
             self._show_message(f"cannot load job {short_id(job_id)}: {exc}")
             return
         self.detail.show_job(detail)
@@ -399,8 +263,3 @@ class MainWindow(QMainWindow):
         box = QMessageBox(QMessageBox.Icon.Warning, "jobdesk", text, QMessageBox.StandardButton.Ok, self)
         box.setModal(False)
         box.show()
-
-    def _query_failed(self, text: str) -> None:
-        self._show_message(f"query failed: {text}")
-
-

@@ -48,7 +48,7 @@ async def shoot(app: QApplication, dsn: str, out: Path) -> list[Path]:
         await window.refresh_counts()
         failed = next((i for i in range(window.model.rowCount())
                        if window.model.row_at(i).status.value == "failed"), 0)  # type: ignore[union-attr]
-        window.table.selectRow(failed)
+        window.jobs.table.selectRow(failed)
         await asyncio.sleep(1.0)
         path = out / f"console-{'dark' if dark else 'light'}.png"
         window.grab().save(str(path))

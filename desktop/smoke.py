@@ -52,7 +52,7 @@ async def _check(window: MainWindow, connect_timeout: float, rows_timeout: float
     if reasons or not connection.is_connected:
         raise SmokeTestFailed(reasons[0] if reasons else
                               f"no connection to {connection.describe()} after {connect_timeout:g} s")
-    shown = window.table.model()
+    shown = window.jobs.table.model()
     if not await _until(lambda: shown.rowCount() > 0, rows_timeout):
         raise SmokeTestFailed(f"connected to {connection.describe()}, but the job table shows no job "
                               f"after {rows_timeout:g} s")

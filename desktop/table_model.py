@@ -15,6 +15,7 @@ from typing import Any
 
 from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, Qt, Signal
 
+from desktop.live_diff import Diff
 from desktop.tasks import spawn
 from worker.service import JobService
 
@@ -132,8 +133,38 @@ class PagedTableModel(RowsTableModel):
         self._has_more = has_more
         self.loaded.emit()
 
+    def apply_diff(self, diff: Diff[Any]) -> None:
+        """Apply a live-update diff with row-level signals: removals, in-place updates, inserts."""
+        for first, last in _runs(diff.removals):
+            self.beginRemoveRows(QModelIndex(), first, last)
+            del self._rows[first:last + 1]
+            self.endRemoveRows()
+        if diff.removals:
+            self._reindex()
+        last_column = max(0, self.columnCount() - 1)
+        for position, row in diff.updates:
+            self._rows[position] = row
+            self.dataChanged.emit(self.index(position, 0), self.index(position, last_column))
+        for position, block in diff.inserts:
+            self.beginInsertRows(QModelIndex(), position, position + len(block) - 1)
+            self._rows[position:position] = block
+            self.endInsertRows()
+        if diff.inserts:
+            self._reindex(min(position for position, _ in diff.inserts))
+
     def _reindex(self, start: int = 0) -> None:
         if start == 0:
             self._index = {}
         for i in range(start, len(self._rows)):
             self._index[self.row_key(self._rows[i])] = i
+
+
+def _runs(positions: list[int]) -> list[tuple[int, int]]:
+    """Positions (highest first) as runs of neighbours (first, last), highest run first."""
+    runs: list[tuple[int, int]] = []
+    for p in positions:
+        if runs and runs[-1][0] == p + 1:
+            runs[-1] = (p, runs[-1][1])
+        else:
+            runs.append((p, p))
+    return runs

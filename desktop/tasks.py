@@ -34,5 +34,13 @@ def spawn(coro: Coroutine[Any, Any, Any], name: str) -> asyncio.Task[Any] | None
 
 def _finished(task: asyncio.Task[Any]) -> None:
     _running.discard(task)
-    if not task.cancelled() and task.exception() is not None:
-        log.error("background task %s failed: %s", task.get_name(), task.exception())
+    if task.cancelled() or task.exception() is None:
+        return
+    exc = task.exception()
+    assert exc is not None
+    from desktop.errors import EXPECTED, reason, report_bug
+
+    if isinstance(exc, EXPECTED):
+        log.warning("background task %s failed: %s", task.get_name(), reason(exc))
+    else:
+        report_bug(exc, task.get_name())

@@ -32,6 +32,11 @@ CONNECTION_ERRORS: tuple[type[BaseException], ...] = (
 )
 
 
+# Failures a front door expects and shows as a message: the database is away, refused a query
+# (a timeout, a missing right) or is not there yet. Anything else is a bug.
+EXPECTED_DB_ERRORS: tuple[type[BaseException], ...] = (*CONNECTION_ERRORS, asyncpg.PostgresError, TimeoutError)
+
+
 def is_starting_up(exc: BaseException) -> bool:
     """Whether a failed connection met a server that is starting or shutting down."""
     return isinstance(exc.__cause__ or exc, asyncpg.CannotConnectNowError)

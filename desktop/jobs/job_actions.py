@@ -10,6 +10,7 @@ from PySide6.QtCore import QObject, Signal
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import QInputDialog, QMessageBox, QWidget
 
+from desktop.errors import EXPECTED
 from desktop.tasks import spawn
 from desktop.theme import icon
 from worker.errors import JobdeskError
@@ -117,7 +118,7 @@ class JobActions(QObject):
         except JobdeskError as exc:
             self.error.emit(str(exc))
             return []
-        except Exception as exc:  # a lost connection or a database error: readable, never a crash
+        except EXPECTED as exc:  # expected failures are messages; bugs reach the error hook
             self.error.emit(f"{label} failed: {exc}")
             return []
         finally:

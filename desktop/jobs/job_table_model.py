@@ -11,8 +11,9 @@ import logging
 from datetime import UTC, datetime
 from typing import Any
 
-from PySide6.QtCore import QModelIndex, Qt
+from PySide6.QtCore import Qt
 
+from desktop.live_diff import diff_rows
 from desktop.table_model import Index, PagedTableModel, Query
 from desktop.theme import status_label
 from worker.job_queries import JobFilter, JobRow
@@ -138,42 +139,9 @@ class JobTableModel(PagedTableModel):
         if generation != self._generation:
             return
         self.now = datetime.now(UTC)
-        found = {r.id: r for r in rows}
-        matching = {i: r for i, r in found.items() if self._matches(r)}
-        # Rows whose sort key changed (sorted by status or by update time, say) move: out here,
-        # back in below at their new place.
-        moved = {i for i, r in matching.items()
-                 if i in self._index and self._sort_key(self._rows[self._index[i]]) != self._sort_key(r)}
-        # Rows that vanished or stopped matching the filter leave the table.
-        gone = sorted((self._index[i] for i in job_ids if i in self._index and (i not in matching or i in moved)),
-                      reverse=True)
-        for position in gone:
-            self.beginRemoveRows(QModelIndex(), position, position)
-            del self._rows[position]
-            self.endRemoveRows()
-        if gone:
-            self._reindex()
-        # Rows still shown are updated in place.
-        for job_id, row in matching.items():
-            shown_at = self._index.get(job_id)
-            if shown_at is not None:
-                self._rows[shown_at] = row
-                self.dataChanged.emit(self.index(shown_at, 0), self.index(shown_at, len(COLUMNS) - 1))
-        # New rows go where the sort order puts them within the loaded range, one block insert
-        # per gap, so a burst of new jobs at the top costs one model update, not one per row.
-        new = [r for i, r in matching.items() if i not in self._index]
-        groups: dict[int, list[JobRow]] = {}
-        for row in new:
-            at = self._insert_position(row)
-            if at is not None:  # else: beyond what is loaded; it comes with a later page
-                groups.setdefault(at, []).append(row)
-        for at in sorted(groups, reverse=True):
-            block = sorted(groups[at], key=self._sort_key, reverse=self.descending)
-            self.beginInsertRows(QModelIndex(), at, at + len(block) - 1)
-            self._rows[at:at] = block
-            self.endInsertRows()
-        if groups:
-            self._reindex(min(groups))
+        self.apply_diff(diff_rows(self._rows, job_ids, {r.id: r for r in rows}, key=self.row_key,
+                                  sort_key=self._sort_key, descending=self.descending, matches=self._matches,
+                                  has_more=self._has_more))
         self.loaded.emit()
 
     def _matches(self, row: JobRow) -> bool:
@@ -201,19 +169,3 @@ class JobTableModel(PagedTableModel):
         value, seq = row.keyset(self.sort_key)
         key = (value is not None, value if value is not None else 0, seq)
         return key
-
-    def _insert_position(self, row: JobRow) -> int | None:
-        """Where `row` goes among the loaded rows (binary search), or None past the loaded end."""
-        new_key = self._sort_key(row)
-        lo, hi = 0, len(self._rows)
-        while lo < hi:
-            mid = (lo + hi) // 2
-            key = self._sort_key(self._rows[mid])
-            if (new_key > key) if self.descending else (new_key < key):
-                hi = mid
-            else:
-                lo = mid + 1
-        if lo == len(self._rows) and self._has_more:
-            return None
-        return lo
-

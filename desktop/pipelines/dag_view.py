@@ -16,6 +16,7 @@ from PySide6.QtGui import (
     QFont,
     QFontMetrics,
     QKeyEvent,
+    QMouseEvent,
     QPainter,
     QPainterPath,
     QPalette,
@@ -297,6 +298,10 @@ class DagView(QGraphicsView):
         scale = self.transform().m11()
         factor = max(MIN_SCALE / scale, min(MAX_SCALE / scale, factor))
         self.scale(factor, factor)
+
+    def mouseReleaseEvent(self, event: QMouseEvent) -> None:  # noqa: N802
+        super().mouseReleaseEvent(event)
+        event.accept()  # the release ends a drag to pan: it is ours, even over the background
 
     def wheelEvent(self, event: QWheelEvent) -> None:  # noqa: N802
         steps = event.angleDelta().y() / 120

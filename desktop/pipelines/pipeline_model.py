@@ -9,8 +9,9 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from PySide6.QtCore import QModelIndex, Qt
+from PySide6.QtCore import Qt
 
+from desktop.live_diff import diff_rows
 from desktop.table_model import Index, PagedTableModel, Query
 from worker.models import short_id
 from worker.pipeline_queries import (
@@ -103,26 +104,8 @@ class PipelineListModel(PagedTableModel):
         if generation != self._generation:
             return pipeline_ids
         self.now = datetime.now(UTC)
-        found = {r.pipeline_id: r for r in rows}
-        for position in sorted((self._index[p] for p in pipeline_ids if p in self._index and p not in found),
-                               reverse=True):
-            self.beginRemoveRows(QModelIndex(), position, position)
-            del self._rows[position]
-            self.endRemoveRows()
-            self._reindex()
-        for pipeline_id, row in found.items():
-            at = self._index.get(pipeline_id)
-            if at is not None:
-                self._rows[at] = row
-                self.dataChanged.emit(self.index(at, 0), self.index(at, len(COLUMNS) - 1))
-                continue
-            at = next((i for i, r in enumerate(self._rows) if r.head_seq < row.head_seq), len(self._rows))
-            if at == len(self._rows) and self._has_more:
-                continue  # beyond what is loaded; it comes with a later page
-            self.beginInsertRows(QModelIndex(), at, at)
-            self._rows.insert(at, row)
-            self._reindex()
-            self.endInsertRows()
+        self.apply_diff(diff_rows(self._rows, pipeline_ids, {r.pipeline_id: r for r in rows}, key=self.row_key,
+                                  sort_key=lambda r: r.head_seq, descending=True, has_more=self._has_more))
         self.loaded.emit()
         return pipeline_ids
 

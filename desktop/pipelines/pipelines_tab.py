@@ -19,6 +19,7 @@ from PySide6.QtWidgets import (
 )
 
 from desktop.connection import ConsoleConnection
+from desktop.errors import EXPECTED
 from desktop.jobs.job_actions import ACTIONS, JobActions
 from desktop.list_table import list_table
 from desktop.pipelines.dag_view import DagView
@@ -169,7 +170,7 @@ class PipelinesTab(QWidget):
     async def _apply(self, ids: set[str]) -> None:
         try:
             touched = await self.model.apply_changes(ids)
-        except Exception as exc:
+        except EXPECTED as exc:  # expected failures are messages; bugs reach the error hook
             log.warning("pipeline update failed: %s", exc)
             return
         if self.pipeline_id is not None and (self.pipeline_id in touched or ids & {n.id for n in self.graph}):
@@ -238,7 +239,7 @@ class PipelinesTab(QWidget):
                     return
                 try:
                     nodes, truncated = await self.connection.run(lambda jobs: jobs.pipeline_graph(pipeline_id))
-                except Exception as exc:
+                except EXPECTED as exc:  # expected failures are messages; bugs reach the error hook
                     self.message.emit(f"cannot load pipeline {short_id(pipeline_id)}: {exc}")
                     return
                 if pipeline_id == self.pipeline_id:
@@ -338,7 +339,7 @@ class PipelinesTab(QWidget):
         """"Retry failed and downstream" for every failed or cancelled job of a pipeline."""
         try:
             ids = await self.connection.run(lambda jobs: jobs.retryable_in(pipeline_id))
-        except Exception as exc:
+        except EXPECTED as exc:  # expected failures are messages; bugs reach the error hook
             self.job_actions.error.emit(f"cannot plan the retry: {exc}")
             return []
         if not ids:
@@ -351,7 +352,7 @@ class PipelinesTab(QWidget):
         ids = list(job_ids)
         try:
             plan = await self.connection.run(lambda c: c.retry_plan(ids))
-        except Exception as exc:
+        except EXPECTED as exc:  # expected failures are messages; bugs reach the error hook
             self.job_actions.error.emit(f"cannot plan the retry: {exc}")
             return []
         lines = [f"{p['type']} · {short_id(p['id'])} · {p['status']}" for p in plan[:PLAN_SHOWN]]

@@ -22,6 +22,7 @@ from PySide6.QtWidgets import (
 )
 
 from desktop.connection import ConsoleConnection
+from desktop.errors import EXPECTED
 from desktop.list_table import list_table
 from desktop.tasks import spawn
 from desktop.workers.job_links_delegate import JobLinksDelegate
@@ -158,7 +159,7 @@ class WorkersPanel(QWidget):
         try:
             view = await self.connection.run(
                 lambda jobs: jobs.workers_view(lease, served_before=served, with_unserved=due))
-        except Exception as exc:  # a lost connection is reported by the connection itself
+        except EXPECTED as exc:  # expected failures are messages; bugs reach the error hook
             log.warning("cannot list workers: %s", exc)
             self.summary.setText("cannot list workers")
             return
@@ -262,7 +263,7 @@ class WorkersPanel(QWidget):
         except JobdeskError as exc:
             self._show_error(str(exc))
             return False
-        except Exception as exc:  # a lost connection or a database error: readable, never a crash
+        except EXPECTED as exc:  # expected failures are messages; bugs reach the error hook
             reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             self._show_error(f"cannot {command} worker {worker_id}: {reason}")
             return False

@@ -81,10 +81,10 @@ def test_live_table_actions_and_detail(qapp: QApplication, qtbot, qtmodeltester,
         assert await conn.fetchval("SELECT status FROM jobs WHERE id = 'job-a'") == "queued"
 
         # Filters run on the server.
-        window.status_buttons[None].setChecked(False)
-        window.status_buttons[Status.QUEUED].setChecked(True)
-        window.type_edit.setText("email")
-        window._apply_filters()
+        window.jobs.status_buttons[None].setChecked(False)
+        window.jobs.status_buttons[Status.QUEUED].setChecked(True)
+        window.jobs.type_edit.setText("email")
+        window.jobs.apply_filters()
         await until(lambda: ids_shown(window) == ["job-b"], what="the filtered rows")
         await conn.close()
         window.close()

@@ -52,7 +52,8 @@ def graph_edges(window: MainWindow) -> set[tuple[str, str]]:
     return {(dag.nodes[p].node.type, dag.nodes[c].node.type) for p, c in dag.edges}
 
 
-def test_demo_pipeline_dag_follows_the_worker(qapp: QApplication, qtbot, test_db: str) -> None:  # type: ignore[no-untyped-def]
+def test_demo_pipeline_dag_follows_the_worker(qapp: QApplication, qtbot, qtmodeltester,  # type: ignore[no-untyped-def]
+                                              test_db: str) -> None:
     async def scenario() -> None:
         conn = await asyncpg.connect(test_db)
         first = demo_pipeline("tests", duration_scale=0.15, fail_rate=0)
@@ -64,6 +65,7 @@ def test_demo_pipeline_dag_follows_the_worker(qapp: QApplication, qtbot, test_db
         row = tab.model.row_at(0)
         assert row is not None and row.pipeline_id == first.id and row.name == "Generate video: tests"
         assert row.status == PipelineStatus.RUNNING
+        qtmodeltester.check(tab.model)
         tab.table.selectRow(0)
         await until(lambda: graph_statuses(window) == {"video.script": Status.QUEUED}, what="the first node")
 
@@ -201,7 +203,7 @@ def test_clicks_navigation_and_pipeline_actions(qapp: QApplication, qtbot, test_
         assert await tab.retry_pipeline("p-2") == []  # nothing failed there: a message, no question
         assert len(asked) == 1
         menu["Show its jobs in the job table"].trigger()
-        assert window.tabs.currentIndex() == 0 and window.pipeline_edit.text() == "p-1"
+        assert window.tabs.currentIndex() == 0 and window.jobs.pipeline_edit.text() == "p-1"
 
         # While the tab is hidden, changes cost no pipeline queries; it catches up when shown.
         rows_before = tab.model.rowCount()

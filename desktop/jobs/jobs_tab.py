@@ -1,0 +1,203 @@
+"""The Jobs tab: the live job table with its status counts and filters.
+
+It owns its model, its filters and its state; the main window lays it out and connects its
+signals, as it does for the Pipelines tab."""
+
+from __future__ import annotations
+
+import logging
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLineEdit, QVBoxLayout, QWidget
+
+from desktop.connection import ConsoleConnection
+from desktop.errors import EXPECTED
+from desktop.jobs.job_table_model import COL_ID, COL_STATUS, JobTableModel
+from desktop.jobs.status_delegate import StatusChipDelegate
+from desktop.list_table import list_table
+from desktop.status_filter import checked, status_buttons
+from desktop.tasks import spawn
+from desktop.theme import STATUS_COLOURS, status_label
+from worker.job_queries import JobFilter, JobRow, StatusCounts
+from worker.models import Status
+
+log = logging.getLogger("jobdesk.console")
+
+TIME_RANGES = {"Any time": None, "Last hour": timedelta(hours=1), "Last 24 hours": timedelta(days=1),
+               "Last 7 days": timedelta(days=7)}
+COLUMN_WIDTHS = (80, 140, 130, 80, 50, 50, 80, 80, 80, 80, 200)
+
+
+class JobsTab(QWidget):
+    """Status buttons with capped counts, filter fields, and the paged live job table."""
+
+    selection_changed = Signal(list)  # the selected JobRows
+    message = Signal(str)  # something to tell the user in the status bar
+    query_failed = Signal(str)
+
+    def __init__(self, connection: ConsoleConnection) -> None:
+        super().__init__()
+        self.connection = connection
+        self.model = JobTableModel(connection.run)
+        self.model.failed.connect(self.query_failed)
+        self.model.loaded.connect(self._select_pending)
+        self.table = list_table(self.model, COLUMN_WIDTHS, multi_select=True)
+        self.table.setSortingEnabled(True)
+        self.table.horizontalHeader().setSortIndicator(COL_ID, Qt.SortOrder.DescendingOrder)
+        self.table.setItemDelegateForColumn(COL_STATUS, StatusChipDelegate(self.table))
+        self.table.selectionModel().selectionChanged.connect(self._selection_changed)
+        self._pending_select: str | None = None
+
+        filters = QHBoxLayout()
+        self.status_buttons = status_buttons({s: STATUS_COLOURS[s][0] for s in Status}, filters,
+                                             self.apply_filters)
+        filters.addStretch(1)
+        fields = QHBoxLayout()  # a second row, so the window still fits a 1280-pixel screen
+        self.type_edit = self._filter_edit("type", 110)
+        self.pipeline_edit = self._filter_edit("pipeline id", 110)
+        self.user_edit = self._filter_edit("user", 60)
+        self.search_edit = self._filter_edit("search id, type, error, input", 220)
+        self.time_combo = QComboBox()
+        self.time_combo.addItems(list(TIME_RANGES))
+        self.time_combo.currentIndexChanged.connect(self.apply_filters)
+        for widget in (self.type_edit, self.pipeline_edit, self.user_edit, self.time_combo):
+            fields.addWidget(widget)
+        fields.addWidget(self.search_edit, 1)
+
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 4, 0, 0)
+        layout.addLayout(filters)
+        layout.addLayout(fields)
+        layout.addWidget(self.table, 1)
+
+        self._debounce = QTimer(self, singleShot=True, interval=400)
+        self._debounce.timeout.connect(self.apply_filters)
+        self._counts_timer = QTimer(self, singleShot=True, interval=1000)
+        self._counts_timer.timeout.connect(lambda: spawn(self.refresh_counts(), "status-counts"))
+        self._clock = QTimer(self, interval=1000)
+        self._clock.timeout.connect(self._tick)
+        self._clock.start()
+        self._update_status_labels(StatusCounts())
+
+    def stop_timers(self) -> None:
+        for timer in (self._debounce, self._counts_timer, self._clock):
+            timer.stop()
+
+    # -- connection and live updates --------------------------------------------------------
+
+    def set_active(self, active: bool) -> None:
+        self.model.active = active
+        if active:
+            self.model.reload()
+            self._counts_timer.start(0)
+
+    def on_jobs_changed(self, ids: set[str] | None) -> None:
+        if ids is None:
+            self.model.reload()
+        else:
+            spawn(self._apply(ids), "apply-changes")
+        if not self._counts_timer.isActive():
+            self._counts_timer.start()
+
+    async def _apply(self, ids: set[str]) -> None:
+        try:
+            await self.model.apply_changes(ids)
+        except EXPECTED as exc:  # expected failures are messages; bugs reach the error hook
+            log.warning("live update failed: %s", exc)
+        self._selection_changed()
+
+    async def refresh_counts(self) -> None:
+        filt = self.model.filter
+        try:
+            counts = await self.connection.run(lambda jobs: jobs.status_counts(filt))
+        except EXPECTED as exc:  # expected failures are messages; bugs reach the error hook
+            log.warning("status counts failed: %s", exc)
+            return
+        self._update_status_labels(counts)
+
+    def _update_status_labels(self, counts: StatusCounts) -> None:
+        total = 0
+        exact = True
+        for status, button in self.status_buttons.items():
+            if status is None:
+                continue
+            n = counts.counts.get(status, 0)
+            total += n
+            exact &= counts.exact(status)
+            shown = f"{n:,}" + ("" if counts.exact(status) else "+")
+            button.setText(f"{status_label(status)} {shown}")
+            button.setToolTip("" if counts.exact(status) else f"at least {n:,} (counting stops there)")
+        self.status_buttons[None].setText(f"All {total:,}{'' if exact else '+'}")
+
+    def _tick(self) -> None:
+        self.model.now = datetime.now(UTC)
+        self.table.viewport().update()
+
+    # -- filters ----------------------------------------------------------------------------
+
+    def _filter_edit(self, placeholder: str, width: int) -> QLineEdit:
+        edit = QLineEdit()
+        edit.setPlaceholderText(placeholder)
+        edit.setClearButtonEnabled(True)
+        edit.setMinimumWidth(width)
+        edit.returnPressed.connect(self.apply_filters)
+        edit.textChanged.connect(lambda _t: self._debounce.start())
+        return edit
+
+    def current_filter(self) -> JobFilter:
+        statuses = checked(self.status_buttons)
+        user_text = self.user_edit.text().strip()
+        span = TIME_RANGES[self.time_combo.currentText()]
+        return JobFilter(statuses=statuses, type=self.type_edit.text().strip() or None,
+                         pipeline_id=self.pipeline_edit.text().strip() or None,
+                         user_id=int(user_text) if user_text.isdigit() else None,
+                         created_from=datetime.now(UTC) - span if span else None,
+                         search=self.search_edit.text().strip() or None)
+
+    def apply_filters(self) -> None:
+        if self.user_edit.text().strip() and not self.user_edit.text().strip().isdigit():
+            self.message.emit("user must be a number")
+            return
+        self.model.set_query(self.current_filter())
+        self._counts_timer.start(0)
+
+    def show_pipeline(self, pipeline_id: str) -> None:
+        """Narrow the table to one pipeline's jobs."""
+        self.pipeline_edit.setText(pipeline_id)
+        self.apply_filters()
+
+    # -- selection --------------------------------------------------------------------------
+
+    def selected_rows(self) -> list[JobRow]:
+        rows = sorted({i.row() for i in self.table.selectionModel().selectedRows()})
+        return [r for r in (self.model.row_at(i) for i in rows) if r is not None]
+
+    def select_job(self, job_id: str) -> bool:
+        """Select the job's row if the table shows it; False if it does not."""
+        row = self.model.row_of(job_id)
+        if row is None:
+            return False
+        self.table.selectRow(row)
+        self.table.scrollTo(self.model.index(row, 0))
+        return True
+
+    def select_when_shown(self, job_id: str, *, pipeline_id: str | None) -> None:
+        """Select a job that is not shown yet: narrow to its pipeline (or search for it) first."""
+        self._pending_select = job_id
+        if pipeline_id:
+            self.show_pipeline(pipeline_id)
+        else:
+            self.search_edit.setText(job_id)
+            self.apply_filters()
+
+    def _select_pending(self) -> None:
+        job_id = self._pending_select
+        if job_id is not None and self.model.row_of(job_id) is not None:
+            self._pending_select = None
+            self.select_job(job_id)
+
+    def _selection_changed(self, *_: Any) -> None:
+        self.selection_changed.emit(self.selected_rows())
+
