@@ -9,11 +9,12 @@ from worker.client import JobClient
 from worker.errors import IllegalTransition, InvalidJob, JobdeskError, JobNotFound, PermanentJobError
 from worker.models import Job, JobCreate, JobRecord, ProcessorResult, Status
 from worker.processor import BaseProcessor
+from worker.schedules import Schedule
 
 __version__ = "0.1.0"
 
 __all__ = [
     "BaseProcessor", "IllegalTransition", "InvalidJob", "Job", "JobClient", "JobCreate",
-    "JobNotFound", "JobRecord", "JobdeskError", "PermanentJobError", "ProcessorResult", "Status",
+    "JobNotFound", "JobRecord", "JobdeskError", "PermanentJobError", "ProcessorResult", "Schedule", "Status",
     "__version__",
 ]

@@ -18,9 +18,11 @@ import asyncpg
 from worker import __version__
 from worker.client import JobClient
 from worker.db import resolve_target
+from worker.durations import parse_duration
 from worker.errors import InvalidJob, JobdeskError
 from worker.models import JobRecord, Status, short_id
 from worker.pipeline_queries import PipelineFilter, PipelineStatus
+from worker.schedules import MISFIRE_POLICIES, OVERLAP_POLICIES, Schedule
 from worker.service import Attempt, migrate_database, prepare_schema
 from worker.settings import Settings, load_settings
 from worker.timefmt import relative, span
@@ -115,7 +117,38 @@ def build_parser() -> ArgumentParser:
     p.add_argument("id", metavar="ID")
     p.add_argument("action", metavar="ACTION", choices=list(WORKER_COMMANDS_LEGAL_FROM),
                    help=", ".join(WORKER_COMMANDS_LEGAL_FROM))
+    _schedule_parser(sub, common)
     return parser
+
+
+def _duration_arg(text: str) -> float:
+    try:
+        return parse_duration(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _schedule_parser(sub: Any, common: ArgumentParser) -> None:
+    p = sub.add_parser("schedule", parents=[common], help="periodic jobs: add, list, pause, resume, remove")
+    verbs = p.add_subparsers(dest="verb", metavar="VERB", parser_class=ArgumentParser, required=True)
+    add = verbs.add_parser("add", parents=[common], help="add a schedule")
+    add.add_argument("name", metavar="NAME")
+    rule = add.add_mutually_exclusive_group(required=True)
+    rule.add_argument("--cron", metavar="EXPR", help="a cron expression, like '0 2 * * *'")
+    rule.add_argument("--every", type=_duration_arg, metavar="DURATION", help="an interval, like 30s, 10m or 1h")
+    add.add_argument("--type", required=True, metavar="T", help="the job type to enqueue at each tick")
+    add.add_argument("--input", type=_json_arg, default={}, metavar="JSON", help="input_data of each job")
+    add.add_argument("--timezone", default="UTC", metavar="TZ", help="the cron expression's timezone (default UTC)")
+    add.add_argument("--misfire", choices=list(MISFIRE_POLICIES), default="skip",
+                     help="after downtime: skip missed ticks (default), run once, or run all (at most 100)")
+    add.add_argument("--overlap", choices=list(OVERLAP_POLICIES), default="allow",
+                     help="skip: no new job while the previous one is unfinished")
+    add.add_argument("--priority", type=int, default=0, help="higher runs first")
+    verbs.add_parser("list", parents=[common], help="list schedules with their next and last run")
+    for verb, what in (("pause", "pause a schedule"), ("resume", "resume a paused schedule"),
+                       ("remove", "remove a schedule"), ("jobs", "the jobs a schedule created, newest first")):
+        v = verbs.add_parser(verb, parents=[common], help=what)
+        v.add_argument("name", metavar="NAME")
 
 
 # -- output ---------------------------------------------------------------------------------
@@ -279,7 +312,7 @@ async def cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
 
 
 async def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
-    from worker.registry import instantiate, load_processor_classes
+    from worker.registry import declared_schedules, instantiate, load_processor_classes
     from worker.runner import Worker
 
     if args.concurrency is not None:
@@ -288,8 +321,12 @@ async def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
         settings.MAX_CONCURRENT_JOBS = args.concurrency
     modules = [*settings.JOB_PROCESSOR_MODULES, *args.processors]
     processors = instantiate(load_processor_classes(modules, settings.JOB_PROCESSOR_PATH))
+    declared = declared_schedules(modules, settings.JOB_PROCESSOR_PATH)
     target = resolve_target(settings)
     await prepare_schema(target.dsn, embedded=target.embedded)
+    if declared:
+        async with await JobClient.connect(target.dsn, settings=settings, source="worker", pool_size=2) as client:
+            await client.declare_schedules(declared)
     revive = None
     if target.embedded:
         from worker.embedded import embedded_server
@@ -403,11 +440,65 @@ async def cmd_cancel_pipeline(args: argparse.Namespace, settings: Settings) -> i
     return 0
 
 
+async def cmd_schedule(args: argparse.Namespace, settings: Settings) -> int:
+    client = await _client(settings)
+    try:
+        if args.verb == "add":
+            record = await client.add_schedule(Schedule(
+                name=args.name, type=args.type, input_data=args.input, cron=args.cron, every_s=args.every,
+                timezone=args.timezone, misfire=args.misfire, overlap=args.overlap, priority=args.priority))
+            records = [record]
+        elif args.verb == "list":
+            records = await client.schedules()
+        elif args.verb == "jobs":
+            ticks = await client.schedule_jobs(args.name)
+            if args.json:
+                _print_json([{"tick_at": t.tick_at.isoformat(), "job_id": t.job_id, "status": t.status}
+                             for t in ticks])
+            elif not ticks:
+                print(f"schedule {args.name} has created no job yet")
+            else:
+                _print_rows([("TICK", "JOB", "STATUS")] + [
+                    (f"{t.tick_at:%Y-%m-%d %H:%M:%S}Z", t.job_id or "(skipped: previous job unfinished)",
+                     t.status or "-") for t in ticks])
+            return 0
+        elif args.verb == "remove":
+            await client.remove_schedule(args.name)
+            if args.json:
+                _print_json({"removed": args.name})
+            else:
+                print(f"removed schedule {args.name}")
+            return 0
+        else:
+            records = [await (client.pause_schedule if args.verb == "pause" else client.resume_schedule)(args.name)]
+    finally:
+        await client.close()
+    if args.json:
+        _print_json([r.to_json() for r in records] if args.verb == "list" else records[0].to_json())
+        return 0
+    if args.verb in ("add", "pause", "resume"):
+        r = records[0]
+        when = "paused" if r.paused else f"next run {r.next_tick_at:%Y-%m-%d %H:%M:%S}Z ({relative(r.next_tick_at)})"
+        print(f"schedule {r.schedule.name} ({r.schedule.expression}, {r.schedule.timezone}): {when}")
+        return 0
+    if not records:
+        print("no schedules")
+        return 0
+    rows = [("NAME", "WHEN", "TIMEZONE", "TYPE", "NEXT RUN", "LAST RUN", "STATE")]
+    for r in records:
+        rows.append((r.schedule.name, r.schedule.expression, r.schedule.timezone, r.schedule.type,
+                     "-" if r.paused else f"{r.next_tick_at:%Y-%m-%d %H:%M:%S}Z",
+                     f"{r.last_tick_at:%Y-%m-%d %H:%M:%S}Z" if r.last_tick_at else "-",
+                     "paused" if r.paused else "active"))
+    _print_rows(rows)
+    return 0
+
+
 ASYNC_COMMANDS: dict[str, Callable[[argparse.Namespace, Settings], Coroutine[Any, Any, int]]] = {
     "migrate": cmd_migrate, "submit": cmd_submit, "jobs": cmd_jobs, "show": cmd_show,
     "cancel": cmd_action, "retry": cmd_action, "approve": cmd_action, "reject": cmd_action,
     "demo": cmd_demo, "worker": cmd_worker, "workers": cmd_workers, "worker-ctl": cmd_worker_ctl,
-    "pipelines": cmd_pipelines, "cancel-pipeline": cmd_cancel_pipeline,
+    "pipelines": cmd_pipelines, "cancel-pipeline": cmd_cancel_pipeline, "schedule": cmd_schedule,
 }
 
 

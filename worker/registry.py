@@ -9,8 +9,9 @@ from collections.abc import Iterable
 from importlib.metadata import entry_points
 from types import ModuleType
 
-from worker.errors import ProcessorLoadError
+from worker.errors import JobdeskError, ProcessorLoadError
 from worker.processor import BaseProcessor
+from worker.schedules import Schedule
 
 log = logging.getLogger(__name__)
 
@@ -77,3 +78,29 @@ def instantiate(classes: dict[str, type[BaseProcessor]]) -> dict[str, BaseProces
                                          f"{exc}") from exc
         out[job_type] = made[cls]
     return out
+
+
+def declared_schedules(modules: Iterable[str] = (), paths: Iterable[str] = ()) -> list[tuple[Schedule, str]]:
+    """The `SCHEDULES` of the entry-point and named processor modules, each with its module's
+    name; a worker starting with those modules upserts them."""
+    for folder in paths:
+        if folder not in sys.path:
+            sys.path.insert(0, folder)
+    sources: list[tuple[ModuleType, str]] = []
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        if ep.value not in BUILTIN_MODULES:
+            target = ep.load()
+            sources.append((target if isinstance(target, ModuleType) else sys.modules[target.__module__], ep.value))
+    sources += [(_import(name, "--processors"), name) for name in modules]
+    found: list[tuple[Schedule, str]] = []
+    for module, origin in sources:
+        declared = getattr(module, "SCHEDULES", [])
+        if not isinstance(declared, (list, tuple)) or not all(isinstance(s, Schedule) for s in declared):
+            raise ProcessorLoadError(f"{origin}: SCHEDULES must be a list of worker.Schedule")
+        for schedule in declared:
+            try:
+                schedule.check()
+            except JobdeskError as exc:
+                raise ProcessorLoadError(f"{origin}: {exc}") from None
+            found.append((schedule, origin))
+    return found

@@ -21,7 +21,7 @@ from typing import Any
 
 import asyncpg
 
-from worker import transitions
+from worker import scheduler, transitions
 from worker.alerts import job_failed
 from worker.db import CONNECTION_ERRORS, connect, create_pool
 from worker.errors import InvalidJob, JobdeskError, PermanentJobError
@@ -148,7 +148,8 @@ class Worker:
                            asyncio.create_task(self._pump(), name="jobdesk-pump-2"),
                            asyncio.create_task(self._flush_loop(), name="jobdesk-flush"),
                            asyncio.create_task(self._listener_watch(), name="jobdesk-listener"),
-                           asyncio.create_task(self.supervisor.run(), name="jobdesk-supervisor")]
+                           asyncio.create_task(self.supervisor.run(), name="jobdesk-supervisor"),
+                           asyncio.create_task(scheduler.run_loop(self.db_call, self._stop), name="jobdesk-scheduler")]
             for task in self._tasks:
                 task.add_done_callback(self._task_died)
             await self._stop.wait()

@@ -21,7 +21,7 @@ from typing import Any
 
 import asyncpg
 
-from worker import fleet, job_queries, pipeline_queries, transitions
+from worker import fleet, job_queries, pipeline_queries, scheduler, transitions
 from worker.db import connect, create_pool, resolve_target
 from worker.errors import DatabaseUnavailable, JobNotFound
 from worker.fleet import UnservedType, WorkerRecord
@@ -29,6 +29,8 @@ from worker.job_queries import JobFilter, JobRow, Page, StatusCounts
 from worker.migrations import Migration, migrate, pending_migrations
 from worker.models import JobCreate, JobRecord, Status
 from worker.pipeline_queries import GraphNode, PipelineFilter, PipelineRow
+from worker.scheduler import ScheduledJob, ScheduleRecord
+from worker.schedules import Schedule
 from worker.settings import Settings, load_settings
 
 
@@ -299,6 +301,46 @@ class JobService:
         return bool(await self.pool.fetchval(
             "SELECT has_table_privilege(current_user, 'jobs', 'UPDATE') "
             "AND NOT pg_is_in_recovery() AND current_setting('transaction_read_only') = 'off'"))
+
+    # -- schedules --------------------------------------------------------------------------
+
+    async def schedules(self) -> list[ScheduleRecord]:
+        async with self.pool.acquire() as conn:
+            return await scheduler.list_schedules(conn)
+
+    async def schedule_jobs(self, name: str, *, limit: int = 50) -> list[ScheduledJob]:
+        """The newest ticks of a schedule and the jobs they made."""
+        async with self.pool.acquire() as conn:
+            return await scheduler.jobs_of(conn, name, limit=limit)
+
+    async def add_schedule(self, schedule: Schedule) -> ScheduleRecord:
+        async with self.pool.acquire() as conn, conn.transaction():
+            record = await scheduler.add(conn, schedule, source=self.actor.source)
+            await transitions.audit(conn, self.actor, "add-schedule", schedule.name)
+        return record
+
+    async def declare_schedules(self, declared: Sequence[tuple[Schedule, str]]) -> None:
+        """Upsert the SCHEDULES processor modules declare (a worker does this as it starts)."""
+        async with self.pool.acquire() as conn, conn.transaction():
+            for schedule, origin in declared:
+                await scheduler.add(conn, schedule, source=origin, replace=True)
+
+    async def pause_schedule(self, name: str) -> ScheduleRecord:
+        return await self._set_paused(name, True)
+
+    async def resume_schedule(self, name: str) -> ScheduleRecord:
+        return await self._set_paused(name, False)
+
+    async def _set_paused(self, name: str, paused: bool) -> ScheduleRecord:
+        async with self.pool.acquire() as conn, conn.transaction():
+            record = await scheduler.set_paused(conn, name, paused)
+            await transitions.audit(conn, self.actor, "pause-schedule" if paused else "resume-schedule", name)
+        return record
+
+    async def remove_schedule(self, name: str) -> None:
+        async with self.pool.acquire() as conn, conn.transaction():
+            await scheduler.remove(conn, name)
+            await transitions.audit(conn, self.actor, "remove-schedule", name)
 
     # -- operator actions -------------------------------------------------------------------
 

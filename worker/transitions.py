@@ -484,6 +484,12 @@ async def _audit(conn: asyncpg.Connection, actor: Actor, action: str, job_ids: S
                        list(job_ids), reason)
 
 
+async def audit(conn: asyncpg.Connection, actor: Actor, action: str, reason: str | None = None,
+                job_ids: Sequence[str] = ()) -> None:
+    """Record an operator action that is not a job transition (on a schedule, say)."""
+    await _audit(conn, actor, action, job_ids, reason)
+
+
 _DOWNSTREAM = """
 WITH RECURSIVE down(id) AS (
     SELECT job_id FROM job_dependencies WHERE depends_on_id = ANY($1::text[])
