@@ -1,4 +1,4 @@
-"""The console window: banner, toolbar, the Jobs and Pipelines tabs, the detail pane and the
+"""The console window: banner, toolbar, the Jobs, Pipelines and Schedules tabs, the detail pane and the
 worker docks. It lays them out and connects their signals, all in `_connect`; each tab owns
 its own model, filters and state."""
 
@@ -27,6 +27,7 @@ from desktop.jobs.job_actions import JobActions
 from desktop.jobs.job_detail import JobDetail
 from desktop.jobs.jobs_tab import JobsTab
 from desktop.pipelines.pipelines_tab import PipelinesTab
+from desktop.schedules.schedules_tab import SchedulesTab
 from desktop.tasks import spawn
 from desktop.theme import icon
 from desktop.workers.workers_controller import WorkersController
@@ -51,6 +52,7 @@ class MainWindow(QMainWindow):
         self.detail = JobDetail()
         self.job_actions = JobActions(self, connection.run)
         self.pipelines = PipelinesTab(connection, self.job_actions)
+        self.schedules = SchedulesTab(connection)
         self.workers = WorkersController(self, connection)  # Workers dock, worker log, Launch worker
         self._detail_task: asyncio.Task[None] | None = None
 
@@ -65,6 +67,7 @@ class MainWindow(QMainWindow):
         self.tabs.setDocumentMode(True)
         self.tabs.addTab(self.jobs, "Jobs")
         self.tabs.addTab(self.pipelines, "Pipelines")
+        self.tabs.addTab(self.schedules, "Schedules")
         split = QSplitter(Qt.Orientation.Horizontal)
         split.addWidget(self.tabs)
         split.addWidget(self.detail)
@@ -122,6 +125,8 @@ class MainWindow(QMainWindow):
         self.pipelines.pipeline_jobs_requested.connect(self.show_pipeline)
         self.pipelines.job_activated.connect(self.activate_job)
         self.pipelines.message.connect(self._show_message)
+        self.schedules.job_activated.connect(self.activate_job)
+        self.schedules.message.connect(self._show_message)
         self.workers.job_link_clicked.connect(self.select_job)
         self.workers.message.connect(self._show_message)
         self.tabs.currentChanged.connect(lambda _i: self._sync_actions())
@@ -143,6 +148,7 @@ class MainWindow(QMainWindow):
     def stop_timers(self) -> None:
         self.workers.stop()
         self.jobs.stop_timers()
+        self.schedules.stop_timers()
 
     # -- connection -------------------------------------------------------------------------
 
@@ -153,16 +159,19 @@ class MainWindow(QMainWindow):
         self.job_actions.set_connected(True)
         self.jobs.set_active(True)
         self.pipelines.set_active(True)
+        self.schedules.set_active(True)
 
     def _on_disconnected(self, reason: str) -> None:
         self._set_banner(f"disconnected, retrying… ({reason})", "disconnected")
         self.job_actions.set_connected(False)
         self.jobs.set_active(False)
         self.pipelines.set_active(False)
+        self.schedules.set_active(False)
 
     def _on_writable(self, writable: bool) -> None:
         self.job_actions.set_read_only(not writable)
         self.pipelines.update_enabled()
+        self.schedules.set_active(self.connection.is_connected)
         self.read_only_action.setVisible(not writable)
         title = self.windowTitle().removesuffix(" (read-only)")
         self.setWindowTitle(title + ("" if writable else " (read-only)"))

@@ -47,6 +47,28 @@ class RowsTableModel(QAbstractTableModel):
     def row_at(self, row: int) -> Any | None:
         return self._rows[row] if 0 <= row < len(self._rows) else None
 
+    def apply_diff(self, diff: Diff[Any]) -> None:
+        """Apply a live-update diff with row-level signals: removals, in-place updates, inserts."""
+        for first, last in _runs(diff.removals):
+            self.beginRemoveRows(QModelIndex(), first, last)
+            del self._rows[first:last + 1]
+            self.endRemoveRows()
+        if diff.removals:
+            self._reindexed(0)
+        last_column = max(0, self.columnCount() - 1)
+        for position, row in diff.updates:
+            self._rows[position] = row
+            self.dataChanged.emit(self.index(position, 0), self.index(position, last_column))
+        for position, block in diff.inserts:
+            self.beginInsertRows(QModelIndex(), position, position + len(block) - 1)
+            self._rows[position:position] = block
+            self.endInsertRows()
+        if diff.inserts:
+            self._reindexed(min(position for position, _ in diff.inserts))
+
+    def _reindexed(self, start: int) -> None:
+        """Rows from `start` on moved (a keyed subclass updates its index)."""
+
 
 class PagedTableModel(RowsTableModel):
     loaded = Signal()  # a page or a refresh arrived
@@ -133,24 +155,8 @@ class PagedTableModel(RowsTableModel):
         self._has_more = has_more
         self.loaded.emit()
 
-    def apply_diff(self, diff: Diff[Any]) -> None:
-        """Apply a live-update diff with row-level signals: removals, in-place updates, inserts."""
-        for first, last in _runs(diff.removals):
-            self.beginRemoveRows(QModelIndex(), first, last)
-            del self._rows[first:last + 1]
-            self.endRemoveRows()
-        if diff.removals:
-            self._reindex()
-        last_column = max(0, self.columnCount() - 1)
-        for position, row in diff.updates:
-            self._rows[position] = row
-            self.dataChanged.emit(self.index(position, 0), self.index(position, last_column))
-        for position, block in diff.inserts:
-            self.beginInsertRows(QModelIndex(), position, position + len(block) - 1)
-            self._rows[position:position] = block
-            self.endInsertRows()
-        if diff.inserts:
-            self._reindex(min(position for position, _ in diff.inserts))
+    def _reindexed(self, start: int) -> None:
+        self._reindex(start)
 
     def _reindex(self, start: int = 0) -> None:
         if start == 0:

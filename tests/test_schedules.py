@@ -61,7 +61,8 @@ def test_misfire_policies_after_downtime() -> None:
     assert due_ticks(every(10, misfire="all"), T0, now)[0] == [T0 + timedelta(seconds=10 * k) for k in range(10)]
     far = T0 + timedelta(seconds=1000.7)
     run, _ = due_ticks(every(1, misfire="all"), T0, far)
-    assert len(run) == 100 and run[0] == T0 + timedelta(seconds=901) and run[-1] == T0 + timedelta(seconds=1000)
+    assert len(run) == 101 and run[0] == T0 + timedelta(seconds=900) and run[-1] == T0 + timedelta(seconds=1000), \
+        "the newest 100 missed ticks, then the current one"
     run, _ = due_ticks(every(1, misfire="all"), T0, T0 + timedelta(seconds=5.2))
     assert run == [T0 + timedelta(seconds=k) for k in range(6)], "missed ones, then the one on time"
     assert due_ticks(every(1, misfire="skip"), T0, T0 + timedelta(seconds=5.2))[0] == [T0 + timedelta(seconds=5)]

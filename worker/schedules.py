@@ -21,7 +21,9 @@ from worker.errors import InvalidJob
 MISFIRE_POLICIES = ("skip", "once", "all")
 OVERLAP_POLICIES = ("allow", "skip")
 MAX_CATCH_UP = 100  # `misfire all` runs at most this many missed ticks
-ON_TIME_GRACE_S = 10.0  # a tick fired this late (or half a period late, if shorter) still counts as on time
+# A tick fired this late still counts as on time: half a period, but at least 2 s (a busy worker
+# is not down) and at most 10 s.
+ON_TIME_MIN_S, ON_TIME_MAX_S = 2.0, 10.0
 
 
 @dataclass
@@ -112,7 +114,7 @@ def due_ticks(schedule: Schedule, pending_from: datetime, now: datetime) -> tupl
     """Which ticks from `pending_from` (the first tick not handled yet) up to `now` get a job,
     oldest first, and the next tick to wait for.
 
-    The newest due tick is on time when it is late by at most half a period (at most 10 s); the
+    The newest due tick is on time when it is late by at most half a period (2 to 10 s); the
     others were missed while no worker ran. `skip` drops missed ticks, `once` runs the newest
     missed one as a single catch-up, `all` runs each (the newest 100).
     """
@@ -123,7 +125,7 @@ def due_ticks(schedule: Schedule, pending_from: datetime, now: datetime) -> tupl
     if not due:
         return [], following
     newest = due[0]
-    grace = min(ON_TIME_GRACE_S, (following - newest).total_seconds() / 2)
+    grace = min(ON_TIME_MAX_S, max(ON_TIME_MIN_S, (following - newest).total_seconds() / 2))
     on_time = [newest] if (now - newest).total_seconds() <= grace else []
     missed = due[len(on_time):]
     if schedule.misfire == "skip":

@@ -18,6 +18,7 @@ from worker.processors.builtin import PROCESSOR_MAP as BUILTIN
 from worker.processors.demo_video import PROCESSOR_MAP as DEMO
 from worker.processors.demo_video import demo_pipeline
 from worker.runner import Worker
+from worker.schedules import Schedule
 from worker.service import JobService
 from worker.settings import load_settings
 
@@ -54,6 +55,11 @@ async def showcase(dsn: str) -> AsyncIterator[None]:
         await task
         await jobs.enqueue_many([JobCreate("sleep", {"seconds": 600}) for _ in range(2)])
         await jobs.enqueue_many([JobCreate("pdf.render", {"doc": f"invoice-{i}"}) for i in range(3)])
+        await jobs.add_schedule(Schedule(name="nightly-report", type="echo", cron="0 2 * * *",
+                                         timezone="Europe/Berlin", input_data={"report": "daily"}))
+        await jobs.add_schedule(Schedule(name="cache-warmup", type="noop", every_s=900))
+        await jobs.add_schedule(Schedule(name="heartbeat", type="echo", every_s=1, input_data={"ping": True}))
+        await jobs.pause_schedule("cache-warmup")
     served = {t: c() for t, c in {**BUILTIN, **DEMO}.items()}  # the blocked stages stay blocked
     sleeper = Worker(settings, dsn, served, worker_id=RUNNING_WORKER)
     sleeping = asyncio.create_task(sleeper.run())

@@ -1,0 +1,99 @@
+"""Rows of the Schedules tab: every schedule, by name, and the ticks of the selected one."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from PySide6.QtCore import Qt
+
+from desktop.live_diff import diff_rows
+from desktop.table_model import Index, RowsTableModel
+from worker.models import short_id
+from worker.scheduler import ScheduledJob, ScheduleRecord
+from worker.timefmt import relative
+
+COLUMNS = ["Name", "When", "Timezone", "Type", "Next run", "Last run", "State"]
+COL_NAME, COL_WHEN, COL_ZONE, COL_TYPE, COL_NEXT, COL_LAST, COL_STATE = range(len(COLUMNS))
+TICK_COLUMNS = ["Tick", "Job", "Status"]
+
+
+def _when(at: datetime | None, now: datetime) -> str:
+    if at is None:
+        return "—"
+    local = at.astimezone()
+    shown = f"{local:%H:%M:%S}" if local.date() == now.astimezone().date() else f"{local:%b %d %H:%M}"
+    return f"{shown} ({relative(at, now)})"
+
+
+class ScheduleTableModel(RowsTableModel):
+    headers = COLUMNS
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._rows: list[ScheduleRecord] = []
+        self.now = datetime.now(UTC)
+
+    def row_of(self, name: str) -> int | None:
+        return next((i for i, r in enumerate(self._rows) if r.schedule.name == name), None)
+
+    def set_schedules(self, records: list[ScheduleRecord]) -> None:
+        """Show a new read, row by row, so that the selection stays on its schedule."""
+        self.now = datetime.now(UTC)
+        old = {r.schedule.name for r in self._rows}
+        fresh = {r.schedule.name: r for r in records}
+        self.apply_diff(diff_rows(self._rows, old | set(fresh), fresh, key=lambda r: r.schedule.name,
+                                  sort_key=lambda r: r.schedule.name, descending=False))
+
+    def tick(self) -> None:
+        self.now = datetime.now(UTC)
+        if self._rows:
+            self.dataChanged.emit(self.index(0, COL_NEXT), self.index(len(self._rows) - 1, COL_LAST),
+                                  [Qt.ItemDataRole.DisplayRole])
+
+    def data(self, index: Index, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
+        record = self.row_at(index.row()) if index.isValid() else None
+        if record is None or role != Qt.ItemDataRole.DisplayRole:
+            return None
+        s, col = record.schedule, index.column()
+        if col == COL_NAME:
+            return s.name
+        if col == COL_WHEN:
+            return s.expression
+        if col == COL_ZONE:
+            return s.timezone
+        if col == COL_TYPE:
+            return s.type
+        if col == COL_NEXT:
+            return "—" if record.paused else _when(record.next_tick_at, self.now)
+        if col == COL_LAST:
+            return _when(record.last_tick_at, self.now)
+        return "‖ paused" if record.paused else "▶ active"
+
+
+class TickTableModel(RowsTableModel):
+    headers = TICK_COLUMNS
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._rows: list[ScheduledJob] = []
+
+    def set_ticks(self, ticks: list[ScheduledJob]) -> None:
+        self.beginResetModel()
+        self._rows = list(ticks)
+        self.endResetModel()
+
+    def data(self, index: Index, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
+        tick = self.row_at(index.row()) if index.isValid() else None
+        if tick is None:
+            return None
+        if role == Qt.ItemDataRole.UserRole:
+            return tick.job_id
+        if role != Qt.ItemDataRole.DisplayRole:
+            return None
+        col = index.column()
+        if col == 0:
+            return f"{tick.tick_at.astimezone():%Y-%m-%d %H:%M:%S}"
+        if col == 1:
+            return short_id(tick.job_id) if tick.job_id else "skipped: previous job unfinished"
+        return tick.status or ("—" if tick.job_id is None else "pruned")
