@@ -79,3 +79,30 @@ CREATE TRIGGER jobs_before_insert BEFORE INSERT ON jobs
     FOR EACH ROW
     WHEN (NEW.dependent_on_jobs <> '[]'::jsonb OR NEW.pending_deps <> 0 OR NEW.next_retry_at IS NOT NULL)
     EXECUTE FUNCTION jobdesk_jobs_before_insert();
+
+-- One statement-level trigger for inserts instead of two: the same notifications, on the same
+-- channels, once per statement (`jobdesk_job_changes` with the ids, then `jobdesk_new_jobs`),
+-- at half the trigger calls. A backend that enqueues with one INSERT per row pays this per row.
+CREATE FUNCTION jobdesk_notify_inserted_jobs() RETURNS trigger
+LANGUAGE plpgsql AS $$
+DECLARE
+    changed integer;
+    ids     text;
+BEGIN
+    SELECT count(*), string_agg(id, ',') INTO changed, ids
+      FROM (SELECT id FROM changed_rows LIMIT 151) c;
+    IF changed = 0 THEN
+        PERFORM pg_notify('jobdesk_new_jobs', '');
+    ELSE
+        -- NOTIFY payloads are limited to 8000 bytes: 150 ids of 36 characters fit comfortably.
+        PERFORM pg_notify('jobdesk_job_changes', CASE WHEN changed > 150 THEN '*' ELSE ids END),
+                pg_notify('jobdesk_new_jobs', '');
+    END IF;
+    RETURN NULL;
+END $$;
+
+DROP TRIGGER jobs_notify_insert ON jobs;
+DROP TRIGGER jobs_notify_changes_insert ON jobs;
+CREATE TRIGGER jobs_notify_changes_insert AFTER INSERT ON jobs
+    REFERENCING NEW TABLE AS changed_rows
+    FOR EACH STATEMENT EXECUTE FUNCTION jobdesk_notify_inserted_jobs();

@@ -168,3 +168,23 @@ async def test_a_retry_starts_within_the_poll_interval_of_its_time(conn: asyncpg
         first, second = processor.starts[job_id]
         assert due - first >= 0.6
         assert -0.01 <= second - due <= poll + 0.05, (job_id, second - due)
+
+
+async def test_each_insert_statement_notifies_once_on_both_channels(conn: asyncpg.Connection, dsn: str) -> None:
+    listener = await connect(dsn)
+    heard: list[tuple[str, str]] = []
+    for channel in ("jobdesk_new_jobs", "jobdesk_job_changes"):
+        await listener.add_listener(channel, lambda *args: heard.append((args[2], args[3])))
+    try:
+        await conn.executemany("INSERT INTO jobs (id, type, input_data) VALUES ($1, 'a', '{}')", [("r1",), ("r2",)])
+        await conn.execute("INSERT INTO jobs (id, type, input_data) SELECT 'm' || g, 'a', '{}' "
+                           "FROM generate_series(1, 200) g")
+        await conn.execute("INSERT INTO jobs (type, input_data) SELECT 'a', '{}' WHERE false")
+        await wait_for(lambda: asyncio.sleep(0.05, len(heard) >= 6), what="the notifications")
+        await asyncio.sleep(0.1)
+    finally:
+        await listener.close()
+    # executemany runs in one transaction, where PostgreSQL folds identical notifications.
+    assert heard == [("jobdesk_job_changes", "r1"), ("jobdesk_new_jobs", ""), ("jobdesk_job_changes", "r2"),
+                     ("jobdesk_job_changes", "*"), ("jobdesk_new_jobs", ""),
+                     ("jobdesk_new_jobs", "")]
