@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test venv worker demo db bench bench-console bench-dag bench-pipelines lint clean screenshots dist
+.PHONY: run test venv worker demo db bench bench-backlog bench-enqueue bench-console bench-dag bench-pipelines lint clean screenshots dist
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -40,6 +40,14 @@ db: $(STAMP)
 ## bench: throughput and latency of the engine (prints figures)
 bench: $(STAMP)
 	$(PY) benchmarks/engine_bench.py
+
+## bench-backlog: a worker's throughput behind jobs it cannot take, as shares of a clean run (prints figures)
+bench-backlog: $(STAMP)
+	$(PY) benchmarks/backlog_bench.py
+
+## bench-enqueue: bulk enqueue by per-row SQL INSERTs and by JobClient.enqueue_many (prints figures)
+bench-enqueue: $(STAMP)
+	$(PY) benchmarks/enqueue_bench.py
 
 ## bench-console: the console over a million jobs while a worker is busy (prints figures)
 bench-console: $(STAMP)

@@ -109,8 +109,8 @@ async def throughput(server_dsn: str, n: int, history: bool) -> dict[str, float]
         try:
             while True:
                 # Both counts walk small partial indexes only, whatever the history holds.
-                left = await conn.fetchval("SELECT count(*) FROM jobs WHERE status = 'queued' "
-                                           "AND pending_deps = 0 AND is_active AND type = 'bench.noop'")
+                left = await conn.fetchval("SELECT count(*) FROM jobs WHERE status = 'queued' AND pending_deps = 0 "
+                                           "AND is_active AND run_at IS NULL AND type = 'bench.noop'")
                 running = await conn.fetchval("SELECT count(*) FROM jobs WHERE status = 'in_progress'")
                 if left == 0 and running == 0:
                     break

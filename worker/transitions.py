@@ -10,6 +10,7 @@ otherwise.
 
 from __future__ import annotations
 
+import functools
 import getpass
 import json
 import logging
@@ -147,36 +148,89 @@ async def enqueue(conn: asyncpg.Connection, jobs: Sequence[JobCreate]) -> list[s
 
 # -- worker side ----------------------------------------------------------------------------
 
-# The runnable jobs a worker may claim ($2: its types, $3: how many), oldest first, locked.
-# Runnable rows are exactly those of jobs_claimable_idx, so blocked and finished rows cost nothing.
-_PICK = """
-SELECT id FROM jobs
- WHERE status = 'queued' AND pending_deps = 0 AND is_active
-   AND (next_retry_at IS NULL OR next_retry_at <= now())
-   AND type = ANY($2::text[])
- ORDER BY priority DESC, seq
- LIMIT $3
-   FOR UPDATE SKIP LOCKED
-"""
+# How a claim finds its jobs. Runnable jobs are in jobs_ready_idx by type, in claim order: each
+# type the worker serves is one short index walk (its own LIMIT keeps it bounded whatever the
+# planner thinks of the statistics), the walks are merged in (priority, seq) order, and rows
+# are locked one by one by ctid as the merge yields them (SKIP LOCKED), until enough are held.
+# Types nobody here serves are never read. Jobs whose run_at has come are taken from
+# jobs_waiting_idx by the same statement: those of the worker's types compete in the same
+# order, the others are made runnable (run_at cleared) for the workers that serve them. When
+# nothing is due, that costs one index entry, however many jobs wait.
+_READY = "status = 'queued' AND pending_deps = 0 AND is_active AND run_at IS NULL"
+_WAITING = "status = 'queued' AND pending_deps = 0 AND is_active AND run_at IS NOT NULL"
+UNION_MAX_TYPES = 32  # above this, one lateral walk per type instead of a statement per type count
+DUE_BATCH = 1000  # due jobs a claim makes runnable at most; the next claim takes the rest
 
-# Completes the jobs a worker finished and claims more, in one statement and one commit.
-_EXCHANGE = """
-WITH done AS (
+
+def _candidates(n_types: int) -> str:
+    """Runnable jobs of the worker's types ($2), best first, each walk at most $4 long."""
+    if n_types <= UNION_MAX_TYPES:
+        walks = "\n  UNION ALL\n  ".join(
+            f"(SELECT ctid AS tid, priority, seq FROM jobs WHERE type = ($2::text[])[{i}] AND {_READY}"
+            f" ORDER BY priority DESC, seq LIMIT $4)" for i in range(1, max(n_types, 1) + 1))
+        return f"SELECT * FROM (\n  {walks}\n) walks ORDER BY priority DESC, seq"
+    return (f"SELECT c.* FROM unnest($2::text[]) AS t(type) CROSS JOIN LATERAL ("
+            f"SELECT ctid AS tid, priority, seq FROM jobs WHERE jobs.type = t.type AND {_READY}"
+            f" ORDER BY priority DESC, seq LIMIT $4) c ORDER BY c.priority DESC, c.seq")
+
+
+def _pick(n_types: int) -> str:
+    """CTEs `due`, `picked` and `promoted`: the ids to claim ($3 at most), locked."""
+    return f"""
+due AS (
+    SELECT id, type, priority, seq FROM jobs
+     WHERE {_WAITING} AND run_at <= now()
+     ORDER BY run_at LIMIT {DUE_BATCH}
+       FOR UPDATE SKIP LOCKED
+), ready AS (
+    SELECT r.id, c.priority, c.seq
+      FROM ({_candidates(n_types)}) c
+     CROSS JOIN LATERAL (SELECT id FROM jobs WHERE ctid = c.tid AND {_READY}
+                           FOR UPDATE SKIP LOCKED) r
+     LIMIT $3
+), picked AS (
+    SELECT id FROM (SELECT id, priority, seq FROM ready
+                    UNION ALL
+                    SELECT id, priority, seq FROM due WHERE type = ANY($2::text[])) p
+     ORDER BY priority DESC, seq LIMIT $3
+), promoted AS (
+    UPDATE jobs SET run_at = NULL
+     WHERE id = ANY(ARRAY(SELECT id FROM due EXCEPT SELECT id FROM picked))
+    RETURNING id
+)"""
+
+
+_CLAIM_SET = """status = 'in_progress', worker_id = $1, attempts = j.attempts + 1, run_at = NULL,
+           started_at = now(), updated_at = now()"""
+_CLAIM_RETURNING = """j.id, j.type, j.input_data, j.user_id, j.pipeline_id, j.retry_count, j.attempts,
+              j.priority, j.seq"""
+
+
+_DONE = """
     UPDATE jobs AS j
        SET status = 'completed', result_data = u.result::jsonb, completed_at = now(), updated_at = now(),
            error_message = NULL, next_retry_at = NULL, worker_id = NULL
-      FROM unnest($4::text[], $5::text[], $6::int[]) AS u(id, result, attempt)
+      FROM unnest(${ids}::text[], ${results}::text[], ${attempts}::int[]) AS u(id, result, attempt)
      WHERE j.id = u.id AND j.worker_id = $1 AND j.attempts = u.attempt
        AND j.status = 'in_progress' AND j.is_active
-    RETURNING j.id
-), picked AS (""" + _PICK + """), claimed AS (
+    RETURNING j.id"""
+
+# Records plain results without claiming (a worker that stops, or results with next jobs).
+_COMPLETE = _DONE.replace("${ids}", "$2").replace("${results}", "$3").replace("${attempts}", "$4") + \
+    " AS id, false AS claimed"
+
+
+@functools.lru_cache(maxsize=64)
+def _exchange_sql(n_types: int) -> str:
+    """Completes the jobs a worker finished and claims more, in one statement and one commit."""
+    done = _DONE.replace("${ids}", "$5").replace("${results}", "$6").replace("${attempts}", "$7")
+    return f"""
+WITH done AS ({done}
+), {_pick(n_types).strip()}, claimed AS (
     UPDATE jobs AS j
-       SET status = 'in_progress', worker_id = $1, attempts = j.attempts + 1,
-           started_at = now(), updated_at = now()
-      FROM picked
-     WHERE j.id = picked.id
-    RETURNING j.id, j.type, j.input_data, j.user_id, j.pipeline_id, j.retry_count, j.attempts,
-              j.priority, j.seq
+       SET {_CLAIM_SET}
+     WHERE j.id = ANY(ARRAY(SELECT id FROM picked))
+    RETURNING {_CLAIM_RETURNING}
 )
 SELECT false AS claimed, d.id, NULL::varchar AS type, NULL::jsonb AS input_data, NULL::int AS user_id,
        NULL::varchar AS pipeline_id, 0 AS retry_count, 0 AS attempts, 0 AS priority, 0::bigint AS seq
@@ -192,18 +246,23 @@ SELECT true, c.id, c.type, c.input_data, c.user_id, c.pipeline_id, c.retry_count
 # commits asynchronously: losing a claim in a server crash only puts the job back in the
 # queue, where it is claimed again, exactly as if the worker had crashed. Every statement that
 # records a result commits durably.
-_CLAIM = """
+@functools.lru_cache(maxsize=64)
+def _claim_sql(n_types: int) -> str:
+    return f"""
 WITH async_commit AS (
     SELECT set_config('synchronous_commit', 'off', true) AS setting
-)
+), {_pick(n_types).strip()}
 UPDATE jobs AS j
-   SET status = 'in_progress', worker_id = $1, attempts = j.attempts + 1,
-       started_at = now(), updated_at = now()
-  FROM (""" + _PICK + """) AS picked
- WHERE j.id = picked.id AND (SELECT setting FROM async_commit) = 'off'
-RETURNING true AS claimed, j.id, j.type, j.input_data, j.user_id, j.pipeline_id, j.retry_count,
-          j.attempts, j.priority, j.seq
+   SET {_CLAIM_SET}
+ WHERE j.id = ANY(ARRAY(SELECT id FROM picked)) AND (SELECT setting FROM async_commit) = 'off'
+RETURNING true AS claimed, {_CLAIM_RETURNING}
 """
+
+
+def _walk_limit(limit: int) -> int:
+    """How far each type's walk may go: past rows that other claims hold (SKIP LOCKED), such as
+    the other pump's of the same worker, without reading a whole type's backlog."""
+    return 4 * limit + 8
 
 
 async def complete_and_claim(conn: asyncpg.Connection, worker_id: str, types: Sequence[str], limit: int,
@@ -213,12 +272,16 @@ async def complete_and_claim(conn: asyncpg.Connection, worker_id: str, types: Se
 
     A finished job this worker no longer owns (or that was cancelled) is not completed.
     """
-    if finished:
-        rows = await conn.fetch(_EXCHANGE, worker_id, list(types), limit,
+    types = list(types)
+    if finished and (limit <= 0 or not types):
+        rows = await conn.fetch(_COMPLETE, worker_id, [j.id for j, _ in finished],
+                                [_dumps(r.result_data) for _, r in finished], [j.attempt for j, _ in finished])
+    elif finished:
+        rows = await conn.fetch(_exchange_sql(len(types)), worker_id, types, limit, _walk_limit(limit),
                                 [j.id for j, _ in finished], [_dumps(r.result_data) for _, r in finished],
                                 [j.attempt for j, _ in finished])
-    elif limit > 0:
-        rows = await conn.fetch(_CLAIM, worker_id, list(types), limit)
+    elif limit > 0 and types:
+        rows = await conn.fetch(_claim_sql(len(types)), worker_id, types, limit, _walk_limit(limit))
     else:
         return set(), []
     written = {r["id"] for r in rows if not r["claimed"]}
@@ -286,6 +349,7 @@ WITH upd AS (
     UPDATE jobs
        SET status = $4::text, retry_count = $5,
            next_retry_at = CASE WHEN $4::text = 'queued' THEN now() + make_interval(secs => $6) END,
+           run_at = CASE WHEN $4::text = 'queued' AND $6 > 0 THEN now() + make_interval(secs => $6) END,
            error_message = $7, updated_at = now(), worker_id = NULL
      WHERE id = $1 AND worker_id = $2 AND attempts = $3 AND status = 'in_progress'
     RETURNING id, started_at
@@ -420,6 +484,8 @@ WITH victims AS (
                               THEN v.retry_count + 1 ELSE v.retry_count END,
            next_retry_at = CASE WHEN v.is_active AND v.retry_count < cardinality($3::float8[])
                                 THEN now() + make_interval(secs => ($3::float8[])[v.retry_count + 1]) END,
+           run_at = CASE WHEN v.is_active AND v.retry_count < cardinality($3::float8[])
+                         THEN now() + make_interval(secs => ($3::float8[])[v.retry_count + 1]) END,
            error_message = 'worker lost', worker_id = NULL, updated_at = now()
       FROM victims v
      WHERE j.id = v.id
@@ -537,7 +603,7 @@ async def retry(conn: asyncpg.Connection, job_ids: Sequence[str], actor: Actor) 
         rows = await _lock_and_check(conn, "retry", job_ids)
         ids = [r["id"] for r in rows]
         await conn.execute("""
-            UPDATE jobs SET status = 'queued', is_active = true, retry_count = 0, next_retry_at = NULL,
+            UPDATE jobs SET status = 'queued', is_active = true, retry_count = 0, next_retry_at = NULL, run_at = NULL,
                             error_message = NULL, completed_at = NULL, worker_id = NULL, updated_at = now()
              WHERE id = ANY($1::text[])""", ids)
         await _audit(conn, actor, "retry", ids)

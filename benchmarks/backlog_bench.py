@@ -1,0 +1,169 @@
+"""Backlog benchmark: a worker's throughput on its own type with jobs it cannot take ahead of it.
+
+    python benchmarks/backlog_bench.py [--jobs 20000] [--backlog 100000] [--runs 1]
+
+Each case runs on a fresh database of a private embedded PostgreSQL (durable settings): the
+backlog is inserted first, so that it sits ahead of the worker's jobs in enqueue order, then
+`VACUUM ANALYZE` (except in the stale-statistics case), then N no-op jobs of the worker's types,
+CHECKPOINT, and one `jobdesk worker` (MAX_CONCURRENT_JOBS=10) is launched; jobs/s = N /
+(all N completed - launch). Cases, each also shown as a share of the same run's baseline:
+
+* baseline: nothing ahead;
+* unserved: 100,000 queued jobs of a type no live worker serves;
+* unserved x50: the same 100,000 spread over 50 unserved types;
+* retry in 1 h: 100,000 queued jobs of the worker's own type waiting for a retry an hour away;
+* 20 types: a worker serving 20 types (the N jobs spread over them) behind all of the above
+  at once (100,000 unserved over 50 types and 100,000 future retries);
+* stale stats: the 20-type case again, but the statistics were taken on the empty table, so
+  the planner never saw the backlog.
+
+Autovacuum is off for `jobs` in every case (`--autovacuum` leaves it on): a vacuum of the
+backlog's table during a run of a few seconds costs the same whatever the claim does, and on
+two cores it would blur what is measured here, the claim.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import asyncpg
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.engine_bench import stop_worker, worker_env  # noqa: E402
+from tests import pg  # noqa: E402
+
+PROCESSORS = "benchmarks.bench_processors"
+MANY_TYPES = 20  # bench.noop plus 19 bench.extra.N types, see bench_processors
+
+
+async def add_unserved(conn: asyncpg.Connection, n: int, types: int) -> None:
+    await conn.execute("""
+        INSERT INTO jobs (type, user_id, input_data)
+        SELECT 'bench.unserved.' || (g % $2), 1, '{}'::jsonb FROM generate_series(1, $1) g""", n, types)
+
+
+async def add_future_retries(conn: asyncpg.Connection, n: int) -> None:
+    await conn.execute("""
+        INSERT INTO jobs (type, user_id, input_data, retry_count, next_retry_at, error_message)
+        SELECT 'bench.noop', 1, '{}'::jsonb, 1, now() + interval '1 hour', 'boom'
+          FROM generate_series(1, $1)""", n)
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    backlog: Callable[[asyncpg.Connection, int], Awaitable[None]] | None
+    types: int = 1  # how many types the worker's jobs are spread over (and it serves)
+    stale: bool = False
+
+
+async def _both(conn: asyncpg.Connection, n: int) -> None:
+    await add_unserved(conn, n, 50)
+    await add_future_retries(conn, n)
+
+
+CASES = [
+    Case("baseline", None),
+    Case("unserved", lambda c, n: add_unserved(c, n, 1)),
+    Case("unserved x50", lambda c, n: add_unserved(c, n, 50)),
+    Case("retry in 1 h", add_future_retries),
+    Case("20 types", _both, types=MANY_TYPES),
+    Case("stale stats", _both, types=MANY_TYPES, stale=True),
+]
+
+
+def job_types(count: int) -> list[str]:
+    return ["bench.noop", *(f"bench.extra.{i}" for i in range(1, count))]
+
+
+async def run_case(server_dsn: str, case: Case, n: int, backlog: int, autovacuum: bool = False) -> float:
+    dsn = await pg.create_test_database(server_dsn)
+    conn = await asyncpg.connect(dsn)
+    try:
+        if not autovacuum or case.stale:
+            await conn.execute("ALTER TABLE jobs SET (autovacuum_enabled = false)")
+        if case.stale:
+            await conn.execute("ANALYZE jobs")
+        if case.backlog is not None:
+            await case.backlog(conn, backlog)
+            if not case.stale:
+                await conn.execute("VACUUM ANALYZE jobs")
+        mark = await conn.fetchval("SELECT COALESCE(max(seq), 0) FROM jobs")
+        await conn.execute("""
+            INSERT INTO jobs (type, user_id, input_data)
+            SELECT ($2::text[])[1 + g % cardinality($2::text[])], 1, '{}'::jsonb
+              FROM generate_series(1, $1) g""", n, job_types(case.types))
+        await conn.execute("CHECKPOINT")
+        env = worker_env(dsn)
+        env["BENCH_TYPES"] = str(MANY_TYPES)
+        start = time.time()
+        proc = subprocess.Popen([sys.executable, "-m", "worker.cli", "worker", "--processors", PROCESSORS],
+                                env=env, cwd=ROOT)
+        try:
+            while True:
+                left = await conn.fetchval("SELECT count(*) FROM jobs WHERE status IN ('queued', 'in_progress') "
+                                           "AND seq > $1", mark)
+                if left == 0:
+                    break
+                if proc.poll() is not None:
+                    raise RuntimeError(f"worker exited with {proc.returncode}")
+                if time.time() - start > 600:
+                    raise RuntimeError(f"{left} jobs left after 600 s")
+                await asyncio.sleep(0.25 if left > 1000 else 0.01)
+            done = time.time()
+        finally:
+            stop_worker(proc)
+        completed = await conn.fetchval("SELECT count(*) FROM jobs WHERE status = 'completed' AND seq > $1", mark)
+        assert completed == n, f"only {completed} of {n} completed"
+        untouched = await conn.fetchval("SELECT count(*) FROM jobs WHERE seq <= $1 AND status <> 'queued'", mark)
+        assert untouched == 0, f"{untouched} backlog jobs were run"
+    finally:
+        await conn.close()
+        await pg.drop_test_database(dsn)
+    return n / (done - start)
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--jobs", type=int, default=20_000)
+    parser.add_argument("--backlog", type=int, default=100_000)
+    parser.add_argument("--runs", type=int, default=1, help="runs per case, interleaved; the median is shown")
+    parser.add_argument("--autovacuum", action="store_true", help="leave autovacuum on (not in the stale case)")
+    args = parser.parse_args()
+
+    server, root = pg.start_server()
+    try:
+        await pg.build_template(server.dsn)
+        print(f"jobdesk backlog benchmark: {args.jobs:,} no-op jobs behind {args.backlog:,}-job backlogs, "
+              f"MAX_CONCURRENT_JOBS=10, one worker, {os.cpu_count()} cores, autovacuum "
+              f"{'on' if args.autovacuum else 'off'}", flush=True)
+        results: dict[str, list[float]] = {c.name: [] for c in CASES}
+        for i in range(args.runs):
+            for case in CASES:
+                rate = await run_case(server.dsn, case, args.jobs, args.backlog, args.autovacuum)
+                results[case.name].append(rate)
+                print(f"  run {i + 1} {case.name:<14} {rate:8,.0f} jobs/s", flush=True)
+        base = statistics.median(results["baseline"])
+        print(f"{'case':<14} {'jobs/s':>8}  share of baseline")
+        for case in CASES:
+            rate = statistics.median(results[case.name])
+            print(f"{case.name:<14} {rate:8,.0f}  {rate / base:5.2f}")
+    finally:
+        server.stop()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

@@ -1,0 +1,190 @@
+"""The claim with jobs it cannot take in the table: other types, retries not yet due."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import Counter
+
+import asyncpg
+
+from tests.helpers import RunningWorker, wait_for
+from worker import transitions
+from worker.db import connect
+from worker.models import Job, JobCreate, ProcessorResult
+from worker.processor import BaseProcessor
+
+
+async def claim_all(conn: asyncpg.Connection, types: list[str], batch: int) -> list[str]:
+    """Claim until nothing is left; the ids in the order the claims returned them."""
+    order: list[str] = []
+    while True:
+        _, jobs = await transitions.complete_and_claim(conn, "w-test", types, batch)
+        if not jobs:
+            return order
+        order += [j.id for j in jobs]
+
+
+async def add_backlog(conn: asyncpg.Connection, n: int) -> None:
+    """Jobs no claim of the tests may take: an unserved type, and retries an hour away."""
+    await conn.execute("INSERT INTO jobs (type, input_data) SELECT 'nobody.' || (g % 7), '{}' "
+                       "FROM generate_series(1, $1) g", n)
+    await conn.execute("INSERT INTO jobs (type, input_data, retry_count, next_retry_at) "
+                       "SELECT 'a', '{}', 1, now() + interval '1 hour' FROM generate_series(1, $1)", n)
+
+
+async def expected_order(conn: asyncpg.Connection, types: list[str]) -> list[str]:
+    rows = await conn.fetch("SELECT id FROM jobs WHERE type = ANY($1::text[]) AND status = 'queued' "
+                            "AND (next_retry_at IS NULL OR next_retry_at <= now()) ORDER BY priority DESC, seq",
+                            types)
+    return [r["id"] for r in rows]
+
+
+async def test_oldest_first_within_priority_across_types(conn: asyncpg.Connection) -> None:
+    await add_backlog(conn, 300)
+    jobs = [JobCreate(("a", "b", "c")[i % 3], {"i": i}, priority=(i // 3) % 3) for i in range(90)]
+    await transitions.enqueue(conn, jobs)
+    types = ["a", "b", "c", "echo"]
+    expected = await expected_order(conn, types)
+    assert len(expected) == 90
+    assert await claim_all(conn, types, 7) == expected
+    assert await conn.fetchval("SELECT count(*) FROM jobs WHERE status <> 'queued' AND type LIKE 'nobody.%'") == 0
+    assert await conn.fetchval("SELECT count(*) FROM jobs WHERE status = 'queued' AND type = 'a'") == 300
+
+
+async def test_many_types_take_the_lateral_walk_in_the_same_order(conn: asyncpg.Connection) -> None:
+    types = [f"t{i:02d}" for i in range(transitions.UNION_MAX_TYPES + 8)]
+    await add_backlog(conn, 200)
+    await transitions.enqueue(conn, [JobCreate(types[(i * 7) % len(types)], {}, priority=i % 2) for i in range(120)])
+    expected = await expected_order(conn, types)
+    assert await claim_all(conn, types, 9) == expected
+
+
+async def test_future_retries_wait_and_due_ones_compete_in_order(conn: asyncpg.Connection) -> None:
+    # Plain SQL with a retry time, as a backend may write it: it waits for that time.
+    await conn.execute("INSERT INTO jobs (id, type, input_data, next_retry_at) VALUES "
+                       "('later', 'a', '{}', now() + interval '1 hour'), "
+                       "('due-old', 'a', '{}', now() + interval '300 milliseconds'), "
+                       "('due-other', 'nobody', '{}', now() + interval '300 milliseconds')")
+    await conn.execute("INSERT INTO jobs (id, type, input_data) VALUES ('ready-1', 'a', '{}'), ('ready-2', 'b', '{}')")
+    assert await claim_all(conn, ["a", "b"], 1) == ["ready-1", "ready-2"]
+    await conn.execute("UPDATE jobs SET status = 'queued', worker_id = NULL WHERE id LIKE 'ready-%'")
+    await asyncio.sleep(0.35)
+    # Now due, 'due-old' is older than the ready jobs and goes first; the due job of a type this
+    # worker does not serve is made runnable for others, not taken.
+    assert await claim_all(conn, ["a", "b"], 2) == ["due-old", "ready-1", "ready-2"]
+    rows = {r["id"]: r for r in await conn.fetch("SELECT id, status, run_at, next_retry_at FROM jobs")}
+    assert rows["due-other"]["status"] == "queued" and rows["due-other"]["run_at"] is None
+    assert rows["due-other"]["next_retry_at"] is not None  # what was scheduled stays readable
+    assert rows["later"]["status"] == "queued" and rows["later"]["run_at"] is not None
+    assert await claim_all(conn, ["nobody"], 5) == ["due-other"]
+
+
+async def test_insert_trigger_still_checks_what_it_checked(conn: asyncpg.Connection) -> None:
+    # Skipped for independent jobs, the trigger still corrects a pending_deps given by hand.
+    await conn.execute("INSERT INTO jobs (id, type, input_data, pending_deps) VALUES ('p', 'a', '{}', 3)")
+    assert await conn.fetchval("SELECT pending_deps FROM jobs WHERE id = 'p'") == 0
+    await conn.execute("INSERT INTO jobs (id, type, input_data, dependent_on_jobs) VALUES ('n', 'a', '{}', NULL)")
+    assert await claim_all(conn, ["a"], 5) == ["p", "n"]
+    for deps, code in ((["missing"], "JD003"), ([1], "JD001"), (["self"], "JD002")):
+        try:
+            await conn.execute("INSERT INTO jobs (id, type, input_data, dependent_on_jobs) "
+                               "VALUES ('self', 'a', '{}', $1::jsonb)", deps)
+        except asyncpg.PostgresError as exc:
+            assert exc.sqlstate == code
+        else:
+            raise AssertionError(f"{deps} was accepted")
+    try:
+        await conn.execute("INSERT INTO jobs (type, input_data, dependent_on_jobs) VALUES ('a', '{}', '5')")
+    except asyncpg.CheckViolationError:
+        pass
+    else:
+        raise AssertionError("a scalar dependent_on_jobs was accepted")
+
+
+async def test_no_job_is_claimed_twice_by_concurrent_claims(conn: asyncpg.Connection, dsn: str) -> None:
+    await add_backlog(conn, 500)
+    types = ["a", "b", "c"]
+    await transitions.enqueue(conn, [JobCreate(types[i % 3], {}, priority=i % 2) for i in range(900)])
+    # Jobs whose retry comes while the claims run, of served and unserved types.
+    await conn.execute("INSERT INTO jobs (type, input_data, next_retry_at) "
+                       "SELECT (ARRAY['a', 'b', 'nobody'])[1 + g % 3], '{}', "
+                       "now() + make_interval(secs => g / 1000.0) FROM generate_series(1, 300) g")
+    claimed: Counter[str] = Counter()
+
+    async def claimer(worker: str, batch: int) -> None:
+        c = await connect(dsn)
+        try:
+            idle_since = time.monotonic()
+            while time.monotonic() - idle_since < 0.5:
+                _, jobs = await transitions.complete_and_claim(c, worker, types, batch)
+                claimed.update(j.id for j in jobs)
+                if jobs:
+                    idle_since = time.monotonic()
+                await asyncio.sleep(0)
+        finally:
+            await c.close()
+
+    await asyncio.gather(*(claimer(f"w{i}", 3 + 4 * i) for i in range(4)))
+    assert claimed and max(claimed.values()) == 1, "a job was claimed twice"
+    runnable = await conn.fetchval("SELECT count(*) FROM jobs WHERE type = ANY($1::text[]) AND "
+                                   "(next_retry_at IS NULL OR next_retry_at <= now())", types)
+    assert len(claimed) == runnable == 1100
+    in_progress = await conn.fetchval("SELECT count(*) FROM jobs WHERE status = 'in_progress'")
+    assert in_progress == len(claimed)
+
+
+class FailsOnce(BaseProcessor):
+    def __init__(self) -> None:
+        self.starts: dict[str, list[float]] = {}
+
+    async def process(self, job: Job) -> ProcessorResult:
+        self.starts.setdefault(job.id, []).append(time.time())
+        if job.attempt == 1:
+            raise RuntimeError("first attempt fails")
+        return ProcessorResult({})
+
+
+async def test_a_retry_starts_within_the_poll_interval_of_its_time(conn: asyncpg.Connection, dsn: str) -> None:
+    poll = 0.1
+    await add_backlog(conn, 1000)
+    processor = FailsOnce()
+    worker = RunningWorker(dsn, {"a": processor}, JOB_PROCESSOR_POLL_INTERVAL=poll,
+                           JOB_RETRY_INTERVALS=[0.7])
+    try:
+        ids = []
+        for _ in range(3):
+            [job_id] = await transitions.enqueue(conn, [JobCreate("a", {})])
+            ids.append(job_id)
+            await asyncio.sleep(0.23)  # the retries come at different moments of the poll cycle
+        await wait_for(lambda: conn.fetchval("SELECT count(*) = 3 FROM jobs WHERE id = ANY($1::text[]) "
+                                             "AND status = 'completed'", ids), what="the retries")
+    finally:
+        await worker.stop()
+    for job_id in ids:
+        # The failure's history row is written by the statement that set next_retry_at = now() + 0.7.
+        due = await conn.fetchval("SELECT extract(epoch FROM finished_at)::float8 + 0.7 FROM job_attempts "
+                                  "WHERE job_id = $1", job_id)
+        first, second = processor.starts[job_id]
+        assert due - first >= 0.6
+        assert -0.01 <= second - due <= poll + 0.05, (job_id, second - due)
+
+
+async def test_each_insert_statement_notifies_once_on_both_channels(conn: asyncpg.Connection, dsn: str) -> None:
+    listener = await connect(dsn)
+    heard: list[tuple[str, str]] = []
+    for channel in ("jobdesk_new_jobs", "jobdesk_job_changes"):
+        await listener.add_listener(channel, lambda *args: heard.append((args[2], args[3])))
+    try:
+        await conn.executemany("INSERT INTO jobs (id, type, input_data) VALUES ($1, 'a', '{}')", [("r1",), ("r2",)])
+        await conn.execute("INSERT INTO jobs (id, type, input_data) SELECT 'm' || g, 'a', '{}' "
+                           "FROM generate_series(1, 200) g")
+        await conn.execute("INSERT INTO jobs (type, input_data) SELECT 'a', '{}' WHERE false")
+        await wait_for(lambda: asyncio.sleep(0.05, len(heard) >= 6), what="the notifications")
+        await asyncio.sleep(0.1)
+    finally:
+        await listener.close()
+    # executemany runs in one transaction, where PostgreSQL folds identical notifications.
+    assert heard == [("jobdesk_job_changes", "r1"), ("jobdesk_new_jobs", ""), ("jobdesk_job_changes", "r2"),
+                     ("jobdesk_job_changes", "*"), ("jobdesk_new_jobs", ""),
+                     ("jobdesk_new_jobs", "")]
