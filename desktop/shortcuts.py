@@ -44,7 +44,10 @@ def move_in(table: QTableView, step: int) -> None:
     if model is None or model.rowCount() == 0:
         return
     current = table.currentIndex()
-    row = 0 if not current.isValid() else max(0, min(model.rowCount() - 1, current.row() + step))
+    if not table.selectionModel().hasSelection():  # the first key selects where the view stands
+        row = current.row() if current.isValid() else 0
+    else:
+        row = max(0, min(model.rowCount() - 1, current.row() + step))
     if current.isValid() and row == current.row() and table.selectionModel().isRowSelected(row):
         return
     column = current.column() if current.isValid() else 0

@@ -13,7 +13,9 @@ class TermCompleter(QCompleter):
     """Completes the last word of the text, and puts the rest of the text back around it."""
 
     def __init__(self, edit: QLineEdit) -> None:
-        super().__init__(QStringListModel(completions()), edit)
+        super().__init__(edit)
+        self._keys = QStringListModel(completions(), self)  # owned here, or Python would free it
+        self.setModel(self._keys)
         self._edit = edit
         self.setCaseSensitivity(Qt.CaseSensitivity.CaseInsensitive)
         self.setCompletionMode(QCompleter.CompletionMode.PopupCompletion)

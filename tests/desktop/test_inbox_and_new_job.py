@@ -96,10 +96,7 @@ def test_approval_inbox(qapp: QApplication, qtbot, qtmodeltester, test_db: str, 
         # On the Jobs tab, the toolbar acts on the job table's selection again.
         window.tabs.setCurrentWidget(window.jobs)
         window.select_job("q-1")
-        sm = window.jobs.table.selectionModel()
-        print("IMMEDIATE", [(i.row(), i.column()) for i in sm.selectedIndexes()], window.jobs.table.selectionMode(), window.jobs.table.selectionBehavior(), window.model.rowCount(), window.model.columnCount())
-        await asyncio.sleep(0.5)
-        assert [r.id for r in window.job_actions.selection] == ["q-1"], (window.jobs.selected_rows(), [(i.row(), i.column()) for i in sm.selectedIndexes()], window.tabs.currentWidget())
+        await until(lambda: [r.id for r in window.job_actions.selection] == ["q-1"], what="the table's selection")
         await conn.close()
         window.close()
         await window.connection.close()
