@@ -234,7 +234,7 @@ class MainWindow(QMainWindow):
         if self.tabs.currentWidget() is self.pipelines:
             self.job_actions.set_selection(self.pipelines.selected_nodes())
         elif self.tabs.currentWidget() is self.approvals:
-            self.job_actions.set_selection(self.approvals.selected_rows())
+            self._inbox_selected(self.approvals.selected_rows())
         else:
             self.job_actions.set_selection(self.jobs.selected_rows())
 

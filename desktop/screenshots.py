@@ -57,6 +57,8 @@ async def shoot(app: QApplication, dsn: str, out: Path) -> list[Path]:
         window.workers.dock.grab().save(str(path))
         saved.append(path)
         saved.append(await shoot_pipelines(window, out / f"pipelines-{'dark' if dark else 'light'}.png"))
+        saved.append(await shoot_approvals(window, out / f"approvals-{'dark' if dark else 'light'}.png"))
+        saved.append(await shoot_new_job(window, out / f"new-job-{'dark' if dark else 'light'}.png"))
         await connection.close()
         window.close()
     return saved
@@ -86,6 +88,38 @@ async def shoot_pipelines(window: MainWindow, path: Path) -> Path:
         tab.dag.select_job(focus.node.id)
     await asyncio.sleep(0.8)
     window.grab().save(str(path))
+    return path
+
+
+async def shoot_approvals(window: MainWindow, path: Path) -> Path:
+    """The Approvals tab with its first job and that job's result."""
+    tab = window.approvals
+    window.tabs.setCurrentWidget(tab)
+    for _ in range(200):
+        if tab.model.rowCount() > 0 and tab.selected_rows() and tab.result_view.raw.toPlainText() != "(none)":
+            break
+        await asyncio.sleep(0.05)
+    await asyncio.sleep(0.5)
+    window.grab().save(str(path))
+    return path
+
+
+async def shoot_new_job(window: MainWindow, path: Path) -> Path:
+    """The New job dialog, filled in."""
+    window.tabs.setCurrentWidget(window.jobs)
+    window.new_job()
+    dialog = window.new_job_dialog
+    assert dialog is not None
+    for _ in range(100):
+        if dialog.type_combo.count() > 0:
+            break
+        await asyncio.sleep(0.05)
+    dialog.type_combo.setCurrentText("echo")
+    dialog.input_edit.setPlainText('{\n  "hello": "world",\n  "count": 3\n}')
+    dialog.priority.setValue(5)
+    await asyncio.sleep(0.3)
+    dialog.grab().save(str(path))
+    dialog.reject()
     return path
 
 

@@ -46,7 +46,7 @@ class ApprovalsTab(QWidget):
         self.table = list_table(self.model, [0] * len(COLUMNS))
         for col in range(len(COLUMNS)):
             self.table.setColumnHidden(col, col not in SHOWN_COLUMNS)
-        for col, width in ((COL_TYPE, 130), (COL_ID, 80), (COL_PIPELINE, 80)):
+        for col, width in ((COL_ID, 76), (COL_TYPE, 120), (COL_PIPELINE, 76)):
             self.table.setColumnWidth(col, width)
         self.table.selectionModel().selectionChanged.connect(self._selection_changed)
         self._row = 0  # where the current job was, so the next one takes its place
@@ -76,7 +76,7 @@ class ApprovalsTab(QWidget):
         split = QSplitter(Qt.Orientation.Horizontal)
         split.addWidget(self.table)
         split.addWidget(right)
-        split.setSizes([340, 460])
+        split.setSizes([360, 440])
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 4, 0, 0)
         layout.addWidget(split)

@@ -32,7 +32,7 @@ TIME_RANGES = {"Any time": None, "Last hour": timedelta(hours=1), "Last 24 hours
                "Last 7 days": timedelta(days=7)}
 # ID, Type, Status, Pipeline, User, Tries, Created, Updated, Duration, Next retry, Error: the
 # default columns fit the table's share of a 1280-pixel window without scrolling sideways.
-COLUMN_WIDTHS = [76, 124, 112, 76, 50, 44, 72, 72, 66, 70, 100]  # the last one stretches
+COLUMN_WIDTHS = [76, 118, 134, 76, 50, 44, 68, 68, 64, 80, 100]  # the last one stretches
 HIDDEN_COLUMNS = (COL_USER, COL_UPDATED)
 EMPTY_HINT = ("<p><b>No jobs yet.</b></p><p>Press <b>Ctrl+N</b> to submit one, or from a shell:</p>"
               "<p><code>jobdesk submit echo --input '{\"hello\": \"world\"}'</code></p>"

@@ -57,12 +57,14 @@ class NewJobDialog(QDialog):
         self.type_combo.currentTextChanged.connect(self._type_changed)
         self.type_note = QLabel()
         self.type_note.setObjectName("hint")
+        self.type_note.hide()
         self.input_edit = QPlainTextEdit("{}")
         self.input_edit.setFont(monospace())
         self.input_edit.textChanged.connect(self.validate)
         self.input_error = QLabel()
         self.input_error.setObjectName("fieldError")
         self.input_error.setWordWrap(True)
+        self.input_error.hide()
         self.depends_edit = QLineEdit()
         self.depends_edit.setPlaceholderText("job ids, separated by commas or spaces (optional)")
         self.pipeline_edit = QLineEdit()
@@ -74,11 +76,14 @@ class NewJobDialog(QDialog):
         self.submit_error.setObjectName("fieldError")
         self.submit_error.setWordWrap(True)
 
+        type_box, input_box = QVBoxLayout(), QVBoxLayout()  # the notes show under their field when set
+        type_box.addWidget(self.type_combo)
+        type_box.addWidget(self.type_note)
+        input_box.addWidget(self.input_edit, 1)
+        input_box.addWidget(self.input_error)
         form = QFormLayout()
-        form.addRow("Type", self.type_combo)
-        form.addRow("", self.type_note)
-        form.addRow("Input", self.input_edit)
-        form.addRow("", self.input_error)
+        form.addRow("Type", type_box)
+        form.addRow("Input", input_box)
         form.addRow("Depends on", self.depends_edit)
         form.addRow("Pipeline", self.pipeline_edit)
         form.addRow("Priority", self.priority)
@@ -102,11 +107,15 @@ class NewJobDialog(QDialog):
         try:
             view = await self.connection.run(lambda jobs: jobs.workers_view(lease_timeout_s))
         except EXPECTED as exc:  # expected failures are messages; bugs reach the error hook
-            self.type_note.setText(f"cannot list the types workers serve: {reason(exc)}")
+            self._note(f"cannot list the types workers serve: {reason(exc)}")
             return
         self.set_types(sorted(set(view.served) | set(self.models)))
         if not view.served:
-            self.type_note.setText("no live worker serves any type yet; a job waits until one does")
+            self._note("no live worker serves any type yet; a job waits until one does")
+
+    def _note(self, text: str) -> None:
+        self.type_note.setText(text)
+        self.type_note.setVisible(bool(text))
 
     def set_types(self, types: list[str]) -> None:
         typed = self.type_combo.currentText()
@@ -122,7 +131,7 @@ class NewJobDialog(QDialog):
         if current in ("", "{}", self._prefilled.strip()):
             self._prefilled = json.dumps(skeleton(model), indent=2) if model else "{}"
             self.input_edit.setPlainText(self._prefilled)
-        self.type_note.setText(f"input checked against {model.__name__}" if model else "")
+        self._note(f"input checked against {model.__name__}" if model else "")
         self.validate()
 
     # -- checking and submitting ------------------------------------------------------------
