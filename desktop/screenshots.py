@@ -53,6 +53,14 @@ async def shoot(app: QApplication, dsn: str, out: Path) -> list[Path]:
         path = out / f"console-{'dark' if dark else 'light'}.png"
         window.grab().save(str(path))
         saved.append(path)
+        rows = [window.model.row_at(i) for i in range(window.model.rowCount())]
+        retried = max(range(len(rows)), key=lambda i: rows[i].attempts)  # type: ignore[union-attr]
+        window.jobs.table.selectRow(retried)  # the job with the most attempts, for the timeline
+        window.detail.tabs.setCurrentIndex(window.detail.tabs.count() - 1)  # History
+        await asyncio.sleep(0.8)
+        path = out / f"history-{'dark' if dark else 'light'}.png"
+        window.detail.grab().save(str(path))
+        saved.append(path)
         path = out / f"workers-{'dark' if dark else 'light'}.png"
         window.workers.dock.grab().save(str(path))
         saved.append(path)
