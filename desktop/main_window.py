@@ -14,20 +14,25 @@ from PySide6.QtWidgets import (
     QMainWindow,
     QMessageBox,
     QSplitter,
+    QTableView,
     QTabWidget,
     QToolBar,
     QVBoxLayout,
     QWidget,
 )
 
+from desktop.approvals.approvals_tab import ApprovalsTab
 from desktop.connection import ConsoleConnection
 from desktop.connection_dialog import ConnectionDialog, ProfileStore
-from desktop.errors import EXPECTED
+from desktop.errors import EXPECTED, reason
+from desktop.jobs.input_models import input_models
 from desktop.jobs.job_actions import JobActions
 from desktop.jobs.job_detail import JobDetail
 from desktop.jobs.jobs_tab import JobsTab
+from desktop.jobs.new_job_dialog import NewJobDialog
 from desktop.pipelines.pipelines_tab import PipelinesTab
 from desktop.schedules.schedules_tab import SchedulesTab
+from desktop.shortcuts import ShortcutsDialog, add_shortcut, move_in
 from desktop.tasks import spawn
 from desktop.theme import icon
 from desktop.workers.workers_controller import WorkersController
@@ -53,6 +58,10 @@ class MainWindow(QMainWindow):
         self.job_actions = JobActions(self, connection.run)
         self.pipelines = PipelinesTab(connection, self.job_actions)
         self.schedules = SchedulesTab(connection)
+        self.approvals = ApprovalsTab(connection, self.job_actions)
+        self._input_models: dict[str, type] | None = None  # loaded with the first New job dialog
+        self.new_job_dialog: NewJobDialog | None = None
+        self.shortcuts_dialog: ShortcutsDialog | None = None
         self.workers = WorkersController(self, connection)  # Workers dock, worker log, Launch worker
         self._detail_task: asyncio.Task[None] | None = None
 
@@ -68,6 +77,7 @@ class MainWindow(QMainWindow):
         self.tabs.addTab(self.jobs, "Jobs")
         self.tabs.addTab(self.pipelines, "Pipelines")
         self.tabs.addTab(self.schedules, "Schedules")
+        self.tabs.addTab(self.approvals, "Approvals")
         split = QSplitter(Qt.Orientation.Horizontal)
         split.addWidget(self.tabs)
         split.addWidget(self.detail)
@@ -81,6 +91,7 @@ class MainWindow(QMainWindow):
         layout.addWidget(split, 1)
         self.setCentralWidget(central)
 
+        self._add_shortcuts()
         self._connect()
         self._set_banner(f"connecting to {connection.describe()}…", "connecting")
 
@@ -88,6 +99,12 @@ class MainWindow(QMainWindow):
         toolbar = QToolBar("Actions")
         toolbar.setMovable(False)
         toolbar.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
+        self.new_job_action = QAction(icon("jobdesk"), "New job…", self)
+        self.new_job_action.setShortcut(QKeySequence("Ctrl+N"))
+        self.new_job_action.setToolTip("Submit a job (Ctrl+N)")
+        self.new_job_action.setEnabled(False)
+        toolbar.addAction(self.new_job_action)
+        toolbar.addSeparator()
         for action in self.job_actions.actions.values():
             toolbar.addAction(action)
         toolbar.addSeparator()
@@ -132,6 +149,18 @@ class MainWindow(QMainWindow):
         self.tabs.currentChanged.connect(lambda _i: self._sync_actions())
         self.refresh_action.triggered.connect(self.jobs.model.reload)
         self.connect_action.triggered.connect(self.choose_connection)
+        self.new_job_action.triggered.connect(self.new_job)
+        self.approvals.selection_changed.connect(self._inbox_selected)
+        self.approvals.title_changed.connect(
+            lambda text: self.tabs.setTabText(self.tabs.indexOf(self.approvals), text))
+        self.approvals.query_failed.connect(lambda text: self._show_message(f"query failed: {text}"))
+
+    def _add_shortcuts(self) -> None:
+        """Keys without modifiers (not while typing in a text field), and the list of them all."""
+        add_shortcut(self, "/", "Search the jobs", self.focus_search)
+        add_shortcut(self, "J", "Next row of the table", lambda: self.move_in_table(1))
+        add_shortcut(self, "K", "Previous row of the table", lambda: self.move_in_table(-1))
+        add_shortcut(self, "?", "List every shortcut", self.show_shortcuts)
 
     def closeEvent(self, event: QCloseEvent) -> None:  # noqa: N802
         if not self.workers.may_close():  # asks about the workers this console launched
@@ -149,6 +178,7 @@ class MainWindow(QMainWindow):
         self.workers.stop()
         self.jobs.stop_timers()
         self.schedules.stop_timers()
+        self.approvals.stop_timers()
 
     # -- connection -------------------------------------------------------------------------
 
@@ -160,6 +190,8 @@ class MainWindow(QMainWindow):
         self.jobs.set_active(True)
         self.pipelines.set_active(True)
         self.schedules.set_active(True)
+        self.approvals.set_active(True)
+        self._update_new_job()
 
     def _on_disconnected(self, reason: str) -> None:
         self._set_banner(f"disconnected, retrying… ({reason})", "disconnected")
@@ -167,12 +199,15 @@ class MainWindow(QMainWindow):
         self.jobs.set_active(False)
         self.pipelines.set_active(False)
         self.schedules.set_active(False)
+        self.approvals.set_active(False)
+        self._update_new_job()
 
     def _on_writable(self, writable: bool) -> None:
         self.job_actions.set_read_only(not writable)
         self.pipelines.update_enabled()
         self.schedules.set_active(self.connection.is_connected)
         self.read_only_action.setVisible(not writable)
+        self._update_new_job()
         title = self.windowTitle().removesuffix(" (read-only)")
         self.setWindowTitle(title + ("" if writable else " (read-only)"))
 
@@ -187,6 +222,7 @@ class MainWindow(QMainWindow):
     def _changed(self, ids: set[str] | None) -> None:
         self.jobs.on_jobs_changed(ids)
         self.pipelines.on_jobs_changed(ids)
+        self.approvals.on_jobs_changed(ids)
         if self.detail.job_id and (ids is None or self.detail.job_id in ids):
             self._load_detail(self.detail.job_id)
 
@@ -206,17 +242,66 @@ class MainWindow(QMainWindow):
         """The toolbar's actions act on what the current tab has selected: rows, or a DAG node."""
         if self.tabs.currentWidget() is self.pipelines:
             self.job_actions.set_selection(self.pipelines.selected_nodes())
+        elif self.tabs.currentWidget() is self.approvals:
+            self._inbox_selected(self.approvals.selected_rows())
         else:
             self.job_actions.set_selection(self.jobs.selected_rows())
 
     def _rows_selected(self, rows: list[JobRow]) -> None:
-        if self.tabs.currentWidget() is self.pipelines:
+        if self.tabs.currentWidget() in (self.pipelines, self.approvals):
             return
         self.job_actions.set_selection(rows)
         if len(rows) == 1 and rows[0].id != self.detail.job_id:
             self._load_detail(rows[0].id)
         elif not rows:
             self.detail.clear()
+
+    def _inbox_selected(self, rows: list[JobRow]) -> None:
+        """The inbox's current job: the toolbar's actions and the detail pane follow it."""
+        if self.tabs.currentWidget() is not self.approvals:
+            return
+        self.job_actions.set_selection(rows)
+        if rows and rows[0].id != self.detail.job_id:
+            self._load_detail(rows[0].id)
+
+    # -- keyboard and New job ---------------------------------------------------------------
+
+    def focus_search(self) -> None:
+        self.tabs.setCurrentWidget(self.jobs)
+        self.jobs.search_edit.setFocus(Qt.FocusReason.ShortcutFocusReason)
+        self.jobs.search_edit.selectAll()
+
+    def move_in_table(self, step: int) -> None:
+        """j / k: the next or previous row of the current tab's table."""
+        table = getattr(self.tabs.currentWidget(), "table", None)
+        if isinstance(table, QTableView):
+            move_in(table, step)
+
+    def show_shortcuts(self) -> None:
+        self.shortcuts_dialog = ShortcutsDialog(self)
+        self.shortcuts_dialog.show()
+
+    def _update_new_job(self) -> None:
+        self.new_job_action.setEnabled(self.connection.is_connected and self.connection.writable)
+
+    def new_job(self) -> None:
+        if not self.new_job_action.isEnabled():
+            return
+        if self._input_models is None:
+            try:
+                self._input_models = input_models(self.connection.settings)
+            except EXPECTED as exc:  # a processor module that cannot load: submit without checks
+                self._show_message(f"input checks unavailable: {reason(exc)}")
+                self._input_models = {}
+        dialog = NewJobDialog(self.connection, self._input_models, self)
+        dialog.submitted.connect(self._job_submitted)
+        spawn(dialog.load_types(self.connection.settings.JOB_LEASE_TIMEOUT), "new-job-types")
+        self.new_job_dialog = dialog
+        dialog.open()
+
+    def _job_submitted(self, job_id: str) -> None:
+        self._show_message(f"submitted job {short_id(job_id)}")
+        self._load_detail(job_id)
 
     def choose_connection(self) -> None:
         dialog = ConnectionDialog(ProfileStore(), self)

@@ -53,11 +53,21 @@ async def shoot(app: QApplication, dsn: str, out: Path) -> list[Path]:
         path = out / f"console-{'dark' if dark else 'light'}.png"
         window.grab().save(str(path))
         saved.append(path)
+        rows = [window.model.row_at(i) for i in range(window.model.rowCount())]
+        retried = max(range(len(rows)), key=lambda i: rows[i].attempts)  # type: ignore[union-attr]
+        window.jobs.table.selectRow(retried)  # the job with the most attempts, for the timeline
+        window.detail.tabs.setCurrentIndex(window.detail.tabs.count() - 1)  # History
+        await asyncio.sleep(0.8)
+        path = out / f"history-{'dark' if dark else 'light'}.png"
+        window.detail.grab().save(str(path))
+        saved.append(path)
         path = out / f"workers-{'dark' if dark else 'light'}.png"
         window.workers.dock.grab().save(str(path))
         saved.append(path)
         saved.append(await shoot_pipelines(window, out / f"pipelines-{'dark' if dark else 'light'}.png"))
         saved.append(await shoot_schedules(window, out / f"schedules-{'dark' if dark else 'light'}.png"))
+        saved.append(await shoot_approvals(window, out / f"approvals-{'dark' if dark else 'light'}.png"))
+        saved.append(await shoot_new_job(window, out / f"new-job-{'dark' if dark else 'light'}.png"))
         await connection.close()
         window.close()
     return saved
@@ -104,6 +114,38 @@ async def shoot_schedules(window: MainWindow, path: Path) -> Path:
         await asyncio.sleep(0.05)
     await asyncio.sleep(0.3)
     window.grab().save(str(path))
+    return path
+
+
+async def shoot_approvals(window: MainWindow, path: Path) -> Path:
+    """The Approvals tab with its first job and that job's result."""
+    tab = window.approvals
+    window.tabs.setCurrentWidget(tab)
+    for _ in range(200):
+        if tab.model.rowCount() > 0 and tab.selected_rows() and tab.result_view.raw.toPlainText() != "(none)":
+            break
+        await asyncio.sleep(0.05)
+    await asyncio.sleep(0.5)
+    window.grab().save(str(path))
+    return path
+
+
+async def shoot_new_job(window: MainWindow, path: Path) -> Path:
+    """The New job dialog, filled in."""
+    window.tabs.setCurrentWidget(window.jobs)
+    window.new_job()
+    dialog = window.new_job_dialog
+    assert dialog is not None
+    for _ in range(100):
+        if dialog.type_combo.count() > 0:
+            break
+        await asyncio.sleep(0.05)
+    dialog.type_combo.setCurrentText("echo")
+    dialog.input_edit.setPlainText('{\n  "hello": "world",\n  "count": 3\n}')
+    dialog.priority.setValue(5)
+    await asyncio.sleep(0.3)
+    dialog.grab().save(str(path))
+    dialog.reject()
     return path
 
 

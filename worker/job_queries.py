@@ -6,6 +6,7 @@ so they stay fast on a table of millions of jobs.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -40,11 +41,13 @@ class JobFilter:
 
     statuses: frozenset[Status] = frozenset()
     type: str | None = None
+    type_pattern: str | None = None  # a glob where `*` matches anything (`video.*`); nothing else is special
     pipeline_id: str | None = None
     user_id: int | None = None
     created_from: datetime | None = None
     created_to: datetime | None = None
     search: str | None = None  # substring of id, type, error or input
+    error: str | None = None  # substring of the error message, case-insensitive
 
     def where(self, params: list[Any], *, skip_status: bool = False) -> str:
         """A WHERE clause for this filter; values are appended to `params` as $n placeholders."""
@@ -58,6 +61,8 @@ class JobFilter:
             clauses.append(f"status = ANY({bind([str(s) for s in sorted(self.statuses)])}::text[])")
         if self.type:
             clauses.append(f"type = {bind(self.type)}")
+        if self.type_pattern:
+            clauses.append(f"type LIKE {bind(glob_to_like(self.type_pattern))}")
         if self.pipeline_id:
             clauses.append(f"pipeline_id = {bind(self.pipeline_id)}")
         if self.user_id is not None:
@@ -70,11 +75,23 @@ class JobFilter:
             pattern = bind("%" + escape_like(self.search.strip()) + "%")
             clauses.append(f"(id ILIKE {pattern} OR type ILIKE {pattern} OR error_message ILIKE {pattern} "
                            f"OR input_data::text ILIKE {pattern})")
+        if self.error and self.error.strip():
+            clauses.append(f"error_message ILIKE {bind('%' + escape_like(self.error.strip()) + '%')}")
         return " AND ".join(clauses) or "true"
 
 
 def escape_like(text: str) -> str:
     return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
+def glob_to_like(pattern: str) -> str:
+    """A `*` glob as a LIKE pattern: `*` becomes `%`, and LIKE's own wildcards are escaped."""
+    return "%".join(escape_like(part) for part in pattern.split("*"))
+
+
+def glob_matches(pattern: str, text: str) -> bool:
+    """Whether `text` matches the `*` glob, as `glob_to_like` does on the server."""
+    return re.fullmatch(".*".join(re.escape(part) for part in pattern.split("*")), text, re.DOTALL) is not None
 
 
 @dataclass

@@ -23,6 +23,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from desktop.jobs.attempt_timeline import AttemptTimeline, segments
 from desktop.theme import STATUS_COLOURS, status_label
 from worker import service
 from worker.models import short_id
@@ -132,7 +133,13 @@ class JobDetail(QWidget):
         self.tabs.addTab(self.input_view, "Input")
         self.tabs.addTab(self.result_view, "Result")
         self.tabs.addTab(self.error_view, "Error")
-        self.tabs.addTab(self.history, "History")
+        self.timeline = AttemptTimeline()
+        history_box = QWidget()
+        history_layout = QVBoxLayout(history_box)
+        history_layout.setContentsMargins(0, 4, 0, 0)
+        history_layout.addWidget(self.timeline)
+        history_layout.addWidget(self.history, 1)
+        self.tabs.addTab(history_box, "History")
         meta_box = QWidget()
         meta_box.setLayout(self.meta)
         layout = QVBoxLayout(self)
@@ -150,6 +157,7 @@ class JobDetail(QWidget):
         self.result_view.show_value(None)
         self.error_view.setPlainText("")
         self.history.setRowCount(0)
+        self.timeline.show_segments([])
 
     def show_job(self, detail: service.JobDetail) -> None:
         record, attempts, dependants = detail.job, detail.attempts, detail.dependants
@@ -182,6 +190,7 @@ class JobDetail(QWidget):
         else:
             error_text = "\n\n".join(t for t in (record.error_message, last_trace) if t)
         self.error_view.setPlainText(error_text or "(no error)")
+        self.timeline.show_segments(segments(record, attempts, now))
         self.history.setRowCount(len(attempts))
         for i, attempt in enumerate(attempts):
             took = ""

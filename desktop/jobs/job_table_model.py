@@ -16,7 +16,7 @@ from PySide6.QtCore import Qt
 from desktop.live_diff import diff_rows
 from desktop.table_model import Index, PagedTableModel, Query
 from desktop.theme import status_label
-from worker.job_queries import JobFilter, JobRow
+from worker.job_queries import JobFilter, JobRow, glob_matches
 from worker.models import Status, short_id
 from worker.timefmt import relative, span
 
@@ -150,6 +150,10 @@ class JobTableModel(PagedTableModel):
             return False
         if f.type and row.type != f.type:
             return False
+        if f.type_pattern and not glob_matches(f.type_pattern, row.type):
+            return False
+        if f.error and f.error.strip().lower() not in (row.error_line or "").lower():
+            return False  # only the first line is in the row; the next reload settles it
         if f.pipeline_id and row.pipeline_id != f.pipeline_id:
             return False
         if f.user_id is not None and row.user_id != f.user_id:

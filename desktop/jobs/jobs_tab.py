@@ -9,12 +9,15 @@ import logging
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from PySide6.QtCore import Qt, QTimer, Signal
-from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLineEdit, QVBoxLayout, QWidget
+from PySide6.QtCore import QEvent, QObject, Qt, QTimer, Signal
+from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QLineEdit, QVBoxLayout, QWidget
 
+from desktop.column_prefs import ColumnPrefs
 from desktop.connection import ConsoleConnection
 from desktop.errors import EXPECTED
-from desktop.jobs.job_table_model import COL_ID, COL_STATUS, JobTableModel
+from desktop.jobs.job_table_model import COL_ID, COL_STATUS, COL_UPDATED, COL_USER, JobTableModel
+from desktop.jobs.search_box import SearchBox
+from desktop.jobs.search_syntax import parse_search
 from desktop.jobs.status_delegate import StatusChipDelegate
 from desktop.list_table import list_table
 from desktop.status_filter import checked, status_buttons
@@ -27,7 +30,15 @@ log = logging.getLogger("jobdesk.console")
 
 TIME_RANGES = {"Any time": None, "Last hour": timedelta(hours=1), "Last 24 hours": timedelta(days=1),
                "Last 7 days": timedelta(days=7)}
-COLUMN_WIDTHS = (80, 140, 130, 80, 50, 50, 80, 80, 80, 80, 200)
+# ID, Type, Status, Pipeline, User, Tries, Created, Updated, Duration, Next retry, Error: the
+# default columns fit the table's share of a 1280-pixel window without scrolling sideways.
+COLUMN_WIDTHS = [76, 118, 134, 76, 50, 44, 68, 68, 64, 80, 100]  # the last one stretches
+HIDDEN_COLUMNS = (COL_USER, COL_UPDATED)
+EMPTY_HINT = ("<p><b>No jobs yet.</b></p><p>Press <b>Ctrl+N</b> to submit one, or from a shell:</p>"
+              "<p><code>jobdesk submit echo --input '{\"hello\": \"world\"}'</code></p>"
+              "<p>or from any language:</p>"
+              "<p><code>INSERT INTO jobs (type, input_data) VALUES ('echo', '{\"hello\": \"world\"}');</code></p>")
+NO_MATCH_HINT = "<p><b>No jobs match this filter.</b></p>"
 
 
 class JobsTab(QWidget):
@@ -40,10 +51,26 @@ class JobsTab(QWidget):
     def __init__(self, connection: ConsoleConnection) -> None:
         super().__init__()
         self.connection = connection
+        self._debounce = QTimer(self, singleShot=True, interval=400)
+        self._debounce.timeout.connect(self.apply_filters)
         self.model = JobTableModel(connection.run)
         self.model.failed.connect(self.query_failed)
         self.model.loaded.connect(self._select_pending)
+        self._loaded_once = False  # the empty-table hint waits for the first answer
+        self.model.loaded.connect(self._first_load)
         self.table = list_table(self.model, COLUMN_WIDTHS, multi_select=True)
+        self.columns = ColumnPrefs(self.table, "jobs", COLUMN_WIDTHS, HIDDEN_COLUMNS)
+        self.columns.use_profile(connection.describe())
+        self.table.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAsNeeded)
+        self.empty_hint = QLabel(self.table.viewport())
+        self.empty_hint.setObjectName("emptyHint")
+        self.empty_hint.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.empty_hint.setWordWrap(True)
+        self.empty_hint.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.empty_hint.hide()
+        self.table.viewport().installEventFilter(self)
+        for signal in (self.model.modelReset, self.model.rowsInserted, self.model.rowsRemoved):
+            signal.connect(self._update_empty_hint)
         self.table.setSortingEnabled(True)
         self.table.horizontalHeader().setSortIndicator(COL_ID, Qt.SortOrder.DescendingOrder)
         self.table.setItemDelegateForColumn(COL_STATUS, StatusChipDelegate(self.table))
@@ -58,7 +85,14 @@ class JobsTab(QWidget):
         self.type_edit = self._filter_edit("type", 110)
         self.pipeline_edit = self._filter_edit("pipeline id", 110)
         self.user_edit = self._filter_edit("user", 60)
-        self.search_edit = self._filter_edit("search id, type, error, input", 220)
+        self.search_edit = SearchBox()
+        self.search_edit.setMinimumWidth(220)
+        self.search_edit.returnPressed.connect(self.apply_filters)
+        self.search_edit.textChanged.connect(lambda _t: self._debounce.start())
+        self.search_error = QLabel()
+        self.search_error.setObjectName("searchError")
+        self.search_error.setWordWrap(True)
+        self.search_error.hide()
         self.time_combo = QComboBox()
         self.time_combo.addItems(list(TIME_RANGES))
         self.time_combo.currentIndexChanged.connect(self.apply_filters)
@@ -70,10 +104,9 @@ class JobsTab(QWidget):
         layout.setContentsMargins(0, 4, 0, 0)
         layout.addLayout(filters)
         layout.addLayout(fields)
+        layout.addWidget(self.search_error)
         layout.addWidget(self.table, 1)
 
-        self._debounce = QTimer(self, singleShot=True, interval=400)
-        self._debounce.timeout.connect(self.apply_filters)
         self._counts_timer = QTimer(self, singleShot=True, interval=1000)
         self._counts_timer.timeout.connect(lambda: spawn(self.refresh_counts(), "status-counts"))
         self._clock = QTimer(self, interval=1000)
@@ -84,6 +117,23 @@ class JobsTab(QWidget):
     def stop_timers(self) -> None:
         for timer in (self._debounce, self._counts_timer, self._clock):
             timer.stop()
+        self.columns.flush()
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # noqa: N802
+        if watched is self.table.viewport() and event.type() == QEvent.Type.Resize:
+            self.empty_hint.setGeometry(self.table.viewport().rect().adjusted(24, 24, -24, -24))
+        return super().eventFilter(watched, event)
+
+    def _first_load(self) -> None:
+        self._loaded_once = True
+        self._update_empty_hint()
+
+    def _update_empty_hint(self, *_: Any) -> None:
+        """An empty table says how to get started (or that the filter hides everything)."""
+        empty = self.model.active and self.model.rowCount() == 0 and self._loaded_once
+        if empty:
+            self.empty_hint.setText(NO_MATCH_HINT if self.model.filter != JobFilter() else EMPTY_HINT)
+        self.empty_hint.setVisible(empty)
 
     # -- connection and live updates --------------------------------------------------------
 
@@ -147,20 +197,33 @@ class JobsTab(QWidget):
         return edit
 
     def current_filter(self) -> JobFilter:
+        return self._parse()[0]
+
+    def _parse(self) -> tuple[JobFilter, list[str]]:
+        """The filter of the fields and the search box's terms, and what is wrong with them."""
         statuses = checked(self.status_buttons)
         user_text = self.user_edit.text().strip()
         span = TIME_RANGES[self.time_combo.currentText()]
-        return JobFilter(statuses=statuses, type=self.type_edit.text().strip() or None,
+        type_text = self.type_edit.text().strip()
+        base = JobFilter(statuses=statuses, type=type_text if "*" not in type_text else None,
+                         type_pattern=type_text if "*" in type_text else None,
                          pipeline_id=self.pipeline_edit.text().strip() or None,
                          user_id=int(user_text) if user_text.isdigit() else None,
-                         created_from=datetime.now(UTC) - span if span else None,
-                         search=self.search_edit.text().strip() or None)
+                         created_from=datetime.now(UTC) - span if span else None)
+        parsed = parse_search(self.search_edit.text(), base)
+        problems = list(parsed.errors)
+        if user_text and not user_text.isdigit():
+            problems.insert(0, "user must be a number")
+        return parsed.filter, problems
 
     def apply_filters(self) -> None:
-        if self.user_edit.text().strip() and not self.user_edit.text().strip().isdigit():
+        filt, problems = self._parse()
+        # Bad terms are named under the search box and left out; the rest still filters.
+        self.search_error.setText("⚠ " + "; ".join(problems) if problems else "")
+        self.search_error.setVisible(bool(problems))
+        if problems and "user must be a number" in problems:
             self.message.emit("user must be a number")
-            return
-        self.model.set_query(self.current_filter())
+        self.model.set_query(filt)
         self._counts_timer.start(0)
 
     def show_pipeline(self, pipeline_id: str) -> None:

@@ -62,7 +62,7 @@ class WorkersController(QObject):
         window.addDockWidget(Qt.DockWidgetArea.BottomDockWidgetArea, self.dock)
         window.addDockWidget(Qt.DockWidgetArea.BottomDockWidgetArea, self.log_dock)
         window.tabifyDockWidget(self.dock, self.log_dock)
-        window.resizeDocks([self.dock], [190], Qt.Orientation.Vertical)  # the job table keeps most of the height
+        window.resizeDocks([self.dock], [232], Qt.Orientation.Vertical)  # 5 workers show; the job table keeps the most
         self.dock.raise_()
         self.log_dock.hide()  # until a worker is launched
 
