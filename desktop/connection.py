@@ -14,7 +14,7 @@ from desktop.errors import EXPECTED
 from desktop.tasks import spawn
 from worker.db import CONNECTION_ERRORS, describe, is_starting_up
 from worker.errors import JobdeskError
-from worker.listener import Listener
+from worker.listener import NO_LISTEN_REASON, Listener, ListenerDeaf, listen_dsn
 from worker.service import JobService, prepare_schema
 from worker.settings import Settings
 
@@ -25,6 +25,7 @@ CHANGES_CHANNEL = "jobdesk_job_changes"
 COALESCE_S = 0.25  # bursts of NOTIFYs collapse into one refresh per this many seconds
 POLL_S = 2.0  # without LISTEN, the console polls this often
 RETRY_MAX_S = 5.0
+RELISTEN_MAX_S = 60.0  # a deaf listener is tried again after a pause that doubles up to this
 
 
 class ConsoleConnection(QObject):
@@ -50,6 +51,10 @@ class ConsoleConnection(QObject):
         self._flush_handle: asyncio.TimerHandle | None = None
         self._task: asyncio.Task[None] | None = None
         self._closing = False
+        self._said_polling = False  # the "no LISTEN here" line is logged once per connection
+        self._deaf = False  # the listener went deaf and has not heard its heartbeat since
+        self._relisten_at = 0.0
+        self._relisten_pause = 0.0
 
     def describe(self) -> str:
         return ("embedded " if self.embedded else "") + describe(self.dsn)
@@ -102,11 +107,19 @@ class ConsoleConnection(QObject):
             await asyncio.sleep(POLL_S)
             if self._listener is None:
                 self._queue(None)  # no LISTEN: poll
+                if self._deaf and asyncio.get_running_loop().time() >= self._relisten_at:
+                    await self._open_listener()
                 continue
             try:
                 await self._listener.ping()
+            except ListenerDeaf as exc:
+                self._went_deaf(exc)
             except EXPECTED as exc:
                 self._lost(exc)
+            else:
+                if self._deaf and self._listener.heard:
+                    self._deaf, self._relisten_pause = False, 0.0
+                    log.info("live updates are back: the listener hears its heartbeat again")
 
     def _revive_embedded(self) -> None:
         """The embedded server stops with the process that started it; when it is gone, start it
@@ -128,17 +141,46 @@ class ConsoleConnection(QObject):
         if self.embedded:  # a fresh embedded database is migrated on first use, as the CLI does
             await prepare_schema(self.dsn, embedded=True)
         self.client = await JobService.connect(self.dsn, settings=self.settings, source="console", pool_size=4)
-        try:
-            self._listener = Listener(self.dsn, {CHANGES_CHANNEL: self._on_notify})
-            await self._listener.open()
-        except EXPECTED as exc:
-            log.warning("live updates unavailable (%s); polling every %.0f s", _reason(exc), POLL_S)
-            self._listener = None
+        await self._open_listener()
         self.writable = not self.forced_read_only and await self.client.can_write()
         self.is_connected = True
         self.connected.emit(self.describe())
         self.writable_changed.emit(self.writable)
         self._queue(None)  # whatever changed while we were away
+
+    async def _open_listener(self) -> None:
+        """LISTEN for changes where that works (DATABASE_LISTEN_URL behind a pooler); else poll."""
+        self._listener = None
+        dsn = listen_dsn(self.dsn, self.settings)
+        if dsn is None:
+            if not self._said_polling:
+                self._said_polling = True
+                log.info("%s: polling for changes every %.0f s", NO_LISTEN_REASON, POLL_S)
+            return
+        client = self.client
+        assert client is not None
+        listener = Listener(dsn, {CHANGES_CHANNEL: self._on_notify}, send=client.notify,
+                            heartbeat_interval=self.settings.JOB_LISTEN_HEARTBEAT_INTERVAL)
+        try:
+            await listener.open()
+        except EXPECTED as exc:
+            log.warning("live updates unavailable (%s); polling every %.0f s", _reason(exc), POLL_S)
+            return
+        self._listener = listener
+
+    def _went_deaf(self, exc: BaseException) -> None:
+        """Drop a deaf listener and poll; listen again after a pause (doubling while it stays deaf)."""
+        if self._listener is not None:
+            self._listener.terminate()
+            self._listener = None
+        if not self._deaf:
+            log.warning("live updates stopped: the listener went deaf (%s) while the database answers; "
+                        "polling every %.0f s, and listening again later", _reason(exc), POLL_S)
+        self._deaf = True
+        self._relisten_pause = min(max(self._relisten_pause * 2, self.settings.JOB_LISTEN_HEARTBEAT_INTERVAL),
+                                   RELISTEN_MAX_S)
+        self._relisten_at = asyncio.get_running_loop().time() + self._relisten_pause
+        self._queue(None)  # whatever it missed
 
     def _lost(self, exc: BaseException) -> None:
         if not self.is_connected:

@@ -11,6 +11,7 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 os.environ.setdefault("QT_API", "pyside6")
 
 from tests import pg  # noqa: E402
+from tests.pgbouncer import PgBouncer  # noqa: E402
 from worker.db import connect  # noqa: E402
 from worker.embedded import EmbeddedServer  # noqa: E402
 
@@ -42,3 +43,11 @@ async def conn(dsn: str) -> AsyncIterator[asyncpg.Connection]:
     connection = await connect(dsn)
     yield connection
     await connection.close()
+
+
+@pytest.fixture(scope="session")
+def pgbouncer(pg_server: EmbeddedServer) -> Iterator[PgBouncer]:
+    """PgBouncer in transaction pooling mode in front of the test server (installed if missing)."""
+    bouncer = PgBouncer(pg_server).start()
+    yield bouncer
+    bouncer.stop()

@@ -8,7 +8,7 @@ import os
 import socket
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import asyncpg
 
@@ -35,6 +35,28 @@ CONNECTION_ERRORS: tuple[type[BaseException], ...] = (
 # Failures a front door expects and shows as a message: the database is away, refused a query
 # (a timeout, a missing right) or is not there yet. Anything else is a bug.
 EXPECTED_DB_ERRORS: tuple[type[BaseException], ...] = (*CONNECTION_ERRORS, asyncpg.PostgresError, TimeoutError)
+
+
+# `?pgbouncer=true` on a URL: it goes through a pooler in transaction mode (PgBouncer's
+# `pool_mode = transaction`), where every transaction may run on another server session.
+POOLER_OPTION = "pgbouncer"
+_TRUE = {"true", "1", "yes", "on"}
+
+
+def split_pooler(dsn: str) -> tuple[str, bool]:
+    """The DSN without jobdesk's pooler option (no driver knows it), and whether it was on."""
+    parts = urlsplit(dsn)
+    if POOLER_OPTION not in parts.query:
+        return dsn, False
+    pairs = parse_qsl(parts.query, keep_blank_values=True)
+    pooled = any(k == POOLER_OPTION and v.lower() in _TRUE for k, v in pairs)
+    query = urlencode([(k, v) for k, v in pairs if k != POOLER_OPTION], safe="/")
+    return urlunsplit(parts._replace(query=query)), pooled
+
+
+def is_pooled(dsn: str) -> bool:
+    """Whether a DSN goes through a transaction pooler: nothing may outlive a transaction."""
+    return split_pooler(dsn)[1]
 
 
 def is_starting_up(exc: BaseException) -> bool:
@@ -79,13 +101,67 @@ async def _init_connection(conn: asyncpg.Connection) -> None:
 
 def _unavailable(dsn: str, exc: BaseException) -> DatabaseUnavailable:
     reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    if "unsupported startup parameter" in reason and not is_pooled(dsn):
+        reason += f" (a pooler such as PgBouncer? add ?{POOLER_OPTION}=true to the URL)"
     return DatabaseUnavailable(f"cannot connect to PostgreSQL at {describe(dsn)}: {reason}")
+
+
+class _ClientTimedConnection(asyncpg.Connection):  # type: ignore[misc]
+    """Behind a transaction pooler no session setting lasts (a `statement_timeout` startup
+    parameter is even refused), so the statement timeout is asyncpg's command timeout: on expiry
+    it sends a cancel request, which the pooler forwards to the server running the statement.
+    Its TimeoutError becomes the error PostgreSQL gives for its own statement timeout, so that
+    callers see the same failure either way (and do not take it for a lost connection)."""
+
+    async def execute(self, *args: Any, **kwargs: Any) -> Any:  # noqa: ANN401
+        try:
+            return await super().execute(*args, **kwargs)
+        except TimeoutError as exc:
+            raise _timed_out() from exc
+
+    async def executemany(self, *args: Any, **kwargs: Any) -> Any:  # noqa: ANN401
+        try:
+            return await super().executemany(*args, **kwargs)
+        except TimeoutError as exc:
+            raise _timed_out() from exc
+
+    async def fetch(self, *args: Any, **kwargs: Any) -> Any:  # noqa: ANN401
+        try:
+            return await super().fetch(*args, **kwargs)
+        except TimeoutError as exc:
+            raise _timed_out() from exc
+
+    async def fetchval(self, *args: Any, **kwargs: Any) -> Any:  # noqa: ANN401
+        try:
+            return await super().fetchval(*args, **kwargs)
+        except TimeoutError as exc:
+            raise _timed_out() from exc
+
+    async def fetchrow(self, *args: Any, **kwargs: Any) -> Any:  # noqa: ANN401
+        try:
+            return await super().fetchrow(*args, **kwargs)
+        except TimeoutError as exc:
+            raise _timed_out() from exc
+
+
+def _timed_out() -> asyncpg.QueryCanceledError:
+    return asyncpg.QueryCanceledError("canceling statement due to statement timeout")
+
+
+def _driver_options(dsn: str) -> tuple[str, dict[str, Any]]:
+    """The DSN for asyncpg and the options its pooler mode needs: no named prepared statements
+    (a pooler gives each transaction any server session, where a statement prepared on another
+    does not exist, or exists twice). asyncpg then uses the unnamed statement, parsed, bound and
+    run within one exchange that the pooler keeps on one server session."""
+    clean, pooled = split_pooler(dsn)
+    return clean, ({"statement_cache_size": 0} if pooled else {})
 
 
 async def connect(dsn: str, *, timeout: float = 10, **kwargs: Any) -> asyncpg.Connection:
     """One connection with jobdesk's codecs; DatabaseUnavailable if it cannot be had."""
+    clean, options = _driver_options(dsn)
     try:
-        conn = await asyncpg.connect(dsn, timeout=timeout, **kwargs)
+        conn = await asyncpg.connect(clean, timeout=timeout, **options, **kwargs)
     except (*CONNECTION_ERRORS, asyncpg.PostgresError, TimeoutError, socket.gaierror,
             ValueError) as exc:
         raise _unavailable(dsn, exc) from exc
@@ -93,13 +169,22 @@ async def connect(dsn: str, *, timeout: float = 10, **kwargs: Any) -> asyncpg.Co
     return conn
 
 
-async def create_pool(dsn: str, *, size: int, timeout: float = 10,
-                      server_settings: dict[str, str] | None = None) -> asyncpg.Pool:
-    """A pool of `size` connections with jobdesk's codecs."""
+async def create_pool(dsn: str, *, size: int, timeout: float = 10, statement_timeout: float | None = None,
+                      application_name: str | None = None) -> asyncpg.Pool:
+    """A pool of `size` connections with jobdesk's codecs; `statement_timeout` in seconds."""
+    clean, options = _driver_options(dsn)
+    settings: dict[str, str] = {}
+    if application_name:
+        settings["application_name"] = application_name  # PgBouncer accepts and tracks this one
+    if statement_timeout is not None:
+        if options:  # pooled
+            options.update(command_timeout=statement_timeout, connection_class=_ClientTimedConnection)
+        else:
+            settings["statement_timeout"] = str(int(statement_timeout * 1000))
     try:
-        pool = await asyncpg.create_pool(dsn, min_size=min(2, size), max_size=size, timeout=timeout,
-                                         init=_init_connection, server_settings=server_settings,
-                                         max_inactive_connection_lifetime=300)
+        pool = await asyncpg.create_pool(clean, min_size=min(2, size), max_size=size, timeout=timeout,
+                                         init=_init_connection, server_settings=settings or None,
+                                         max_inactive_connection_lifetime=300, **options)
     except (*CONNECTION_ERRORS, asyncpg.PostgresError, TimeoutError, socket.gaierror,
             ValueError) as exc:
         raise _unavailable(dsn, exc) from exc

@@ -45,27 +45,33 @@ async def applied_versions(conn: asyncpg.Connection) -> set[int]:
 
 
 async def migrate(conn: asyncpg.Connection, folder: Path | None = None) -> list[Migration]:
-    """Apply the migrations not applied yet, in order; return those applied now."""
+    """Apply the migrations not applied yet, in order; return those applied now.
+
+    The lock is a transaction-level advisory lock, taken again in each migration's transaction:
+    through a transaction pooler a session lock would stay behind on whichever server session
+    took it, and its unlock might run on another.
+    """
     applied_now: list[Migration] = []
-    await conn.execute("SELECT pg_advisory_lock($1)", _LOCK_KEY)
-    try:
+    async with conn.transaction():
+        await conn.execute("SELECT pg_advisory_xact_lock($1)", _LOCK_KEY)
         await conn.execute("""
             CREATE TABLE IF NOT EXISTS jobdesk_migrations (
                 version    integer PRIMARY KEY,
                 name       text NOT NULL,
                 applied_at timestamptz NOT NULL DEFAULT now())""")
         done = await applied_versions(conn)
-        for migration in available_migrations(folder):
-            if migration.version in done:
-                continue
-            async with conn.transaction():
-                await conn.execute(migration.path.read_text(encoding="utf-8"))
-                await conn.execute("INSERT INTO jobdesk_migrations (version, name) VALUES ($1, $2)",
-                                   migration.version, migration.name)
-            log.info("applied migration %03d_%s", migration.version, migration.name)
-            applied_now.append(migration)
-    finally:
-        await conn.execute("SELECT pg_advisory_unlock($1)", _LOCK_KEY)
+    for migration in available_migrations(folder):
+        if migration.version in done:
+            continue
+        async with conn.transaction():
+            await conn.execute("SELECT pg_advisory_xact_lock($1)", _LOCK_KEY)
+            if await conn.fetchval("SELECT 1 FROM jobdesk_migrations WHERE version = $1", migration.version):
+                continue  # another process applied it meanwhile
+            await conn.execute(migration.path.read_text(encoding="utf-8"))
+            await conn.execute("INSERT INTO jobdesk_migrations (version, name) VALUES ($1, $2)",
+                               migration.version, migration.name)
+        log.info("applied migration %03d_%s", migration.version, migration.name)
+        applied_now.append(migration)
     return applied_now
 
 

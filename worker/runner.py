@@ -23,8 +23,9 @@ import asyncpg
 
 from worker import scheduler, transitions
 from worker.alerts import job_failed
-from worker.db import CONNECTION_ERRORS, connect, create_pool
+from worker.db import CONNECTION_ERRORS, create_pool
 from worker.errors import InvalidJob, JobdeskError, PermanentJobError
+from worker.listener import NO_LISTEN_REASON, Listener, ListenerDeaf, listen_dsn
 from worker.models import Job, JobCreate, ProcessorResult
 from worker.processor import BaseProcessor
 from worker.settings import Settings
@@ -78,7 +79,8 @@ class Worker:
         self.concurrency = settings.MAX_CONCURRENT_JOBS
         self.worker_id = worker_id or f"{socket.gethostname()[:40]}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         self.pool: asyncpg.Pool | None = None
-        self._listener: asyncpg.Connection | None = None
+        self._listener: Listener | None = None
+        self._deaf = False  # the listener went deaf, and has not heard its heartbeat since
         self._running: dict[str, tuple[Job, asyncio.Task[None]]] = {}
         self._ready: deque[Job] = deque()  # claimed, waiting for a free slot
         self._plain_done: list[tuple[Job, ProcessorResult]] = []  # written by the pump
@@ -159,7 +161,7 @@ class Worker:
             for task in self._tasks:
                 task.cancel()
             await asyncio.gather(*self._tasks, return_exceptions=True)
-            if self._listener is not None and not self._listener.is_closed():
+            if self._listener is not None:
                 await self._listener.close()
             await self.pool.close()
         log.info("worker %s stopped: %d completed, %d failed attempt(s), %d round trip(s) to claim "
@@ -212,25 +214,57 @@ class Worker:
     # -- database plumbing -----------------------------------------------------------------
 
     async def _listen(self) -> None:
-        self._listener = await connect(self.dsn)
-        await self._listener.add_listener(NEW_JOBS_CHANNEL, self._on_new_jobs)
-        await self._listener.add_listener(transitions.CONTROL_CHANNEL, self._on_control)
+        """LISTEN for new jobs and control messages (DATABASE_LISTEN_URL when given). Behind a
+        transaction pooler without it, say once that this worker polls, and do not listen."""
+        dsn = listen_dsn(self.dsn, self.settings)
+        if dsn is None:
+            log.info("%s: polling for new jobs every %g s", NO_LISTEN_REASON,
+                     self.settings.JOB_PROCESSOR_POLL_INTERVAL)
+            return
+        pool = self.pool
+        assert pool is not None
+        listener = Listener(dsn, {NEW_JOBS_CHANNEL: self._on_new_jobs,
+                                  transitions.CONTROL_CHANNEL: self._on_control},
+                            send=lambda channel, payload: pool.execute("SELECT pg_notify($1, $2)", channel, payload),
+                            heartbeat_interval=self.settings.JOB_LISTEN_HEARTBEAT_INTERVAL)
+        await listener.open()
+        self._listener = listener
 
     async def _listener_watch(self) -> None:
-        """Reconnect the LISTEN connection when it drops; poll meanwhile."""
+        """Keep LISTEN going; poll meanwhile. A dropped connection is opened again at once (with
+        backoff); a deaf one is dropped, and listened to again a while later."""
+        if listen_dsn(self.dsn, self.settings) is None:
+            return
+        heartbeat = self.settings.JOB_LISTEN_HEARTBEAT_INTERVAL
         delay = 0.2
         while True:
-            await asyncio.sleep(1.0)
-            if self._listener is not None and not self._listener.is_closed():
+            await asyncio.sleep(min(1.0, heartbeat))
+            if self._listener is not None:
                 try:
-                    await self._listener.execute("SELECT 1")
-                    delay = 0.2
+                    await self._listener.ping()
+                    if self._listener.heard:
+                        delay = 0.2
+                        if self._deaf:
+                            self._deaf = False
+                            log.info("the listener hears its heartbeat again: new jobs are pushed again")
                     continue
-                except CONNECTION_ERRORS:
+                except ListenerDeaf as exc:
+                    if not self._deaf:
+                        self._deaf = True
+                        log.warning("the listener went deaf (%s) while the database answers; polling for new "
+                                    "jobs every %g s, and listening again later", exc,
+                                    self.settings.JOB_PROCESSOR_POLL_INTERVAL)
+                    delay = min(max(delay * 2, heartbeat), 60.0)
+                except Exception:  # gone: opened again below
                     pass
+                self._listener.terminate()
+                self._listener = None
+                if self._deaf:
+                    await asyncio.sleep(delay)
             try:
                 await self._listen()
-                log.info("listening for new jobs again")
+                if not self._deaf:
+                    log.info("listening for new jobs again")
                 self._kick.set()
             except Exception:
                 await asyncio.sleep(delay)
@@ -239,7 +273,7 @@ class Worker:
     def _on_new_jobs(self, *_: object) -> None:
         self._kick.set()
 
-    def _on_control(self, _conn: object, _pid: int, _channel: str, payload: str) -> None:
+    def _on_control(self, payload: str) -> None:
         try:
             message = json.loads(payload)
         except ValueError:

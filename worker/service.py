@@ -124,10 +124,9 @@ class JobService:
             dsn, embedded = target.dsn, target.embedded
         else:
             embedded = False
-        timeout_ms = str(int(settings.JOB_STATEMENT_TIMEOUT * 1000))
         pool = await create_pool(dsn, size=pool_size or settings.DB_POOL_SIZE,
-                                 server_settings={"statement_timeout": timeout_ms,
-                                                  "application_name": f"jobdesk-{source}"})
+                                 statement_timeout=settings.JOB_STATEMENT_TIMEOUT,
+                                 application_name=f"jobdesk-{source}")
         try:
             async with pool.acquire() as conn:
                 await ensure_schema(conn, embedded=embedded)
@@ -139,6 +138,10 @@ class JobService:
     def as_actor(self, actor: transitions.Actor, *, user_id: int | None = None) -> JobService:
         """The same service for another actor, restricted to `user_id`'s jobs when given."""
         return type(self)(self.pool, actor=actor, user_id=user_id, settings=self.settings)
+
+    async def notify(self, channel: str, payload: str) -> None:
+        """Send a NOTIFY through the pool: a listener's heartbeat takes the path real changes take."""
+        await self.pool.execute("SELECT pg_notify($1, $2)", channel, payload)
 
     async def close(self) -> None:
         await self.pool.close()

@@ -24,6 +24,10 @@ class Settings(BaseSettings):
 
     # PostgreSQL to use; unset means the embedded server in the user's data folder.
     DATABASE_URL: str | None = None
+    # A direct connection (no pooler) to the same database, used only for LISTEN.
+    DATABASE_LISTEN_URL: str | None = None
+    # Seconds between NOTIFY heartbeats to a process's own listener; one not back within as long marks it deaf.
+    JOB_LISTEN_HEARTBEAT_INTERVAL: float = Field(10, gt=0)
     # Seconds between claim polls when no NOTIFY arrives.
     JOB_PROCESSOR_POLL_INTERVAL: float = Field(0.1, gt=0)
     # Jobs one worker runs at once.
