@@ -85,7 +85,7 @@ def home(workspace: Path) -> Iterator[Path]:
 def env_for(home: Path, **extra: str) -> dict[str, str]:
     """Only system folders on PATH; nothing of the build's Python, and the embedded database."""
     env = {"PATH": SYSTEM_PATH, "HOME": str(home), "LANG": "C.UTF-8", "JOBDESK_DATA_DIR": str(home / "data"),
-           "QT_QPA_PLATFORM": "offscreen"}
+           "QT_QPA_PLATFORM": "offscreen", "JOBDESK_EMBEDDED_IDLE_STOP": "3s"}
     env.update(extra)
     return env
 
@@ -128,11 +128,18 @@ def test_cli_worker_and_an_operators_processor(bundle: Path, home: Path) -> None
 
     migrations = len(list((ROOT / "sql").glob("[0-9][0-9][0-9]_*.sql")))
     assert f"applied {migrations} migration(s) to embedded jobdesk" in ok(run(bundle, home, "migrate"))
-    # As on an operator's machine, `jobdesk db` keeps the embedded server up while the worker and
-    # the commands come and go (a server stops with the process that started it).
+    # The command started the shared server detached: its keeper is the bundle itself.
+    status = json.loads(ok(run(bundle, home, "db", "status", "--json")))
+    assert status["running"] and status["idle_stop_s"] == 3, status
+    keeper = Path(f"/proc/{status['keeper_pid']}/cmdline").read_bytes().decode().split("\0")[:3]
+    assert keeper == [str(bundle), "db", "keeper"], keeper
+    one_line_error(run(bundle, home, "show", "ghost"), "no job with id ghost")
+    run_jobs_through_a_worker(bundle, home)
+    assert "stopped" in ok(run(bundle, home, "db", "stop"))
+    assert not Path(f"/proc/{status['keeper_pid']}").exists()
+    # `jobdesk db` in the foreground runs it until SIGTERM.
     with embedded_server(bundle, home):
-        one_line_error(run(bundle, home, "show", "ghost"), "no job with id ghost")
-        run_jobs_through_a_worker(bundle, home)
+        assert json.loads(ok(run(bundle, home, "db", "status", "--json")))["idle_stop_s"] is None
 
 
 @contextlib.contextmanager
