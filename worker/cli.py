@@ -85,6 +85,8 @@ def build_parser() -> ArgumentParser:
     p.add_argument("--user", type=int, metavar="ID")
     p.add_argument("--pipeline", metavar="ID")
     p.add_argument("--priority", type=int, default=0, help="higher runs first")
+    p.add_argument("--processors", action="append", default=[], metavar="MODULE",
+                   help="module with a PROCESSOR_MAP whose input models check --input (repeatable)")
 
     p = sub.add_parser("jobs", parents=[common], help="list jobs, newest first")
     p.add_argument("--status", type=_status_arg)
@@ -197,6 +199,12 @@ async def cmd_migrate(args: argparse.Namespace, settings: Settings) -> int:
 
 
 async def cmd_submit(args: argparse.Namespace, settings: Settings) -> int:
+    from worker.input_validation import make_validator
+    from worker.registry import load_processor_classes
+
+    # The same processors a worker would load: their input models check the input before enqueueing.
+    modules = [*settings.JOB_PROCESSOR_MODULES, *args.processors]
+    make_validator(load_processor_classes(modules, settings.JOB_PROCESSOR_PATH))(args.type, args.input)
     client = await _client(settings)
     try:
         job_id = await client.enqueue(args.type, args.input, depends_on=args.depends_on,

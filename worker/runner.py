@@ -25,6 +25,7 @@ from worker import transitions
 from worker.alerts import job_failed
 from worker.db import CONNECTION_ERRORS, connect, create_pool
 from worker.errors import InvalidJob, JobdeskError, PermanentJobError
+from worker.input_validation import check_job_input
 from worker.models import Job, JobCreate, ProcessorResult
 from worker.processor import BaseProcessor
 from worker.settings import Settings
@@ -378,6 +379,7 @@ class Worker:
     async def _run_job_inner(self, job: Job) -> None:
         processor = self.processors[job.type]
         try:
+            check_job_input(processor, job)  # a mismatch is permanent: no retry can fix the input
             result = _check_result(job, await processor.process(job))
         except asyncio.CancelledError:
             if job.cancelled:
