@@ -327,7 +327,7 @@ def cmd_db(args: argparse.Namespace, settings: Settings) -> int:
     started = keeper.start_in_foreground()
     dsn = server.dsn
     if not started:
-        server.ensure_running()  # a claim, so that it does not stop while we migrate
+        server.ensure_running()  # a client now, so that it does not stop while we migrate
 
     asyncio.run(prepare_schema(dsn, embedded=True))
     if args.json:
@@ -364,6 +364,8 @@ def cmd_db_status(args: argparse.Namespace) -> int:
         print("clients: unknown (it does not answer now)")
     else:
         print(f"clients: {len(status.clients)}" + (f": {_clients_line(status.clients)}" if status.clients else ""))
+    if status.processes:
+        print(f"used by jobdesk processes: {', '.join(map(str, status.processes))}")
     if status.keeper_pid is None:
         print("idle: unknown (not started by a keeper, so it does not stop by itself; `jobdesk db stop` stops it)")
     else:
@@ -379,11 +381,16 @@ def cmd_db_stop(args: argparse.Namespace) -> int:
     server = embedded_server()
     status = server.status()
     if not status.running:
-        print("the embedded database is not running", file=sys.stderr)
+        if args.json:
+            _print_json({"stopped": False, "data_dir": str(status.root)})
+        else:
+            print("the embedded database is not running", file=sys.stderr)
         return 0
-    if status.clients and not args.force:
-        raise JobdeskError(f"the embedded database has {len(status.clients)} client(s): "
-                           f"{_clients_line(status.clients)}; stop them first, or use `jobdesk db stop --force`")
+    if (status.clients or status.processes) and not args.force:
+        users = [f"{len(status.clients)} connection(s): {_clients_line(status.clients)}"] if status.clients else []
+        users += [f"jobdesk process(es) {', '.join(map(str, status.processes))}"] if status.processes else []
+        raise JobdeskError(f"the embedded database is in use ({'; '.join(users)}); "
+                           f"stop them first, or use `jobdesk db stop --force`")
     server.stop()
     if args.json:
         _print_json({"stopped": True, "data_dir": str(status.root)})

@@ -170,7 +170,8 @@ class ServerStatus:
     keeper_pid: int | None = None
     idle_stop_s: float | None = None  # None: runs until stopped (`jobdesk db` in the foreground)
     clients: list[Client] | None = None  # None: unknown (it does not answer)
-    last_active: float | None = None  # epoch seconds of the last client or claim; None: no keeper
+    last_active: float | None = None  # epoch seconds of the last client; None: no keeper
+    processes: list[int] | None = None  # pids of the jobdesk processes that use it (Linux), None: unknown
     checked_at: float | None = None
 
     @property
@@ -178,7 +179,7 @@ class ServerStatus:
         """Seconds without a client, or None when it does not run or cannot tell."""
         if not self.running or self.clients is None or self.last_active is None:
             return None
-        if self.clients:
+        if self.clients or self.processes:
             return 0.0
         return max(0.0, time.time() - self.last_active)
 
@@ -186,6 +187,7 @@ class ServerStatus:
         return {"running": self.running, "DATABASE_URL": self.dsn if self.running else None,
                 "data_dir": str(self.root), "keeper_pid": self.keeper_pid,
                 "clients": None if self.clients is None else [c.to_json() for c in self.clients],
+                "processes": self.processes,
                 "idle_s": None if self.idle_s is None else round(self.idle_s, 1),
                 "idle_stop_s": self.idle_stop_s}
 
@@ -204,7 +206,10 @@ class EmbeddedServer:
         self.log_path = self.root / "server.log"
         self.keeper_log = self.root / "keeper.log"
         self.state_path = self.root / "keeper.json"  # written by the keeper at every check
-        self.claim_path = self.root / "claimed"  # touched by every process that is about to connect
+        # Every process that uses the server holds a shared lock on this file for as long as it
+        # lives: a client even while its pool has no connection open.
+        self.presence_path = self.root / "clients.lock"
+        self._presence: IO[str] | None = None
         self.process: subprocess.Popen[bytes] | None = None
         self.user = _server_user()
         self.bin_dir = bin_dir or _pg_bin_dir()
@@ -229,18 +234,18 @@ class EmbeddedServer:
     def ensure_running(self) -> str:
         """Start the server (through a detached keeper) unless it runs; return its DSN.
 
-        The claim tells the keeper that a client is on its way, so it does not stop the server
-        in the moment between this check and the caller's connection.
+        From now until this process exits, it counts as a client, so the keeper does not stop the
+        server under it, not even between this call and its first connection.
         """
         self._prepare_folders()
         with self._lock():
             if not self.is_ready():
-                if self.keeper_alive():  # a keeper whose server is starting or recovering
+                if self.keeper_alive():  # a keeper whose server is recovering from a crash
                     self._wait_ready()
-                else:
+                if not self.is_ready():
                     self._initdb()
                     self._spawn_keeper()
-            self._claim()
+            self._hold_presence()
         return self.dsn
 
     def revive(self) -> bool:
@@ -284,12 +289,35 @@ class EmbeddedServer:
             return {}
         return state if isinstance(state, dict) else {}
 
-    def claimed_at(self) -> float:
-        """When a process last said it was about to connect (epoch seconds, 0 if never)."""
+    def in_use(self) -> bool:
+        """Whether a live jobdesk process holds the presence lock (see `ensure_running`)."""
         try:
-            return self.claim_path.stat().st_mtime
+            with open(self.presence_path, "a") as handle:
+                try:
+                    fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    return True
+                fcntl.flock(handle, fcntl.LOCK_UN)
+                return False
         except OSError:
-            return 0.0
+            return False
+
+    def presence_pids(self) -> list[int] | None:
+        """The pids holding the presence lock, from /proc/locks (Linux); None where unknown."""
+        try:
+            inode = self.presence_path.stat().st_ino
+            text = Path("/proc/locks").read_text()
+        except OSError:
+            return None
+        pids = set()
+        for line in text.splitlines():
+            parts = line.split()
+            # "1: FLOCK  ADVISORY  READ 1234 08:01:5678 0 EOF"; a waiter's line has "->" first.
+            if len(parts) >= 6 and parts[1] == "FLOCK" and parts[3] == "READ":
+                with contextlib.suppress(ValueError, IndexError):
+                    if int(parts[5].split(":")[2]) == inode and _alive(int(parts[4])):
+                        pids.add(int(parts[4]))
+        return sorted(pids)
 
     def status(self) -> ServerStatus:
         """Whether it runs, with its clients counted now and the idle time its keeper measures."""
@@ -298,12 +326,13 @@ class EmbeddedServer:
         if not running:
             return ServerStatus(False, self.dsn, self.root)
         clients = asyncio.run(self._live_clients())
+        processes = self.presence_pids()
         if not state:
-            return ServerStatus(running, self.dsn, self.root, clients=clients)
-        last = max(float(state.get("last_active") or 0), self.claimed_at())
+            return ServerStatus(running, self.dsn, self.root, clients=clients, processes=processes)
         return ServerStatus(running, self.dsn, self.root, keeper_pid=state.get("keeper_pid"),
-                            idle_stop_s=state.get("idle_stop_s"), clients=clients, last_active=last,
-                            checked_at=state.get("checked_at"))
+                            idle_stop_s=state.get("idle_stop_s"), clients=clients,
+                            last_active=float(state.get("last_active") or 0), checked_at=state.get("checked_at"),
+                            processes=processes)
 
     async def _live_clients(self) -> list[Client] | None:
         import asyncpg
@@ -424,16 +453,24 @@ class EmbeddedServer:
         self.keepers_started += 1
 
     def _wait_ready(self) -> None:
+        """Wait while a live keeper's server does not answer yet; return early if the keeper ends."""
         deadline = time.monotonic() + START_TIMEOUT_S
-        while not self.is_ready():
-            if time.monotonic() > deadline or not self.keeper_alive():
+        while not self.is_ready() and self.keeper_alive():
+            if time.monotonic() > deadline:
                 raise EmbeddedDatabaseError(f"the embedded PostgreSQL is not answering (log: {self.log_path})")
             time.sleep(0.1)
 
-    def _claim(self) -> None:
-        with contextlib.suppress(OSError):
-            self.claim_path.touch()
-            os.utime(self.claim_path)
+    def _hold_presence(self) -> None:
+        """Take the shared presence lock once; the kernel lets go of it when this process ends."""
+        if self._presence is not None:
+            return
+        try:
+            handle = open(self.presence_path, "a")
+            fcntl.flock(handle, fcntl.LOCK_SH)
+        except OSError as exc:
+            log.warning("cannot mark this process as a client of the embedded database: %s", exc)
+            return
+        self._presence = handle
 
     # -- steps ------------------------------------------------------------------------------
 

@@ -4,10 +4,12 @@ none for the idle time.
 
 The first jobdesk process that needs the server starts a keeper detached (`jobdesk db keeper`,
 hidden, which works from a Python install and from the bundle alike); `jobdesk db` in the
-foreground is a keeper too, one that runs until Ctrl-C or SIGTERM. Two locks in the data folder
-keep it to one: `keeper.lock`, held for the keeper's whole life, and `start.lock`, held by whoever
-starts a server and by the keeper while it decides to stop and stops, so a process arriving at
-that moment waits and then starts a fresh server instead of connecting to a dying one.
+foreground is a keeper too, one that runs until Ctrl-C or SIGTERM. Locks in the data folder keep
+it to one and tell it who uses it: `keeper.lock`, held for the keeper's whole life; `start.lock`,
+held by whoever starts a server and by the keeper while it decides to stop and stops, so a process
+arriving at that moment waits and then starts a fresh server instead of connecting to a dying one;
+and `clients.lock`, held shared by every process that uses the server, for its whole life, so a
+process whose pool has closed its idle connections still counts as a client.
 """
 
 from __future__ import annotations
@@ -47,7 +49,7 @@ class Keeper:
         self.idle_stop_s = idle_stop_s
         self.interval = check_interval(idle_stop_s)
         self.started_at = time.time()
-        self.last_active = self.started_at  # a keeper is started for a client that is about to connect
+        self.last_active = self.started_at
         self._keeper_lock: IO[str] | None = None
 
     # -- starting ---------------------------------------------------------------------------
@@ -100,9 +102,8 @@ class Keeper:
                     break
                 clients, conn = await self._clients(conn)
                 now = time.time()
-                if clients is None or clients:  # a client, or no way to tell: not idle
+                if clients is None or clients or self.server.in_use():  # or no way to tell: not idle
                     self.last_active = now
-                self.last_active = max(self.last_active, self.server.claimed_at())
                 self._write_state(clients or [], now)
                 if self._idle(now) and await self._stop_if_still_idle(conn):
                     log.info("no client for %s; stopped the embedded PostgreSQL", span(self.idle_stop_s or 0))
@@ -116,27 +117,33 @@ class Keeper:
             if conn is not None:
                 with contextlib.suppress(Exception):
                     await conn.close(timeout=2)
-            with self.server._lock():
-                self.server.stop_child()
-            with contextlib.suppress(OSError):
-                self.server.state_path.unlink()
-            self._release()
+            if self._keeper_lock is not None:  # not stopped for idleness already
+                with self.server._lock():
+                    self._shut_down()
         return code
+
+    def _shut_down(self) -> None:
+        """Stop the server and let go of the keeper lock, all under the start lock (the caller's):
+        a starter then finds either a live keeper with its server, or none at all."""
+        self.server.stop_child()
+        with contextlib.suppress(OSError):
+            self.server.state_path.unlink()
+        self._release()
 
     def _idle(self, now: float) -> bool:
         return self.idle_stop_s is not None and now - self.last_active >= self.idle_stop_s
 
     async def _stop_if_still_idle(self, conn: asyncpg.Connection | None) -> bool:
-        """Under the start lock, so that nobody claims the server meanwhile: look again, and stop."""
+        """Under the start lock, so that no process starts using the server meanwhile: look again,
+        and stop."""
         with self.server._lock():
             clients, _ = await self._clients(conn)
-            if clients is None or clients:
+            if clients is None or clients or self.server.in_use():
                 self.last_active = time.time()
                 return False
-            self.last_active = max(self.last_active, self.server.claimed_at())
-            if not self._idle(time.time()):
-                return False
-            self.server.stop_child()
+            if conn is not None:
+                conn.terminate()
+            self._shut_down()
             return True
 
     async def _clients(self, conn: asyncpg.Connection | None) -> tuple[list[Client] | None,
