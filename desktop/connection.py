@@ -122,8 +122,8 @@ class ConsoleConnection(QObject):
                     log.info("live updates are back: the listener hears its heartbeat again")
 
     def _revive_embedded(self) -> None:
-        """The embedded server stops with the process that started it; when it is gone, start it
-        again (this console then owns it). Only for this user's own embedded database."""
+        """A safety net: when the shared embedded server is gone (stopped by hand), start it again.
+        Only for this user's own embedded database."""
         if not self.embedded:
             return
         from worker.embedded import embedded_server
@@ -133,7 +133,7 @@ class ConsoleConnection(QObject):
             return
         try:
             if server.revive():
-                log.warning("the embedded database had stopped with the process that ran it; started it again")
+                log.warning("the embedded database had stopped; started it again")
         except JobdeskError as exc:
             log.warning("could not start the embedded database again: %s", exc)
 

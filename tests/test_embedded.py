@@ -1,5 +1,5 @@
-"""The embedded default: DATABASE_URL unset means one PostgreSQL from the wheel, shared by every
-jobdesk command, stopped with the process that started it."""
+"""The embedded default: DATABASE_URL unset means one PostgreSQL from the wheel per data folder,
+shared by every jobdesk process, started detached by the first one, stopped when idle."""
 
 from __future__ import annotations
 
@@ -12,10 +12,12 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests.helpers import JOBDESK, ROOT, cli_env, run_cli
+from worker.embedded import EmbeddedServer
 
 
 @pytest.fixture
@@ -23,6 +25,7 @@ def data_dir() -> Iterator[Path]:
     folder = Path(tempfile.mkdtemp(prefix="jdemb-"))
     folder.chmod(0o755)
     yield folder
+    EmbeddedServer(folder).stop()  # after a failed test
     subprocess.run(["rm", "-rf", str(folder)], check=False)
 
 
@@ -52,12 +55,68 @@ def wait_dead(pid: int, timeout: float = 10) -> bool:
     return False
 
 
-def embedded(*args: str, data_dir: Path) -> subprocess.CompletedProcess[str]:
-    return run_cli(*args, dsn=None, JOBDESK_DATA_DIR=str(data_dir))
+IDLE = 2.0  # JOBDESK_EMBEDDED_IDLE_STOP in these tests, seconds
+SLACK = 30.0  # for a loaded machine: how much later than due something may happen
+
+
+def embedded_env(data_dir: Path, **extra: str) -> dict[str, str]:
+    return cli_env(None, **{"JOBDESK_DATA_DIR": str(data_dir), "JOBDESK_EMBEDDED_IDLE_STOP": f"{IDLE:g}s", **extra})
+
+
+def embedded(*args: str, data_dir: Path, **extra: str) -> subprocess.CompletedProcess[str]:
+    return run_cli(*args, dsn=None, **{"JOBDESK_DATA_DIR": str(data_dir), "JOBDESK_EMBEDDED_IDLE_STOP": f"{IDLE:g}s",
+                                       **extra})
+
+
+def status(data_dir: Path) -> dict[str, Any]:
+    done = embedded("db", "status", "--json", data_dir=data_dir)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def processes_on(data_dir: Path) -> list[str]:
+    """Every live process whose command line names the data folder (keeper, server, clients)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().decode(errors="replace").replace("\0", " ")
+        except OSError:
+            continue
+        if str(data_dir) in argv and alive(int(entry.name)):
+            found.append(f"{entry.name}: {argv}")
+    return found
+
+
+def wait_gone(data_dir: Path, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while processes_on(data_dir):
+        assert time.monotonic() < deadline, processes_on(data_dir)
+        time.sleep(0.1)
+
+
+def start_worker(data_dir: Path, log_path: Path, **extra: str) -> subprocess.Popen[str]:
+    with open(log_path, "w") as log:
+        worker = subprocess.Popen([*JOBDESK, "worker"],
+                                  env=embedded_env(data_dir, JOB_HEARTBEAT_INTERVAL="0.3", **extra),
+                                  stdout=log, stderr=subprocess.STDOUT, text=True, cwd=ROOT)
+    deadline = time.monotonic() + 60
+    while " ready: " not in log_path.read_text():
+        assert worker.poll() is None and time.monotonic() < deadline, log_path.read_text()
+        time.sleep(0.1)
+    return worker
+
+
+def stop(*procs: subprocess.Popen[str]) -> None:
+    for p in procs:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
 
 
 def start_db(data_dir: Path) -> tuple[subprocess.Popen[str], str]:
-    proc = subprocess.Popen([*JOBDESK, "db"], env=cli_env(None, JOBDESK_DATA_DIR=str(data_dir)),
+    proc = subprocess.Popen([*JOBDESK, "db"], env=embedded_env(data_dir),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
     assert proc.stdout is not None
     line = proc.stdout.readline().strip()
@@ -65,14 +124,170 @@ def start_db(data_dir: Path) -> tuple[subprocess.Popen[str], str]:
     return proc, line.split("=", 1)[1]
 
 
-def test_commands_start_and_stop_the_embedded_server(data_dir: Path) -> None:
-    first = embedded("submit", "echo", "--input", '{"kept": true}', "--json", data_dir=data_dir)
+def test_commands_share_one_detached_server(data_dir: Path) -> None:
+    # Long enough that the server waits between two commands even on a busy machine; the stop
+    # once idle is tested with the console and the worker below.
+    idle = "60s"
+    first = embedded("submit", "echo", "--input", '{"kept": true}', "--json", data_dir=data_dir,
+                     JOBDESK_EMBEDDED_IDLE_STOP=idle)
     assert first.returncode == 0, first.stderr
     job_id = json.loads(first.stdout)["id"]
     pid = postmaster_pid(data_dir)
-    assert pid is None or wait_dead(pid), "the server stops with the command that started it"
+    assert pid is not None and alive(pid), "the server outlives the command that started it"
+    listed = embedded("jobs", "--json", data_dir=data_dir)
+    assert [j["id"] for j in json.loads(listed.stdout)] == [job_id]
+    assert postmaster_pid(data_dir) == pid, "the next command reuses the same server"
+    assert status(data_dir)["idle_stop_s"] == 60
+    keeper = status(data_dir)["keeper_pid"]
+    assert keeper and alive(keeper)
+    stat = Path(f"/proc/{keeper}/stat").read_text().rsplit(")", 1)[1].split()
+    assert int(stat[1]) != os.getpid() and int(stat[3]) != os.getpgid(0), "detached: not ours, own session"
+
+    assert "stopped" in embedded("db", "stop", data_dir=data_dir).stdout
+    assert wait_dead(pid, 1) and wait_dead(keeper, 5)
+    wait_gone(data_dir, SLACK)
+    assert status(data_dir)["running"] is False
     listed = embedded("jobs", "--json", data_dir=data_dir)
     assert [j["id"] for j in json.loads(listed.stdout)] == [job_id], "data persists between runs"
+
+
+def test_a_process_without_a_connection_still_counts_as_a_client(data_dir: Path) -> None:
+    """A long-lived process whose pool has closed its idle connections (an API with no requests,
+    a backend's JobClient) keeps the server: it is a client for as long as it lives."""
+    holder = subprocess.Popen([*JOBDESK[:1], "-c", "from worker.embedded import embedded_server; import time; "
+                               "embedded_server().ensure_running(); print('up', flush=True); time.sleep(60)"],
+                              env=embedded_env(data_dir), cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "up"
+        pid = postmaster_pid(data_dir)
+        now = status(data_dir)
+        assert now["clients"] == [] and now["processes"] == [holder.pid] and now["idle_s"] == 0
+        time.sleep(IDLE * 2)
+        assert pid is not None and alive(pid), "no connection, but the process still uses it"
+        holder.kill()
+        holder.wait()
+        assert wait_dead(pid, IDLE + SLACK)
+        wait_gone(data_dir, SLACK)
+    finally:
+        stop(holder)
+
+
+def test_starters_at_once_start_one_server(data_dir: Path) -> None:
+    procs = [subprocess.Popen([*JOBDESK, "submit", "noop"], env=embedded_env(data_dir), cwd=ROOT,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(4)]
+    outputs = [p.communicate(timeout=60) for p in procs]
+    assert all(p.returncode == 0 for p in procs), outputs
+    keeper_log = (data_dir / "pg" / "keeper.log").read_text()
+    assert keeper_log.count("embedded PostgreSQL running") == 1, keeper_log
+    assert embedded("db", "stop", data_dir=data_dir).returncode == 0
+    wait_gone(data_dir, SLACK)
+
+
+def test_console_and_worker_keep_the_server_through_many_commands(data_dir: Path, tmp_path: Path) -> None:
+    console = subprocess.Popen([*JOBDESK[:1], "-m", "desktop.launcher", "--no-worker"],
+                               env=embedded_env(data_dir, QT_QPA_PLATFORM="offscreen"),
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    worker = None
+    try:
+        deadline = time.monotonic() + 60
+        while postmaster_pid(data_dir) is None or not status(data_dir)["clients"]:
+            assert console.poll() is None and time.monotonic() < deadline, "the console did not connect"
+            time.sleep(0.2)
+        server = postmaster_pid(data_dir)
+        log_path = tmp_path / "worker.log"
+        worker = start_worker(data_dir, log_path)
+        jobs = []
+        for i in range(20):
+            if i % 4 == 0:
+                done = embedded("submit", "echo", "--input", json.dumps({"n": i}), "--json", data_dir=data_dir)
+                jobs.append(json.loads(done.stdout)["id"])
+            else:
+                args = ("jobs", "--json") if i % 4 != 3 else ("show", jobs[-1], "--json")
+                done = embedded(*args, data_dir=data_dir)
+            assert done.returncode == 0, done.stderr
+        while {embedded_status(data_dir, j) for j in jobs} != {"completed"}:
+            assert time.monotonic() < deadline + 60, log_path.read_text()
+            time.sleep(0.2)
+        assert postmaster_pid(data_dir) == server, "one server all along"
+        clients = status(data_dir)["clients"]
+        assert len(clients) >= 3 and "jobdesk-console" in {c["application_name"] for c in clients}, clients
+        log = log_path.read_text()
+        for sign in ("unreachable", "database is back", "listening for new jobs again", "started it again",
+                     "Traceback"):
+            assert sign not in log, log
+
+        console.send_signal(signal.SIGTERM)
+        assert console.wait(30) == 0
+        assert console.stderr is not None
+        console_log = console.stderr.read()
+        assert "started it again" not in console_log and "Traceback" not in console_log, console_log
+        time.sleep(IDLE + 1)
+        assert postmaster_pid(data_dir) == server and alive(server), "the worker still uses it"
+        worker.send_signal(signal.SIGTERM)
+        assert worker.wait(30) == 0
+        assert wait_dead(server, IDLE + SLACK), "gone once idle after the last client"
+        wait_gone(data_dir, SLACK)
+    finally:
+        stop(console, *([worker] if worker else []))
+
+
+def embedded_status(data_dir: Path, job_id: str) -> str:
+    return json.loads(embedded("show", job_id, "--json", data_dir=data_dir).stdout)["status"]
+
+
+def test_db_status_and_stop(data_dir: Path, tmp_path: Path) -> None:
+    assert status(data_dir)["running"] is False
+    assert "not running" in embedded("db", "status", data_dir=data_dir).stdout
+    assert embedded("db", "stop", data_dir=data_dir).returncode == 0, "nothing to stop is no error"
+    assert json.loads(embedded("db", "stop", "--json", data_dir=data_dir).stdout)["stopped"] is False
+    bad = embedded("db", "restart", data_dir=data_dir)
+    assert bad.returncode == 2 and "unknown db action" in bad.stderr
+
+    assert embedded("jobs", data_dir=data_dir, JOBDESK_EMBEDDED_IDLE_STOP="60").returncode == 0
+    now = status(data_dir)
+    assert now["running"] and now["DATABASE_URL"].startswith("postgresql://") and str(data_dir) in now["DATABASE_URL"]
+    assert now["idle_stop_s"] == 60 and now["clients"] == [] and 0 <= now["idle_s"] < 30
+    text = embedded("db", "status", data_dir=data_dir).stdout
+    assert "running" in text and f"DATABASE_URL={now['DATABASE_URL']}" in text and "clients: 0" in text
+    assert "idle: " in text and "stops after 1m00s without a client" in text
+
+    log_path = tmp_path / "worker.log"
+    worker = start_worker(data_dir, log_path, JOBDESK_EMBEDDED_IDLE_STOP="60")  # for the server it starts again
+    try:
+        deadline = time.monotonic() + 10
+        while not status(data_dir)["clients"]:
+            assert time.monotonic() < deadline
+            time.sleep(0.2)
+        now = status(data_dir)
+        assert now["idle_s"] == 0 and all(c["pid"] > 0 and c["database"] == "jobdesk" for c in now["clients"])
+        assert now["processes"] == [worker.pid]
+        assert f"clients: {len(now['clients'])}: " in embedded("db", "status", data_dir=data_dir).stdout
+        refused = embedded("db", "stop", data_dir=data_dir)
+        assert refused.returncode == 1 and len(refused.stderr.strip().splitlines()) == 1
+        assert f"in use ({len(now['clients'])} connection(s): " in refused.stderr, refused.stderr
+        assert f"jobdesk process(es) {worker.pid}" in refused.stderr and "--force" in refused.stderr
+        assert status(data_dir)["running"]
+
+        first = postmaster_pid(data_dir)
+        forced = embedded("db", "stop", "--force", data_dir=data_dir)
+        assert forced.returncode == 0 and "stopped" in forced.stdout, forced.stderr
+        assert first is not None and wait_dead(first, 1), "stopped when the command returns"
+        # The safety net: a worker that loses the server starts it again.
+        while "started it again" not in log_path.read_text():
+            assert worker.poll() is None and time.monotonic() < deadline + 30, log_path.read_text()
+            time.sleep(0.1)
+        job = json.loads(embedded("submit", "noop", "--json", data_dir=data_dir).stdout)["id"]
+        while embedded_status(data_dir, job) != "completed":
+            assert time.monotonic() < deadline + 60, log_path.read_text()
+            time.sleep(0.2)
+        worker.send_signal(signal.SIGTERM)
+        assert worker.wait(30) == 0
+        assert "Traceback" not in log_path.read_text()
+        done = embedded("db", "stop", "--json", data_dir=data_dir)
+        assert done.returncode == 0 and json.loads(done.stdout)["stopped"] is True
+        wait_gone(data_dir, SLACK)
+    finally:
+        stop(worker)
 
 
 def test_db_runs_in_foreground_and_others_reuse_it(data_dir: Path) -> None:
@@ -88,6 +303,10 @@ def test_db_runs_in_foreground_and_others_reuse_it(data_dir: Path) -> None:
         assert run_cli("jobs", "--json", dsn=url).returncode == 0
         again = embedded("db", data_dir=data_dir)
         assert again.returncode == 0 and "already running" in again.stderr
+        now = status(data_dir)
+        assert now["keeper_pid"] == proc.pid and now["idle_stop_s"] is None, "it never stops by itself"
+        time.sleep(IDLE + 1)
+        assert alive(pid)
         if os.geteuid() == 0:
             uid = int(Path(f"/proc/{pid}/status").read_text().split("Uid:")[1].split()[0])
             assert uid != 0, "as root, the server runs as an unprivileged user"
@@ -95,9 +314,9 @@ def test_db_runs_in_foreground_and_others_reuse_it(data_dir: Path) -> None:
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(20) == 0
         assert wait_dead(pid)
+        wait_gone(data_dir, SLACK)
     finally:
-        if proc.poll() is None:
-            proc.kill()
+        stop(proc)
 
 
 def test_kill_9_leaves_no_orphaned_server(data_dir: Path) -> None:
@@ -106,9 +325,15 @@ def test_kill_9_leaves_no_orphaned_server(data_dir: Path) -> None:
     assert pid is not None and alive(pid)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
-    assert wait_dead(pid), "the server outlived the process that started it"
-    # And the next command starts a fresh one on the same data.
-    assert embedded("jobs", data_dir=data_dir).returncode == 0
+    assert wait_dead(pid), "the server outlived the process that ran it"
+    # The next command starts a detached one on the same data; killing its keeper stops it too.
+    assert embedded("jobs", data_dir=data_dir, JOBDESK_EMBEDDED_IDLE_STOP="60").returncode == 0
+    pid = postmaster_pid(data_dir)
+    keeper = status(data_dir)["keeper_pid"]
+    assert pid is not None and keeper
+    os.kill(keeper, signal.SIGKILL)
+    assert wait_dead(pid), "the server outlived its keeper"
+    wait_gone(data_dir, SLACK)
 
 
 def test_db_refuses_when_database_url_is_set() -> None:
@@ -136,56 +361,20 @@ def test_binaries_out_of_the_server_users_reach_are_copied(data_dir: Path, monke
             server.ensure_running()
             assert server.bin_dir.is_relative_to(data_dir), "the server runs a copy the server user can reach"
             assert server.is_ready()
+            pid = postmaster_pid(data_dir)
+            assert pid and Path(os.readlink(f"/proc/{pid}/exe")).is_relative_to(data_dir), "so does its keeper"
         finally:
             server.stop()
     finally:
         shutil.rmtree(private, ignore_errors=True)
 
 
-def test_a_worker_starts_the_embedded_server_again_when_its_starter_exits(data_dir: Path, tmp_path: Path) -> None:
-    """The console (here `jobdesk db`) started the server and exits; the worker it launched keeps
-    going on the same data, and takes the server over."""
-    proc, _ = start_db(data_dir)
-    log_path = tmp_path / "worker.log"
-    with open(log_path, "w") as log:
-        worker = subprocess.Popen([*JOBDESK, "worker"], env=cli_env(None, JOBDESK_DATA_DIR=str(data_dir),
-                                                                    JOB_HEARTBEAT_INTERVAL="0.3"),
-                                  stdout=log, stderr=subprocess.STDOUT, text=True, cwd=ROOT)
-    try:
-        deadline = time.monotonic() + 30
-        while " ready: " not in log_path.read_text():
-            assert worker.poll() is None and time.monotonic() < deadline, log_path.read_text()
-            time.sleep(0.1)
-        first = postmaster_pid(data_dir)
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(20) == 0 and first is not None and wait_dead(first)
-
-        while "started it again" not in log_path.read_text():
-            assert worker.poll() is None and time.monotonic() < deadline + 30, log_path.read_text()
-            time.sleep(0.1)
-        job = json.loads(embedded("submit", "echo", "--input", '{"after": "restart"}', "--json",
-                                  data_dir=data_dir).stdout)["id"]
-        while json.loads(embedded("show", job, "--json", data_dir=data_dir).stdout)["status"] != "completed":
-            assert worker.poll() is None and time.monotonic() < deadline + 60, log_path.read_text()
-            time.sleep(0.2)
-        second = postmaster_pid(data_dir)
-        assert second is not None and second != first and alive(second)
-        worker.send_signal(signal.SIGTERM)
-        assert worker.wait(30) == 0
-        assert wait_dead(second), "the server stops with the worker that started it again"
-        assert "Traceback" not in log_path.read_text()
-    finally:
-        for p in (proc, worker):
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-
-
-def test_the_console_starts_the_embedded_server_again_when_its_starter_exits(data_dir: Path) -> None:
+def test_the_console_starts_the_embedded_server_again_when_it_is_stopped(data_dir: Path) -> None:
+    """The safety net: a foreground `jobdesk db` ends under the console, which starts a server again."""
     proc, _ = start_db(data_dir)
     first = postmaster_pid(data_dir)
     console = subprocess.Popen([*JOBDESK[:1], "-m", "desktop.launcher", "--no-worker"],
-                               env=cli_env(None, JOBDESK_DATA_DIR=str(data_dir), QT_QPA_PLATFORM="offscreen"),
+                               env=embedded_env(data_dir, QT_QPA_PLATFORM="offscreen"),
                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=ROOT)
     try:
         time.sleep(3)  # the console connects
@@ -201,12 +390,10 @@ def test_the_console_starts_the_embedded_server_again_when_its_starter_exits(dat
         assert embedded("jobs", data_dir=data_dir).returncode == 0
         console.send_signal(signal.SIGTERM)
         assert console.wait(30) == 0
-        assert wait_dead(second), "the server stops with the console that started it again"
+        assert wait_dead(second, IDLE + SLACK), "the server it started stops once idle"
+        wait_gone(data_dir, SLACK)
         assert console.stderr is not None
         log = console.stderr.read()
         assert "started it again" in log and "Traceback" not in log
     finally:
-        for p in (proc, console):
-            if p.poll() is None:
-                p.kill()
-                p.wait()
+        stop(proc, console)

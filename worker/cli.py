@@ -7,7 +7,6 @@ import asyncio
 import json
 import logging
 import os
-import signal
 import sys
 from collections.abc import Callable, Coroutine, Sequence
 from datetime import UTC, datetime
@@ -65,7 +64,12 @@ def build_parser() -> ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=ArgumentParser)
 
     sub.add_parser("migrate", parents=[common], help="apply the schema migrations")
-    sub.add_parser("db", parents=[common], help="run the embedded PostgreSQL in the foreground")
+    p = sub.add_parser("db", parents=[common],
+                       help="the embedded PostgreSQL: run it in the foreground, or `db status`, `db stop`")
+    p.add_argument("action", nargs="?", metavar="status|stop",
+                   help="status: whether it runs, its DATABASE_URL, clients and idle time; stop: stop it now")
+    p.add_argument("keeper_args", nargs="*", help=argparse.SUPPRESS)  # of the hidden `db keeper`
+    p.add_argument("--force", action="store_true", help="with stop: stop it even while clients use it")
 
     p = sub.add_parser("worker", parents=[common], help="run a worker")
     p.add_argument("--processors", action="append", default=[], metavar="MODULE",
@@ -84,6 +88,8 @@ def build_parser() -> ArgumentParser:
     p.add_argument("--user", type=int, metavar="ID")
     p.add_argument("--pipeline", metavar="ID")
     p.add_argument("--priority", type=int, default=0, help="higher runs first")
+    p.add_argument("--processors", action="append", default=[], metavar="MODULE",
+                   help="module with a PROCESSOR_MAP whose input models check --input (repeatable)")
 
     p = sub.add_parser("jobs", parents=[common], help="list jobs, newest first")
     p.add_argument("--status", type=_status_arg)
@@ -227,6 +233,12 @@ async def cmd_migrate(args: argparse.Namespace, settings: Settings) -> int:
 
 
 async def cmd_submit(args: argparse.Namespace, settings: Settings) -> int:
+    from worker.input_validation import make_validator
+    from worker.registry import load_processor_classes
+
+    # The same processors a worker would load: their input models check the input before enqueueing.
+    modules = [*settings.JOB_PROCESSOR_MODULES, *args.processors]
+    make_validator(load_processor_classes(modules, settings.JOB_PROCESSOR_PATH))(args.type, args.input)
     client = await _client(settings)
     try:
         job_id = await client.enqueue(args.type, args.input, depends_on=args.depends_on,
@@ -340,30 +352,88 @@ async def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
 
 def cmd_db(args: argparse.Namespace, settings: Settings) -> int:
     from worker.embedded import embedded_server
+    from worker.embedded_keeper import Keeper
 
+    if args.action == "status":
+        return cmd_db_status(args)
+    if args.action == "stop":
+        return cmd_db_stop(args)
     if settings.DATABASE_URL:
         raise JobdeskError("DATABASE_URL is set, so the embedded database is not used; unset it to run `jobdesk db`")
     server = embedded_server()
-    already = server.is_ready()
-    dsn = server.ensure_running()
+    keeper = Keeper(server, idle_stop_s=None)  # in the foreground: until Ctrl-C or SIGTERM
+    started = keeper.start_in_foreground()
+    dsn = server.dsn
+    if not started:
+        server.ensure_running()  # a client now, so that it does not stop while we migrate
 
     asyncio.run(prepare_schema(dsn, embedded=True))
     if args.json:
-        _print_json({"DATABASE_URL": dsn, "started": not already})
+        _print_json({"DATABASE_URL": dsn, "started": started})
     else:
         print(f"DATABASE_URL={dsn}")
     sys.stdout.flush()
-    if already:
+    if not started:
         print("jobdesk: the embedded database is already running (started by another jobdesk process)",
               file=sys.stderr)
         return 0
     print(f"embedded PostgreSQL running in {server.root}; press Ctrl-C to stop", file=sys.stderr)
-    signal.signal(signal.SIGTERM, lambda *_: server.request_stop())
-    try:
-        server.wait()
-    except KeyboardInterrupt:
-        pass
+    return asyncio.run(keeper.run())
+
+
+def _clients_line(clients: Sequence[Any]) -> str:
+    return ", ".join(f"{c.application_name or 'a connection'} (backend pid {c.pid})" for c in clients)
+
+
+def cmd_db_status(args: argparse.Namespace) -> int:
+    from worker.embedded import embedded_server
+
+    status = embedded_server().status()
+    if args.json:
+        _print_json(status.to_json())
+        return 0
+    if not status.running:
+        print(f"not running (embedded PostgreSQL in {status.root})")
+        return 0
+    keeper = f"keeper pid {status.keeper_pid}" if status.keeper_pid else "no keeper"
+    print(f"running (embedded PostgreSQL in {status.root}, {keeper})")
+    print(f"DATABASE_URL={status.dsn}")
+    if status.clients is None:
+        print("clients: unknown (it does not answer now)")
+    else:
+        print(f"clients: {len(status.clients)}" + (f": {_clients_line(status.clients)}" if status.clients else ""))
+    if status.processes:
+        print(f"used by jobdesk processes: {', '.join(map(str, status.processes))}")
+    if status.keeper_pid is None:
+        print("idle: unknown (not started by a keeper, so it does not stop by itself; `jobdesk db stop` stops it)")
+    else:
+        stops = ("runs until `jobdesk db` in the foreground ends" if status.idle_stop_s is None
+                 else f"stops after {span(status.idle_stop_s)} without a client")
+        print(f"idle: {span(status.idle_s or 0)} ({stops})")
+    return 0
+
+
+def cmd_db_stop(args: argparse.Namespace) -> int:
+    from worker.embedded import embedded_server
+
+    server = embedded_server()
+    status = server.status()
+    if not status.running:
+        if args.json:
+            _print_json({"stopped": False, "data_dir": str(status.root)})
+        else:
+            print("the embedded database is not running", file=sys.stderr)
+        return 0
+    if (status.clients or status.processes) and not args.force:
+        users = [f"{len(status.clients)} connection(s): {_clients_line(status.clients)}"] if status.clients else []
+        users += [f"jobdesk process(es) {', '.join(map(str, status.processes))}"] if status.processes else []
+        raise JobdeskError(f"the embedded database is in use ({'; '.join(users)}); "
+                           f"stop them first, or use `jobdesk db stop --force`")
     server.stop()
+    if args.json:
+        _print_json({"stopped": True, "data_dir": str(status.root)})
+    else:
+        print(f"stopped the embedded PostgreSQL in {status.root}")
     return 0
 
 
@@ -516,6 +586,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return 0
+    if args.command == "db" and (args.keeper_args or args.action not in (None, "status", "stop")):
+        if args.action != "keeper":
+            parser.error(f"unknown db action {' '.join([args.action, *args.keeper_args])!r}; use status or stop")
+        from worker.embedded_keeper import main as keeper_main
+
+        return keeper_main(args.keeper_args)
     debug = bool(os.environ.get("JOBDESK_DEBUG"))
     try:
         settings = load_settings()

@@ -5,9 +5,10 @@ from __future__ import annotations
 import importlib
 import logging
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from importlib.metadata import entry_points
 from types import ModuleType
+from typing import Any
 
 from worker.errors import JobdeskError, ProcessorLoadError
 from worker.processor import BaseProcessor
@@ -104,3 +105,14 @@ def declared_schedules(modules: Iterable[str] = (), paths: Iterable[str] = ()) -
                 raise ProcessorLoadError(f"{origin}: {exc}") from None
             found.append((schedule, origin))
     return found
+
+
+def input_schema(processor: type[BaseProcessor] | BaseProcessor) -> dict[str, Any] | None:
+    """The JSON schema of a processor's `input_model`, or None when it declares none."""
+    model = processor.input_model
+    return None if model is None else model.model_json_schema()
+
+
+def input_schemas(processors: Mapping[str, type[BaseProcessor] | BaseProcessor]) -> dict[str, dict[str, Any] | None]:
+    """Per job type, the JSON schema of its input (None: any JSON object), e.g. to prefill a form."""
+    return {job_type: input_schema(p) for job_type, p in sorted(processors.items())}

@@ -25,6 +25,7 @@ from worker import scheduler, transitions
 from worker.alerts import job_failed
 from worker.db import CONNECTION_ERRORS, create_pool
 from worker.errors import InvalidJob, JobdeskError, PermanentJobError
+from worker.input_validation import check_job_input
 from worker.listener import NO_LISTEN_REASON, Listener, ListenerDeaf, listen_dsn
 from worker.models import Job, JobCreate, ProcessorResult
 from worker.processor import BaseProcessor
@@ -317,19 +318,14 @@ class Worker:
                 delay = min(delay * 2, MAX_BACKOFF_S)
 
     def _revive_database(self) -> None:
-        """The embedded database stops with the process that started it (a console, a command),
-        even while this worker uses it: start it again, now owned by this worker.
-
-        On the event loop's thread on purpose: the server is told to stop when the thread that
-        started it ends, and this thread lives as long as the worker.
-        """
+        """A safety net: the shared embedded database stops by itself only without clients, but
+        `jobdesk db stop --force` or a foreground `jobdesk db` ending takes it away: start it again."""
         if self.revive is None or time.monotonic() < self._next_revive:
             return
         self._next_revive = time.monotonic() + REVIVE_EVERY_S
         try:
             if self.revive():
-                log.warning("the embedded database had stopped with the process that ran it; "
-                            "this worker started it again")
+                log.warning("the embedded database had stopped; this worker started it again")
         except JobdeskError as exc:
             log.warning("could not start the embedded database again: %s", exc)
 
@@ -418,6 +414,7 @@ class Worker:
     async def _run_job_inner(self, job: Job) -> None:
         processor = self.processors[job.type]
         try:
+            check_job_input(processor, job)  # a mismatch is permanent: no retry can fix the input
             result = _check_result(job, await processor.process(job))
         except asyncio.CancelledError:
             if job.cancelled:

@@ -9,6 +9,20 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from worker.errors import SettingsError
 
+DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def _duration_seconds(value: object) -> object:
+    """`90s`, `10m`, `12h`, `7d`, or plain seconds, as seconds."""
+    if not isinstance(value, str):
+        return value
+    text = value.strip().lower()
+    number, unit = (text[:-1], text[-1]) if text[-1:] in DURATION_UNITS else (text, "s")
+    try:
+        return float(number) * DURATION_UNITS[unit]
+    except ValueError:
+        raise ValueError("must be a duration like 90s, 10m or 2h, or plain seconds") from None
+
 
 def _split_commas(value: object) -> object:
     if isinstance(value, str):
@@ -56,6 +70,8 @@ class Settings(BaseSettings):
     LOG_LEVEL: str = "INFO"
     # Whether the console starts a worker by itself on the embedded database when no live worker exists.
     JOBDESK_AUTOSTART_WORKER: bool = True
+    # How long the embedded server runs on with no client before it stops by itself (90s, 10m, or seconds).
+    JOBDESK_EMBEDDED_IDLE_STOP: float = Field(600, gt=0)
 
     @field_validator("JOB_RETRY_INTERVALS", mode="before")
     @classmethod
@@ -68,6 +84,11 @@ class Settings(BaseSettings):
         if any(v < 0 for v in value):
             raise ValueError("intervals must be zero or more seconds")
         return value
+
+    @field_validator("JOBDESK_EMBEDDED_IDLE_STOP", mode="before")
+    @classmethod
+    def _parse_duration(cls, value: object) -> object:
+        return _duration_seconds(value)
 
     @field_validator("JOB_PROCESSOR_MODULES", "JOB_PROCESSOR_PATH", "JOB_ALERT_URLS", mode="before")
     @classmethod

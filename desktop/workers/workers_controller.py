@@ -142,8 +142,8 @@ class WorkersController(QObject):
                   f"{self.connection.settings.JOB_SHUTDOWN_TIMEOUT:g} s to finish, then go back to the queue. "
                   f"No leaves {'it' if n == 1 else 'them'} running without the console.")
         if self.connection.embedded:
-            detail += (" They use the embedded database, which stops with the console if the console started "
-                       "it; a worker left running then starts it again by itself.")
+            detail += (" They use the embedded database, which keeps running while a worker left running "
+                       "uses it.")
         box.setInformativeText(detail)
         box.setDefaultButton(QMessageBox.StandardButton.Yes)
         answer = box.exec()

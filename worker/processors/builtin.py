@@ -4,13 +4,35 @@ from __future__ import annotations
 
 import asyncio
 
-from worker.errors import PermanentJobError
+from pydantic import BaseModel, ConfigDict, Field
+
 from worker.models import Job, ProcessorResult
 from worker.processor import BaseProcessor
 
 
+class EchoInput(BaseModel):
+    """Any JSON object."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+class SleepInput(BaseModel):
+    """How long to sleep; other keys (a pipeline's `name`, say) are ignored."""
+
+    # Strict: "5" and true are mistakes, not numbers of seconds.
+    seconds: float = Field(1, ge=0, strict=True, description="seconds to sleep")
+
+
+class NoopInput(BaseModel):
+    """Anything; it is not read."""
+
+    model_config = ConfigDict(extra="allow")
+
+
 class EchoProcessor(BaseProcessor):
     """The result is the input."""
+
+    input_model = EchoInput
 
     async def process(self, job: Job) -> ProcessorResult:
         return ProcessorResult(result_data=dict(job.input_data))
@@ -19,16 +41,18 @@ class EchoProcessor(BaseProcessor):
 class SleepProcessor(BaseProcessor):
     """Waits `{"seconds": x}`; cancellable at any moment."""
 
+    input_model = SleepInput
+
     async def process(self, job: Job) -> ProcessorResult:
-        seconds = job.input_data.get("seconds", 1)
-        if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or seconds < 0:
-            raise PermanentJobError(f"sleep needs a number of seconds >= 0, got {seconds!r}")
+        seconds = SleepInput.model_validate(job.input_data).seconds  # checked by the worker already
         await asyncio.sleep(seconds)
         return ProcessorResult(result_data={"slept": seconds})
 
 
 class NoopProcessor(BaseProcessor):
     """Does nothing; for benchmarks and smoke tests."""
+
+    input_model = NoopInput
 
     async def process(self, job: Job) -> ProcessorResult:
         return ProcessorResult(result_data={})

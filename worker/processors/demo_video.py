@@ -17,6 +17,8 @@ import asyncio
 import random
 from typing import Any
 
+from pydantic import BaseModel, Field
+
 from worker.models import Job, JobCreate, ProcessorResult
 from worker.processor import BaseProcessor
 
@@ -25,15 +27,25 @@ BASE_SECONDS = {"video.script": 2.0, "video.voice": 4.0, "video.image": 3.0, "vi
                 "video.composite": 3.0}
 
 
+class StageInput(BaseModel):
+    """What every stage reads (the script stage passes it on to the others); all optional."""
+
+    topic: str = Field("a day in the life of a job queue", description="what the video is about")
+    duration_scale: float = Field(1.0, ge=0, description="multiplies every simulated duration")
+    fail_rate: float = Field(0.2, ge=0, le=1, description="chance that a voice or image attempt fails")
+    approval: bool = Field(True, description="false to skip the approval of the video draft")
+    name: str | None = Field(None, description="the pipeline's name")
+    stage: str | None = Field(None, description="set by the script stage")
+
+
 class TransientStageError(RuntimeError):
     """A simulated hiccup (a rate limit, a flaky upstream); retrying fixes it."""
 
 
 def _options(job: Job) -> dict[str, Any]:
-    return {"topic": job.input_data.get("topic", "a day in the life of a job queue"),
-            "duration_scale": float(job.input_data.get("duration_scale", 1.0)),
-            "fail_rate": float(job.input_data.get("fail_rate", 0.2)),
-            "approval": bool(job.input_data.get("approval", True))}
+    # The worker has checked input_data against StageInput already; this fills in the defaults.
+    return StageInput.model_validate(job.input_data).model_dump(include={"topic", "duration_scale", "fail_rate",
+                                                                         "approval"})
 
 
 async def _work(job: Job, options: dict[str, Any]) -> float:
@@ -44,6 +56,8 @@ async def _work(job: Job, options: dict[str, Any]) -> float:
 
 class ScriptStage(BaseProcessor):
     """Writes the script, then lays out the rest of the pipeline."""
+
+    input_model = StageInput
 
     async def process(self, job: Job) -> ProcessorResult:
         options = _options(job)
@@ -63,6 +77,8 @@ class ScriptStage(BaseProcessor):
 class FlakyStage(BaseProcessor):
     """Voice and image: sometimes fail transiently, which the retry rules absorb."""
 
+    input_model = StageInput
+
     async def process(self, job: Job) -> ProcessorResult:
         options = _options(job)
         took = await _work(job, options)
@@ -75,6 +91,8 @@ class FlakyStage(BaseProcessor):
 class RenderStage(BaseProcessor):
     """Renders a draft, which a human approves before compositing."""
 
+    input_model = StageInput
+
     async def process(self, job: Job) -> ProcessorResult:
         options = _options(job)
         took = await _work(job, options)
@@ -83,6 +101,8 @@ class RenderStage(BaseProcessor):
 
 
 class CompositeStage(BaseProcessor):
+    input_model = StageInput
+
     async def process(self, job: Job) -> ProcessorResult:
         took = await _work(job, _options(job))
         return ProcessorResult({"video": f"{job.pipeline_id}/final.mp4", "seconds": took})
