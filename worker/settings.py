@@ -52,6 +52,14 @@ class Settings(BaseSettings):
     LOG_LEVEL: str = "INFO"
     # Whether the console starts a worker by itself on the embedded database when no live worker exists.
     JOBDESK_AUTOSTART_WORKER: bool = True
+    # Address `jobdesk api` listens on (--host overrides it).
+    JOBDESK_API_HOST: str = "127.0.0.1"
+    # Port `jobdesk api` listens on (--port overrides it).
+    JOBDESK_API_PORT: int = Field(8000, ge=0, le=65535)
+    # Largest request body the API accepts, in bytes; larger ones get 413.
+    JOBDESK_API_MAX_BODY: int = Field(1_048_576, ge=1)
+    # Browser origins allowed to call the API (CORS), comma-separated; none by default.
+    JOBDESK_API_CORS_ORIGINS: Annotated[list[str], NoDecode] = []
 
     @field_validator("JOB_RETRY_INTERVALS", mode="before")
     @classmethod
@@ -65,7 +73,8 @@ class Settings(BaseSettings):
             raise ValueError("intervals must be zero or more seconds")
         return value
 
-    @field_validator("JOB_PROCESSOR_MODULES", "JOB_PROCESSOR_PATH", "JOB_ALERT_URLS", mode="before")
+    @field_validator("JOB_PROCESSOR_MODULES", "JOB_PROCESSOR_PATH", "JOB_ALERT_URLS", "JOBDESK_API_CORS_ORIGINS",
+                     mode="before")
     @classmethod
     def _parse_lists(cls, value: object) -> object:
         return _split_commas(value)
