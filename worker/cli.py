@@ -123,6 +123,23 @@ def build_parser() -> ArgumentParser:
     p.add_argument("id", metavar="ID")
     p.add_argument("action", metavar="ACTION", choices=list(WORKER_COMMANDS_LEGAL_FROM),
                    help=", ".join(WORKER_COMMANDS_LEGAL_FROM))
+    p = sub.add_parser("api", parents=[common], help="serve the HTTP API")
+    p.add_argument("--host", help="address to listen on (default JOBDESK_API_HOST, 127.0.0.1)")
+    p.add_argument("--port", type=int, help="port (default JOBDESK_API_PORT, 8000)")
+    p.add_argument("--processors", action="append", default=[], metavar="MODULE",
+                   help="module with a PROCESSOR_MAP (repeatable), to check inputs at enqueue")
+    p.add_argument("--no-auth", action="store_true", help="no tokens needed (loopback hosts only)")
+
+    p = sub.add_parser("token", help="manage the HTTP API's tokens")
+    tsub = p.add_subparsers(dest="token_command", metavar="ACTION", parser_class=ArgumentParser, required=True)
+    t = tsub.add_parser("create", parents=[common], help="make a token; it is printed once")
+    t.add_argument("--name", required=True)
+    t.add_argument("--user", type=int, metavar="ID", help="bind it to a user: it sees that user's jobs only")
+    t.add_argument("--scope", action="append", default=[], choices=["read", "submit", "operate", "approve"],
+                   help="repeatable; every scope when not given")
+    tsub.add_parser("list", parents=[common], help="list the live tokens")
+    t = tsub.add_parser("revoke", parents=[common], help="revoke a token at once")
+    t.add_argument("name", metavar="NAME")
     _schedule_parser(sub, common)
     return parser
 
@@ -564,11 +581,54 @@ async def cmd_schedule(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+async def cmd_token(args: argparse.Namespace, settings: Settings) -> int:
+    client = await _client(settings)
+    try:
+        if args.token_command == "create":
+            token = await client.create_token(args.name, user_id=args.user, scopes=args.scope or None)
+            if args.json:
+                print(json.dumps({"token": token, "name": args.name}))
+            else:
+                print(token)
+        elif args.token_command == "list":
+            records = await client.list_tokens()
+            if args.json:
+                _print_json([r.to_json() for r in records])
+            elif not records:
+                print("no tokens")
+            else:
+                _print_rows([("NAME", "USER", "SCOPES", "CREATED")] + [
+                    (r.name, "-" if r.user_id is None else str(r.user_id), ",".join(sorted(r.scopes)),
+                     _ago(r.created_at)) for r in records])
+        else:
+            await client.revoke_token(args.name)
+            if args.json:
+                _print_json({"revoked": args.name})
+            else:
+                print(f"revoked token {args.name}")
+    finally:
+        await client.close()
+    return 0
+
+
+def cmd_api(args: argparse.Namespace, settings: Settings) -> int:
+    from worker.api.server import run
+    from worker.input_validation import make_validator
+    from worker.registry import load_processor_classes
+
+    # The processors a worker would load: their input models check inputs at enqueue (422).
+    modules = [*settings.JOB_PROCESSOR_MODULES, *args.processors]
+    validator = make_validator(load_processor_classes(modules, settings.JOB_PROCESSOR_PATH))
+    host = args.host or settings.JOBDESK_API_HOST
+    port = settings.JOBDESK_API_PORT if args.port is None else args.port
+    return run(settings, host, port, auth=not args.no_auth, validate_input=validator)
+
+
 ASYNC_COMMANDS: dict[str, Callable[[argparse.Namespace, Settings], Coroutine[Any, Any, int]]] = {
     "migrate": cmd_migrate, "submit": cmd_submit, "jobs": cmd_jobs, "show": cmd_show,
     "cancel": cmd_action, "retry": cmd_action, "approve": cmd_action, "reject": cmd_action,
     "demo": cmd_demo, "worker": cmd_worker, "workers": cmd_workers, "worker-ctl": cmd_worker_ctl,
-    "pipelines": cmd_pipelines, "cancel-pipeline": cmd_cancel_pipeline, "schedule": cmd_schedule,
+    "pipelines": cmd_pipelines, "cancel-pipeline": cmd_cancel_pipeline, "schedule": cmd_schedule, "token": cmd_token,
 }
 
 
@@ -598,6 +658,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         setup_logging(settings.LOG_LEVEL if args.command == "worker" else "WARNING")
         if args.command == "db":
             return cmd_db(args, settings)
+        if args.command == "api":
+            setup_logging("WARNING")
+            return cmd_api(args, settings)
         return asyncio.run(ASYNC_COMMANDS[args.command](args, settings))
     except JobdeskError as exc:
         print(f"jobdesk: error: {exc}", file=sys.stderr)

@@ -28,7 +28,14 @@ class IllegalTransition(JobdeskError):
 
 
 class InvalidJob(JobdeskError):
-    """An enqueue was refused: bad input, an unknown dependency or a cycle."""
+    """An enqueue was refused: bad input, an unknown dependency or a cycle.
+
+    `job_id` and `field` say where, when known, so the HTTP API can name the field's path."""
+
+    def __init__(self, message: str, *, job_id: str | None = None, field: str | None = None) -> None:
+        super().__init__(message)
+        self.job_id = job_id
+        self.field = field
 
 
 class ProcessorLoadError(JobdeskError):

@@ -14,7 +14,7 @@ from typing import Any
 
 import asyncpg
 
-from worker.models import Status
+from worker.models import JobRecord, Status
 
 # Columns of a job list row: what a table shows, without the large JSON documents.
 ROW_COLUMNS = ("id, type, status, user_id, pipeline_id, retry_count, attempts, is_active, created_at, "
@@ -190,3 +190,33 @@ async def status_counts(conn: asyncpg.Connection, filt: JobFilter, *, cap: int =
                (SELECT count(*) FROM (SELECT 1 FROM jobs WHERE status = s AND {where} LIMIT $2) AS capped) AS n
           FROM unnest($1::text[]) AS s""", *params)
     return StatusCounts({Status(r["status"]): r["n"] for r in rows}, cap)
+
+
+async def fetch_records_page(conn: asyncpg.Connection, filt: JobFilter, *, before_seq: int | None = None,
+                             limit: int = 50) -> tuple[list[JobRecord], int | None]:
+    """Full job records newest first, enqueued before `before_seq`; and the seq to continue
+    from (None when nothing follows)."""
+    params: list[Any] = []
+    where = filt.where(params)
+    if before_seq is not None:
+        params.append(before_seq)
+        where += f" AND seq < ${len(params)}"
+    params.append(limit + 1)
+    rows = await conn.fetch(f"SELECT {JobRecord.COLUMNS}, seq FROM jobs WHERE {where} "
+                            f"ORDER BY seq DESC LIMIT ${len(params)}", *params)
+    records = [JobRecord.from_row({k: v for k, v in r.items() if k != "seq"}) for r in rows[:limit]]
+    return records, (rows[limit - 1]["seq"] if len(rows) > limit else None)
+
+
+async def type_status_counts(conn: asyncpg.Connection, statuses: Sequence[str],
+                             cap: int = COUNT_CAP) -> dict[tuple[str, str], int]:
+    """Jobs per (type, status) for these statuses; each status reads at most `cap` rows of the
+    status index, so the query stays cheap however many failed jobs pile up."""
+    rows = await conn.fetch("""
+        SELECT s AS status, c.type, c.n
+          FROM unnest($1::text[]) AS s
+         CROSS JOIN LATERAL (
+            SELECT type, count(*) AS n
+              FROM (SELECT type FROM jobs WHERE status = s LIMIT $2) capped
+             GROUP BY type) c""", list(statuses), cap)
+    return {(r["type"], r["status"]): r["n"] for r in rows}

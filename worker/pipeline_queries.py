@@ -240,3 +240,34 @@ async def fetch_graph(conn: asyncpg.Connection, pipeline_id: str, *,
                        updated_at=r["updated_at"], seq=r["seq"])
              for r in rows[:limit]]
     return nodes, len(rows) > limit
+
+
+@dataclass
+class PipelineStep:
+    """A job of a pipeline as a step indicator shows it."""
+
+    id: str
+    type: str
+    status: Status
+    dependent_on_jobs: list[str]
+    retry_count: int
+    started_at: datetime | None
+    completed_at: datetime | None
+    error_message: str | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"id": self.id, "type": self.type, "status": str(self.status),
+                "dependent_on_jobs": self.dependent_on_jobs, "retry_count": self.retry_count,
+                "started_at": self.started_at.isoformat() if self.started_at else None,
+                "completed_at": self.completed_at.isoformat() if self.completed_at else None,
+                "error_message": self.error_message}
+
+
+async def fetch_steps(conn: asyncpg.Connection, pipeline_id: str, *, limit: int = GRAPH_LIMIT) -> list[PipelineStep]:
+    """The pipeline's jobs in enqueue order (at most `limit`)."""
+    rows = await conn.fetch("""
+        SELECT id, type, status, COALESCE(dependent_on_jobs, '[]') AS deps, retry_count, started_at,
+               completed_at, error_message
+          FROM jobs WHERE pipeline_id = $1 ORDER BY seq LIMIT $2""", pipeline_id, limit)
+    return [PipelineStep(r["id"], r["type"], Status(r["status"]), [str(d) for d in r["deps"]], r["retry_count"],
+                         r["started_at"], r["completed_at"], r["error_message"]) for r in rows]

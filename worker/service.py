@@ -13,7 +13,7 @@ a user's token sees and acts on that user's jobs only, and another user's job is
 from __future__ import annotations
 
 import uuid
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from types import TracebackType
@@ -21,17 +21,19 @@ from typing import Any
 
 import asyncpg
 
-from worker import fleet, job_queries, pipeline_queries, scheduler, transitions
+from worker import fleet, idempotency, job_queries, pipeline_queries, scheduler, tokens, transitions
+from worker.dag import dependency_order
 from worker.db import connect, create_pool, resolve_target
-from worker.errors import DatabaseUnavailable, JobNotFound
+from worker.errors import DatabaseUnavailable, InvalidJob, JobNotFound
 from worker.fleet import UnservedType, WorkerRecord
 from worker.job_queries import JobFilter, JobRow, Page, StatusCounts
 from worker.migrations import Migration, migrate, pending_migrations
 from worker.models import JobCreate, JobRecord, Status
-from worker.pipeline_queries import GraphNode, PipelineFilter, PipelineRow
+from worker.pipeline_queries import GraphNode, PipelineFilter, PipelineRow, PipelineStep
 from worker.scheduler import ScheduledJob, ScheduleRecord
 from worker.schedules import Schedule
 from worker.settings import Settings, load_settings
+from worker.tokens import TokenRecord
 
 
 async def ensure_schema(conn: asyncpg.Connection, *, embedded: bool) -> None:
@@ -92,6 +94,28 @@ class JobDetail:
     attempts: list[Attempt] = field(default_factory=list)
     dependencies: list[str] = field(default_factory=list)
     dependants: list[str] = field(default_factory=list)
+
+
+@dataclass
+class PipelineSteps:
+    """A pipeline as a step indicator shows it: its name, derived status and progress, and its
+    jobs parents first."""
+
+    pipeline_id: str
+    name: str
+    status: str
+    completed: int
+    total: int
+    steps: list[PipelineStep]
+
+
+@dataclass
+class Submitted:
+    """The answer to an enqueue that carried an idempotency key: fresh, or replayed."""
+
+    status_code: int
+    body: Any
+    replayed: bool
 
 
 @dataclass
@@ -180,6 +204,66 @@ class JobService:
                                                  if d not in {x.id for x in jobs}])
             return await transitions.enqueue(conn, jobs)
 
+    async def enqueue_records(self, jobs: Sequence[JobCreate]) -> list[JobRecord]:
+        """Enqueue jobs atomically (audited as `submit`); return their records, in the order given."""
+        async with self.pool.acquire() as conn, conn.transaction():
+            return await self._enqueue_records(conn, jobs)
+
+    async def _enqueue_records(self, conn: asyncpg.Connection, jobs: Sequence[JobCreate]) -> list[JobRecord]:
+        if self.user_id is not None:
+            for job in jobs:
+                job.user_id = self.user_id
+            await self._check_visible(conn, [d for j in jobs for d in j.dependent_on_jobs
+                                             if d not in {x.id for x in jobs}])
+        ids = await transitions.enqueue(conn, jobs)
+        await transitions.audit_submissions(conn, [(self.actor, ids)])
+        return await self._records(conn, ids)
+
+    async def _records(self, conn: asyncpg.Connection, ids: Sequence[str]) -> list[JobRecord]:
+        rows = await conn.fetch(f"SELECT {JobRecord.COLUMNS} FROM jobs WHERE id = ANY($1::text[])", list(ids))
+        by_id = {r["id"]: JobRecord.from_row(r) for r in rows}
+        return [by_id[i] for i in ids]
+
+    async def enqueue_batch(self, entries: Sequence[tuple[transitions.Actor, JobCreate]]
+                            ) -> list[JobRecord | InvalidJob]:
+        """Enqueue independent jobs of several callers in one statement and one commit (group
+        commit); each entry gets its record, or the reason it was refused. When the batch is
+        refused, each job is tried alone, so one bad job fails only its own caller."""
+        if not entries:
+            return []
+        jobs = [job for _, job in entries]
+        try:
+            async with self.pool.acquire() as conn, conn.transaction():
+                ids = await transitions.enqueue(conn, jobs)
+                await transitions.audit_submissions(conn, [(actor, [job.id]) for actor, job in entries])
+                return list(await self._records(conn, ids))
+        except InvalidJob:
+            if len(entries) == 1:
+                raise
+        out: list[JobRecord | InvalidJob] = []
+        for actor, job in entries:
+            try:
+                async with self.pool.acquire() as conn, conn.transaction():
+                    ids = await transitions.enqueue(conn, [job])
+                    await transitions.audit_submissions(conn, [(actor, ids)])
+                    out.extend(await self._records(conn, ids))
+            except InvalidJob as exc:
+                out.append(exc)
+        return out
+
+    async def enqueue_once(self, owner: str, key: str, fingerprint: str, jobs: Sequence[JobCreate],
+                           render: Callable[[list[JobRecord]], Any]) -> Submitted:
+        """Enqueue under an idempotency key: the first request with it enqueues and stores its
+        answer (`render` of the records); a repeat with the same fingerprint gets that answer
+        back and creates nothing; a different fingerprint is an IdempotencyConflict."""
+        async with self.pool.acquire() as conn, conn.transaction():
+            replay = await idempotency.claim(conn, owner, key, fingerprint)
+            if replay is not None:
+                return Submitted(replay.status_code, replay.response, replayed=True)
+            body = render(await self._enqueue_records(conn, jobs))
+            await idempotency.store(conn, owner, key, 201, body)
+        return Submitted(201, body, replayed=False)
+
     async def create_pipeline(self, jobs: Sequence[JobCreate], *, pipeline_id: str | None = None) -> str:
         """Enqueue a DAG of jobs as one pipeline; return the pipeline id."""
         pid = pipeline_id or str(uuid.uuid4())
@@ -212,6 +296,13 @@ class JobService:
         return JobDetail(JobRecord.from_row(row), [Attempt(**dict(a)) for a in attempts],
                          [e["depends_on_id"] for e in edges if e["job_id"] == job_id],
                          [e["job_id"] for e in edges if e["depends_on_id"] == job_id])
+
+    async def job_records_page(self, filt: JobFilter, *, before_seq: int | None = None,
+                               limit: int = 50) -> tuple[list[JobRecord], int | None]:
+        """Full records newest first, before the enqueue position `before_seq`; and the position
+        to ask for next (None on the last page)."""
+        async with self.pool.acquire() as conn:
+            return await job_queries.fetch_records_page(conn, self._scope(filt), before_seq=before_seq, limit=limit)
 
     async def list_jobs(self, *, status: Status | str | None = None, type: str | None = None,
                         pipeline_id: str | None = None, limit: int = 50) -> list[JobRecord]:
@@ -269,6 +360,19 @@ class JobService:
         """The pipeline's jobs in enqueue order (at most `limit`), and whether there are more."""
         async with self.pool.acquire() as conn:
             return await pipeline_queries.fetch_graph(conn, pipeline_id, limit=limit)
+
+    async def pipeline_steps(self, pipeline_id: str) -> PipelineSteps:
+        """The step indicator of a pipeline: derived status, progress, jobs in dependency order."""
+        async with self.pool.acquire() as conn:
+            await self._check_pipeline_visible(conn, pipeline_id)
+            rows = await pipeline_queries.fetch_pipeline_rows(conn, [pipeline_id])
+            if not rows:
+                raise JobNotFound(f"no pipeline with id {pipeline_id}")
+            steps = await pipeline_queries.fetch_steps(conn, pipeline_id)
+        by_id = {s.id: s for s in steps}
+        ordered = [by_id[i] for i in dependency_order([(s.id, s.dependent_on_jobs) for s in steps])]
+        row = rows[0]
+        return PipelineSteps(pipeline_id, row.name, str(row.status), row.completed, row.total, ordered)
 
     async def retryable_in(self, pipeline_id: str) -> list[str]:
         """The failed and cancelled jobs of a pipeline, in enqueue order."""
@@ -392,6 +496,37 @@ class JobService:
             if not ids:
                 return []
             return await transitions.retry_downstream(conn, ids, self.actor)
+
+    # -- the HTTP API's own --------------------------------------------------------------------
+
+    async def ping(self) -> None:
+        """Raise if the database does not answer."""
+        await self.pool.fetchval("SELECT 1")
+
+    async def active_counts(self, cap: int = job_queries.COUNT_CAP) -> dict[tuple[str, str], int]:
+        """Queued, running and failed jobs per (type, status), each status counted up to `cap`."""
+        async with self.pool.acquire() as conn:
+            return await job_queries.type_status_counts(conn, ["queued", "in_progress", "failed"], cap)
+
+    async def create_token(self, name: str, *, user_id: int | None = None, scopes: list[str] | None = None) -> str:
+        async with self.pool.acquire() as conn:
+            return await tokens.create(conn, name, user_id=user_id, scopes=scopes)
+
+    async def list_tokens(self) -> list[TokenRecord]:
+        async with self.pool.acquire() as conn:
+            return await tokens.list_live(conn)
+
+    async def revoke_token(self, name: str) -> None:
+        async with self.pool.acquire() as conn:
+            await tokens.revoke(conn, name)
+
+    async def authenticate(self, token: str) -> TokenRecord | None:
+        async with self.pool.acquire() as conn:
+            return await tokens.lookup(conn, token)
+
+    async def has_tokens(self) -> bool:
+        async with self.pool.acquire() as conn:
+            return await tokens.any_live(conn)
 
     # -- visibility -------------------------------------------------------------------------
 

@@ -72,6 +72,14 @@ class Settings(BaseSettings):
     JOBDESK_AUTOSTART_WORKER: bool = True
     # How long the embedded server runs on with no client before it stops by itself (90s, 10m, or seconds).
     JOBDESK_EMBEDDED_IDLE_STOP: float = Field(600, gt=0)
+    # Address `jobdesk api` listens on (--host overrides it).
+    JOBDESK_API_HOST: str = "127.0.0.1"
+    # Port `jobdesk api` listens on (--port overrides it).
+    JOBDESK_API_PORT: int = Field(8000, ge=0, le=65535)
+    # Largest request body the API accepts, in bytes; larger ones get 413.
+    JOBDESK_API_MAX_BODY: int = Field(1_048_576, ge=1)
+    # Browser origins allowed to call the API (CORS), comma-separated; none by default.
+    JOBDESK_API_CORS_ORIGINS: Annotated[list[str], NoDecode] = []
 
     @field_validator("JOB_RETRY_INTERVALS", mode="before")
     @classmethod
@@ -90,7 +98,8 @@ class Settings(BaseSettings):
     def _parse_duration(cls, value: object) -> object:
         return _duration_seconds(value)
 
-    @field_validator("JOB_PROCESSOR_MODULES", "JOB_PROCESSOR_PATH", "JOB_ALERT_URLS", mode="before")
+    @field_validator("JOB_PROCESSOR_MODULES", "JOB_PROCESSOR_PATH", "JOB_ALERT_URLS", "JOBDESK_API_CORS_ORIGINS",
+                     mode="before")
     @classmethod
     def _parse_lists(cls, value: object) -> object:
         return _split_commas(value)

@@ -58,6 +58,7 @@ class Actor:
 
     source: str  # cli, api, console
     os_user: str | None = None
+    name: str | None = None  # who, beyond the OS user: an API token's name
 
     @classmethod
     def current(cls, source: str) -> Actor:
@@ -95,18 +96,21 @@ SELECT id, type, COALESCE(user_id, $8), pipeline_id, input_data::jsonb, dependen
 
 def _check_new_job(job: JobCreate) -> None:
     if not isinstance(job.type, str) or not job.type.strip():
-        raise InvalidJob("a job needs a non-empty type")
+        raise InvalidJob("a job needs a non-empty type", job_id=job.id, field="type")
     if len(job.type) > 255:
-        raise InvalidJob(f"job type is longer than 255 characters: {job.type[:40]}…")
+        raise InvalidJob(f"job type is longer than 255 characters: {job.type[:40]}…", job_id=job.id, field="type")
     if not isinstance(job.id, str) or not job.id or len(job.id) > 36:
-        raise InvalidJob(f"job id must be a string of 1 to 36 characters, got {job.id!r}")
+        raise InvalidJob(f"job id must be a string of 1 to 36 characters, got {job.id!r}", field="id")
     if not isinstance(job.input_data, dict):
-        raise InvalidJob(f"input_data of job {job.id} must be a JSON object")
+        raise InvalidJob(f"input_data of job {job.id} must be a JSON object", job_id=job.id,
+                         field="input_data")
     if not isinstance(job.dependent_on_jobs, list) or not all(
             isinstance(dep, str) for dep in job.dependent_on_jobs):
-        raise InvalidJob(f"dependent_on_jobs of job {job.id} must be a list of job ids")
+        raise InvalidJob(f"dependent_on_jobs of job {job.id} must be a list of job ids", job_id=job.id,
+                         field="dependent_on_jobs")
     if job.pipeline_id is not None and (not isinstance(job.pipeline_id, str) or len(job.pipeline_id) > 36):
-        raise InvalidJob(f"pipeline id must be a string of at most 36 characters, got {job.pipeline_id!r}")
+        raise InvalidJob(f"pipeline id must be a string of at most 36 characters, got {job.pipeline_id!r}",
+                         job_id=job.id, field="pipeline_id")
 
 
 async def enqueue(conn: asyncpg.Connection, jobs: Sequence[JobCreate]) -> list[str]:
@@ -126,7 +130,8 @@ async def enqueue(conn: asyncpg.Connection, jobs: Sequence[JobCreate]) -> list[s
         missing = sorted(outside - known)
         if missing:
             child = next(j.id for j in ordered if missing[0] in j.dependent_on_jobs)
-            raise InvalidJob(f"dependency {missing[0]} of job {child} is not a known job")
+            raise InvalidJob(f"dependency {missing[0]} of job {child} is not a known job", job_id=child,
+                             field="dependent_on_jobs")
     try:
         await conn.execute(
             _INSERT,
@@ -135,10 +140,10 @@ async def enqueue(conn: asyncpg.Connection, jobs: Sequence[JobCreate]) -> list[s
             [_dumps(list(j.dependent_on_jobs)) for j in ordered], [j.priority for j in ordered],
             DEFAULT_USER_ID)
     except asyncpg.UniqueViolationError as exc:
-        raise InvalidJob(f"a job with this id already exists ({exc.detail or exc})") from None
+        raise InvalidJob(f"a job with this id already exists ({exc.detail or exc})", field="id") from None
     except asyncpg.ForeignKeyViolationError as exc:
         users = sorted({str(j.user_id) for j in ordered if j.user_id is not None})
-        raise InvalidJob(f"unknown user {', '.join(users) or '?'} ({exc.detail or exc})") from None
+        raise InvalidJob(f"unknown user {', '.join(users) or '?'} ({exc.detail or exc})", field="user_id") from None
     except asyncpg.PostgresError as exc:
         if getattr(exc, "sqlstate", "").startswith("JD"):
             raise InvalidJob(str(exc)) from None
@@ -545,9 +550,25 @@ async def _lock_and_check(conn: asyncpg.Connection, action: str, job_ids: Sequen
 
 async def _audit(conn: asyncpg.Connection, actor: Actor, action: str, job_ids: Sequence[str],
                  reason: str | None = None) -> None:
-    await conn.execute("INSERT INTO audit_log (os_user, source, action, job_ids, reason) "
-                       "VALUES ($1, $2, $3, $4::text[], $5)", actor.os_user, actor.source, action,
-                       list(job_ids), reason)
+    await conn.execute("INSERT INTO audit_log (os_user, source, actor, action, job_ids, reason) "
+                       "VALUES ($1, $2, $3, $4, $5::text[], $6)", actor.os_user, actor.source, actor.name,
+                       action, list(job_ids), reason)
+
+
+async def audit_submissions(conn: asyncpg.Connection, submissions: Sequence[tuple[Actor, Sequence[str]]]) -> None:
+    """One `submit` audit row per actor for jobs enqueued together (one statement for a batch)."""
+    by_actor: dict[Actor, list[str]] = {}
+    for actor, ids in submissions:
+        by_actor.setdefault(actor, []).extend(ids)
+    if not by_actor:
+        return
+    actors = list(by_actor)
+    await conn.execute(
+        "INSERT INTO audit_log (os_user, source, actor, action, job_ids) "
+        "SELECT o, s, a, 'submit', string_to_array(i, ',') "
+        "  FROM unnest($1::text[], $2::text[], $3::text[], $4::text[]) AS t(o, s, a, i)",
+        [a.os_user for a in actors], [a.source for a in actors], [a.name for a in actors],
+        [",".join(by_actor[a]) for a in actors])
 
 
 async def audit(conn: asyncpg.Connection, actor: Actor, action: str, reason: str | None = None,

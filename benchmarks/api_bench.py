@@ -1,0 +1,118 @@
+"""HTTP API throughput and latency with `hey` at 64 connections (prints figures).
+
+Measures, against one real `jobdesk api` on a private embedded PostgreSQL:
+  - GET /api/ping: a constant route of the same app, the framework's ceiling on this machine;
+  - POST /api/jobs (group-committed enqueues), with a worker running at the same time;
+  - GET /api/jobs/{id};
+then prints req/s, p50 and p99 of each and the ratios to the ceiling, and checks that the worker
+completed every enqueued job. The machine is shared: compare the ratios, not the absolute numbers.
+
+    .venv/bin/python benchmarks/api_bench.py [--seconds 8]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import asyncpg
+import httpx
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from tests.api.test_api_server import free_port  # noqa: E402
+from tests.helpers import JOBDESK, cli_env, run_cli  # noqa: E402
+from worker.embedded import EmbeddedServer  # noqa: E402
+
+
+def ensure_hey() -> str:
+    found = shutil.which("hey")
+    if found:
+        return found
+    if subprocess.run(["apt-get", "install", "-y", "hey"], capture_output=True).returncode != 0:
+        subprocess.run(["apt-get", "update"], capture_output=True, check=True)
+        subprocess.run(["apt-get", "install", "-y", "hey"], capture_output=True, check=True)
+    return shutil.which("hey") or "hey"
+
+
+def hey(binary: str, seconds: float, url: str, token: str, *, post: str | None = None) -> dict[str, float]:
+    args = [binary, "-z", f"{seconds}s", "-c", "64", "-H", f"Authorization: Bearer {token}"]
+    if post is not None:
+        args += ["-m", "POST", "-T", "application/json", "-d", post]
+    out = subprocess.run([*args, url], capture_output=True, text=True, check=True).stdout
+    rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))  # type: ignore[union-attr]
+    p50 = float(re.search(r"50%+ in ([\d.]+) secs", out).group(1))  # type: ignore[union-attr]
+    p99 = float(re.search(r"99%+ in ([\d.]+) secs", out).group(1))  # type: ignore[union-attr]
+    codes = dict(re.findall(r"\[(\d{3})\]\s+(\d+) responses", out))
+    return {"rps": rps, "p50_ms": p50 * 1000, "p99_ms": p99 * 1000, "codes": codes}  # type: ignore[dict-item]
+
+
+async def count(dsn: str, where: str) -> int:
+    conn = await asyncpg.connect(dsn)
+    try:
+        return int(await conn.fetchval(f"SELECT count(*) FROM jobs WHERE {where}"))
+    finally:
+        await conn.close()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--seconds", type=float, default=8)
+    args = parser.parse_args()
+    binary = ensure_hey()
+    root = Path(tempfile.mkdtemp(prefix="jdapib-"))
+    root.chmod(0o755)
+    server = EmbeddedServer(root)
+    dsn = server.ensure_running()
+    procs: list[subprocess.Popen[str]] = []
+    try:
+        assert run_cli("migrate", dsn=dsn).returncode == 0
+        token = run_cli("token", "create", "--name", "bench", dsn=dsn).stdout.strip()
+        port = free_port()
+        url = f"http://127.0.0.1:{port}"
+        procs.append(subprocess.Popen([*JOBDESK, "api", "--port", str(port)], env=cli_env(dsn), text=True,
+                                      cwd=ROOT))
+        for _ in range(200):
+            try:
+                if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.1)
+        procs.append(subprocess.Popen([*JOBDESK, "worker"], env=cli_env(dsn, MAX_CONCURRENT_JOBS="50"),
+                                      text=True, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        job_id = httpx.post(f"{url}/api/jobs", json={"type": "noop", "input_data": {}},
+                            headers={"Authorization": f"Bearer {token}"}).json()["id"]
+        ceiling = hey(binary, args.seconds, f"{url}/api/ping", token)
+        enqueue = hey(binary, args.seconds, f"{url}/api/jobs", token, post='{"type": "noop", "input_data": {}}')
+        get = hey(binary, args.seconds, f"{url}/api/jobs/{job_id}", token)
+        total = asyncio.run(count(dsn, "true"))
+        deadline = time.monotonic() + 120
+        while asyncio.run(count(dsn, "status <> 'completed'")) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        left = asyncio.run(count(dsn, "status <> 'completed'"))
+        for name, r in (("ceiling GET /api/ping", ceiling), ("POST /api/jobs", enqueue),
+                        ("GET /api/jobs/{id}", get)):
+            print(f"{name:<24} {r['rps']:>8.0f} req/s  p50 {r['p50_ms']:6.1f} ms  p99 {r['p99_ms']:6.1f} ms  "
+                  f"codes {r['codes']}")
+        print(f"enqueue / ceiling {enqueue['rps'] / ceiling['rps']:.0%} (target 50%), "
+              f"GET / ceiling {get['rps'] / ceiling['rps']:.0%} (target 70%)")
+        print(f"worker: {total - left} of {total} jobs completed" + ("" if left == 0 else " (NOT ALL)"))
+        return 0 if left == 0 else 1
+    finally:
+        for proc in procs:
+            proc.terminate()
+            proc.wait(timeout=40)
+        server.stop()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,41 @@
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+import httpx
+import pytest
+
+from worker.api import create_app
+from worker.service import JobService
+from worker.settings import load_settings
+
+
+@dataclass
+class Api:
+    client: httpx.AsyncClient
+    service: JobService
+    tokens: dict[str, str]
+
+    def auth(self, name: str) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.tokens[name]}"}
+
+
+@pytest.fixture
+async def api(dsn: str) -> AsyncIterator[Api]:
+    """The app over httpx's ASGI transport, with tokens: `admin` (every scope, no user), `alice`
+    (user 2) and `bob` (user 3), and one per scope (`read`, `submit`, `operate`, `approve`)."""
+    service = await JobService.connect(dsn, settings=load_settings(JOBDESK_API_MAX_BODY=4096), pool_size=8)
+    await service.pool.execute("INSERT INTO users (id, name) VALUES (2, 'alice'), (3, 'bob')")
+    tokens = {"admin": await service.create_token("admin"),
+              "alice": await service.create_token("alice", user_id=2),
+              "bob": await service.create_token("bob", user_id=3)}
+    for scope in ("read", "submit", "operate", "approve"):
+        tokens[scope] = await service.create_token(scope, scopes=[scope])
+    app = create_app(service, dsn, settings=service.settings)
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
+        async with httpx.AsyncClient(transport=transport, base_url="http://api") as client:
+            client.headers["Authorization"] = f"Bearer {tokens['admin']}"
+            yield Api(client, service, tokens)
+    await service.close()

@@ -1,0 +1,82 @@
+"""The ASGI app: `create_app(service, dsn)` gives a FastAPI app on one `JobService`."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from fastapi import FastAPI
+from fastapi.middleware.cors import CORSMiddleware
+
+from worker import __version__
+from worker.api import errors, routes_jobs, routes_pipelines, routes_system
+from worker.api.auth import Caller, TokenCache
+from worker.api.batcher import EnqueueBatcher
+from worker.api.body_limit import BodyLimitMiddleware
+from worker.api.events import ChangeHub
+from worker.api.metrics import ApiMetrics, MetricsMiddleware
+from worker.service import JobService
+from worker.settings import Settings
+from worker.tokens import SCOPES, TOKENS_CHANNEL
+from worker.transitions import Actor
+
+# Called with (type, input_data) before every enqueue; raises InvalidJob or ValueError to refuse
+# it (422 naming input_data). The hook typed processor inputs plug into.
+InputValidator = Callable[[str, dict[str, Any]], None]
+
+
+def accept_any_input(_type: str, _input_data: dict[str, Any]) -> None:
+    """The default: any JSON object is accepted."""
+
+
+@dataclass
+class ApiContext:
+    """What the routes share, per process: nothing here is state a second process would miss."""
+
+    service: JobService
+    hub: ChangeHub
+    batcher: EnqueueBatcher
+    metrics: ApiMetrics
+    tokens: TokenCache | None  # None: no auth (`--no-auth`)
+    anonymous: Caller
+    validate_input: InputValidator
+
+
+def create_app(service: JobService, dsn: str, *, settings: Settings | None = None, auth: bool = True,
+               validate_input: InputValidator = accept_any_input) -> FastAPI:
+    settings = settings or service.settings
+    tokens = TokenCache(service) if auth else None
+    anonymous_service = service.as_actor(Actor.current("api"))
+    ctx = ApiContext(
+        service=service,
+        hub=ChangeHub(dsn, {TOKENS_CHANNEL: tokens.clear} if tokens else None),
+        batcher=EnqueueBatcher(anonymous_service),
+        metrics=ApiMetrics(),
+        tokens=tokens,
+        anonymous=Caller(anonymous_service, None, None, frozenset(SCOPES)),
+        validate_input=validate_input,
+    )
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        await ctx.hub.start()
+        try:
+            yield
+        finally:
+            await ctx.hub.stop()
+
+    app = FastAPI(title="jobdesk", version=__version__, lifespan=lifespan,
+                  description="Enqueue, follow and act on jobdesk jobs and pipelines.")
+    app.state.ctx = ctx
+    errors.install(app)
+    for router in (routes_jobs.router, routes_pipelines.router, routes_system.router):
+        app.include_router(router)
+    if settings.JOBDESK_API_CORS_ORIGINS:
+        app.add_middleware(CORSMiddleware, allow_origins=settings.JOBDESK_API_CORS_ORIGINS,
+                           allow_methods=["GET", "POST"],
+                           allow_headers=["Authorization", "Content-Type", "Idempotency-Key", "Last-Event-ID"])
+    app.add_middleware(BodyLimitMiddleware, max_body=settings.JOBDESK_API_MAX_BODY)
+    app.add_middleware(MetricsMiddleware, metrics=ctx.metrics)
+    return app

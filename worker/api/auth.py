@@ -1,0 +1,91 @@
+"""Bearer tokens and scopes: who is calling, and a `JobService` view restricted to what they may see."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from fastapi import Depends, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+
+from worker.api.errors import ApiError
+from worker.service import JobService
+from worker.tokens import TokenRecord, hash_token
+from worker.transitions import Actor
+
+# A token is read from the database at most this often per process; a revocation clears the
+# cache at once over NOTIFY, and this bounds how long a missed notification matters.
+CACHE_SECONDS = 2.0
+
+bearer = HTTPBearer(auto_error=False, description="A token from `jobdesk token create`.")
+
+
+@dataclass(frozen=True)
+class Caller:
+    """Who makes a request: the service restricted to them, and their scopes."""
+
+    service: JobService
+    name: str | None  # the token's name; None without auth
+    user_id: int | None  # set: a user's token, which sees that user's jobs only
+    scopes: frozenset[str]
+
+    @property
+    def actor(self) -> Actor:
+        return self.service.actor
+
+    @property
+    def owner(self) -> str:
+        """Whose idempotency keys these are."""
+        return self.name or ""
+
+
+class TokenCache:
+    """Token lookups, cached briefly per hash (a miss is cached too, against floods of bad tokens)."""
+
+    def __init__(self, service: JobService) -> None:
+        self.service = service
+        self._cache: dict[str, tuple[float, Caller | None]] = {}
+
+    def clear(self, _payload: str = "") -> None:
+        self._cache.clear()
+
+    async def caller(self, token: str) -> Caller | None:
+        key = hash_token(token)
+        now = time.monotonic()
+        hit = self._cache.get(key)
+        if hit is not None and now - hit[0] < CACHE_SECONDS:
+            return hit[1]
+        record = await self.service.authenticate(token)
+        caller = self._make(record) if record else None
+        if len(self._cache) > 10_000:
+            self._cache.clear()
+        self._cache[key] = (now, caller)
+        return caller
+
+    def _make(self, record: TokenRecord) -> Caller:
+        actor = Actor("api", None, record.name)
+        return Caller(self.service.as_actor(actor, user_id=record.user_id), record.name, record.user_id,
+                      record.scopes)
+
+
+def require(scope: str) -> Callable[..., Awaitable[Caller]]:
+    """A dependency: the caller, who must hold `scope` (401 without a valid token, 403 without the scope)."""
+
+    async def dependency(request: Request,
+                         credentials: HTTPAuthorizationCredentials | None = Depends(bearer)) -> Caller:
+        ctx = request.app.state.ctx
+        if ctx.tokens is None:
+            return ctx.anonymous  # type: ignore[no-any-return]
+        if credentials is None or not credentials.credentials:
+            raise ApiError(401, "unauthorized", "a bearer token is required (Authorization: Bearer <token>)",
+                           {"WWW-Authenticate": "Bearer"})
+        caller: Caller | None = await ctx.tokens.caller(credentials.credentials)
+        if caller is None:
+            raise ApiError(401, "unauthorized", "the token is not valid or has been revoked",
+                           {"WWW-Authenticate": "Bearer"})
+        if scope not in caller.scopes:
+            raise ApiError(403, "forbidden", f"the token {caller.name!r} lacks the {scope!r} scope")
+        return caller
+
+    return dependency

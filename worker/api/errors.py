@@ -1,0 +1,101 @@
+"""One error body for every failure: {"error": {"code", "message"}}, with the right status."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException
+
+from worker.db import CONNECTION_ERRORS
+from worker.errors import DatabaseUnavailable, IllegalTransition, InvalidJob, JobNotFound
+from worker.idempotency import IdempotencyConflict
+
+log = logging.getLogger("worker.api")
+
+RETRY_AFTER_S = 2
+_HTTP_CODES = {400: "bad_request", 401: "unauthorized", 403: "forbidden", 404: "not_found",
+               405: "method_not_allowed", 409: "conflict", 413: "payload_too_large", 422: "invalid",
+               503: "database_unavailable"}
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, code: str, message: str, headers: dict[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.status, self.code, self.message, self.headers = status, code, message, headers
+
+
+def error_response(status: int, code: str, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
+    return JSONResponse({"error": {"code": code, "message": message}}, status_code=status, headers=headers)
+
+
+def unavailable() -> JSONResponse:
+    return error_response(503, "database_unavailable", "the database is not reachable right now; try again",
+                          {"Retry-After": str(RETRY_AFTER_S)})
+
+
+def field_path(loc: Sequence[object]) -> str:
+    """("body", "jobs", 0, "type") -> "body.jobs[0].type"."""
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def install(app: FastAPI) -> None:
+    async def on_api_error(_: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, ApiError)
+        return error_response(exc.status, exc.code, exc.message, exc.headers)
+
+    async def on_http(_: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, HTTPException)
+        message = exc.detail if isinstance(exc.detail, str) else str(exc.detail)
+        if exc.status_code == 413:
+            message = "the request body is too large"
+        return error_response(exc.status_code, _HTTP_CODES.get(exc.status_code, "error"), message,
+                              dict(exc.headers or {}))
+
+    async def on_validation(_: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, RequestValidationError)
+        errors = exc.errors()
+        first = errors[0] if errors else {"loc": ("body",), "msg": "invalid request"}
+        more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+        return error_response(422, "invalid", f"{field_path(first['loc'])}: {first['msg']}{more}")
+
+    async def on_not_found(_: Request, exc: Exception) -> JSONResponse:
+        return error_response(404, "not_found", str(exc))
+
+    async def on_illegal(_: Request, exc: Exception) -> JSONResponse:
+        return error_response(409, "illegal_transition", str(exc))
+
+    async def on_idempotency(_: Request, exc: Exception) -> JSONResponse:
+        return error_response(409, "idempotency_conflict", str(exc))
+
+    async def on_invalid(_: Request, exc: Exception) -> JSONResponse:
+        path = getattr(exc, "path", None) or "body"
+        return error_response(422, "invalid", f"{path}: {exc}")
+
+    async def on_unavailable(_: Request, exc: Exception) -> JSONResponse:
+        log.warning("database unavailable: %s", str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+        return unavailable()
+
+    async def on_internal(request: Request, exc: Exception) -> JSONResponse:
+        log.error("unexpected error on %s %s", request.method, request.url.path, exc_info=exc)
+        return error_response(500, "internal", "internal error; it has been logged")
+
+    app.add_exception_handler(ApiError, on_api_error)
+    app.add_exception_handler(HTTPException, on_http)
+    app.add_exception_handler(RequestValidationError, on_validation)
+    app.add_exception_handler(JobNotFound, on_not_found)
+    app.add_exception_handler(IllegalTransition, on_illegal)
+    app.add_exception_handler(IdempotencyConflict, on_idempotency)
+    app.add_exception_handler(InvalidJob, on_invalid)
+    kinds: list[type[Exception]] = [DatabaseUnavailable, TimeoutError, asyncio.TimeoutError,
+                                    *(k for k in CONNECTION_ERRORS if issubclass(k, Exception))]
+    for kind in kinds:
+        app.add_exception_handler(kind, on_unavailable)
+    app.add_exception_handler(Exception, on_internal)

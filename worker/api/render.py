@@ -1,0 +1,48 @@
+"""Jobs and pipelines as JSON; timestamps are ISO 8601 in UTC."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from worker.models import JobRecord
+from worker.service import Attempt, JobDetail, PipelineSteps
+
+_JOB_FIELDS = ("id", "type", "status", "user_id", "pipeline_id", "input_data", "result_data", "error_message",
+               "dependent_on_jobs", "retry_count", "next_retry_at", "is_active", "created_at", "updated_at",
+               "completed_at", "priority", "worker_id", "started_at")
+
+
+def iso(value: datetime | None) -> str | None:
+    return value.astimezone(UTC).isoformat() if value is not None else None
+
+
+def job_json(job: JobRecord) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name in _JOB_FIELDS:
+        value = getattr(job, name)
+        out[name] = iso(value) if isinstance(value, datetime) else (str(value) if name == "status" else value)
+    return out
+
+
+def attempt_json(a: Attempt) -> dict[str, Any]:
+    return {"attempt": a.attempt, "worker_id": a.worker_id, "started_at": iso(a.started_at),
+            "finished_at": iso(a.finished_at), "outcome": a.outcome, "error_message": a.error_message,
+            "traceback": a.traceback}
+
+
+def detail_json(detail: JobDetail) -> dict[str, Any]:
+    return {**job_json(detail.job), "attempts": [attempt_json(a) for a in detail.attempts]}
+
+
+def version(job: JobRecord) -> str:
+    """An SSE event id: changes whenever the row does."""
+    return str(int(job.updated_at.timestamp() * 1_000_000))
+
+
+def pipeline_json(p: PipelineSteps) -> dict[str, Any]:
+    return {"pipeline_id": p.pipeline_id, "name": p.name, "status": p.status,
+            "progress": {"completed": p.completed, "total": p.total},
+            "jobs": [{"id": s.id, "type": s.type, "status": str(s.status), "dependent_on_jobs": s.dependent_on_jobs,
+                      "retry_count": s.retry_count, "started_at": iso(s.started_at),
+                      "completed_at": iso(s.completed_at), "error_message": s.error_message} for s in p.steps]}

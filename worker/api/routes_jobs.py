@@ -1,0 +1,184 @@
+"""/api/jobs: enqueue, read, list, follow (SSE and long-poll) and act on jobs."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import AsyncIterator
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Header, Query, Request, Response
+from fastapi.responses import StreamingResponse
+
+from worker.api.auth import Caller, require
+from worker.api.errors import ApiError
+from worker.api.render import detail_json, job_json, version
+from worker.api.schemas import ErrorOut, JobDetailOut, JobIn, JobOut, JobPage, RejectIn
+from worker.errors import InvalidJob
+from worker.idempotency import fingerprint
+from worker.job_queries import JobFilter
+from worker.models import TERMINAL_STATUSES, JobCreate, Status
+
+router = APIRouter(prefix="/api/jobs", tags=["jobs"])
+MAX_WAIT_S = 60
+MAX_LIMIT = 500
+
+ERRORS: dict[int | str, dict[str, Any]] = {
+    code: {"model": ErrorOut} for code in (401, 403, 404, 409, 413, 422, 500, 503)}
+
+
+def locate(exc: InvalidJob, prefix: str, index: dict[str, int] | None = None) -> InvalidJob:
+    """Give an enqueue refusal the path of the field it is about (`body.jobs[2].dependent_on_jobs`)."""
+    where = prefix
+    if index is not None and exc.job_id in index:
+        where += f".jobs[{index[exc.job_id]}]"
+    elif index is not None and exc.field and exc.field != "user_id":
+        where += ".jobs"
+    if exc.field:
+        where += f".{exc.field}"
+    exc.path = where  # type: ignore[attr-defined]
+    return exc
+
+
+def _json(body: Any, status: int = 200) -> Response:
+    return Response(json.dumps(body), status_code=status, media_type="application/json")
+
+
+@router.post("", status_code=201, response_model=JobOut, responses={**ERRORS, 200: {"model": JobOut}})
+async def create_job(body: JobIn, request: Request, caller: Caller = Depends(require("submit")),
+                     idempotency_key: Annotated[str | None, Header(max_length=255)] = None) -> Response:
+    ctx = request.app.state.ctx
+    try:
+        ctx.validate_input(body.type, body.input_data)
+    except (InvalidJob, ValueError) as exc:
+        raise locate(InvalidJob(str(exc), field="input_data"), "body") from None
+    job = JobCreate(body.type, body.input_data, dependent_on_jobs=list(body.dependent_on_jobs),
+                    user_id=caller.user_id if caller.user_id is not None else body.user_id,
+                    pipeline_id=body.pipeline_id, priority=body.priority)
+    try:
+        if idempotency_key:
+            done = await caller.service.enqueue_once(
+                caller.owner, idempotency_key, fingerprint("POST /api/jobs", body.model_dump(mode="json")), [job],
+                lambda records: job_json(records[0]))
+            return _json(done.body, 200 if done.replayed else 201)
+        if caller.user_id is not None and job.dependent_on_jobs:
+            record = (await caller.service.enqueue_records([job]))[0]  # checks the user may see the dependencies
+        else:
+            record = await ctx.batcher.submit(caller.actor, job)
+    except InvalidJob as exc:
+        raise locate(exc, "body") from None
+    return _json(job_json(record), 201)
+
+
+def _cursor(text: str | None) -> int | None:
+    if text is None:
+        return None
+    if not text.isdigit() or len(text) > 19:
+        raise ApiError(422, "invalid", "query.cursor: not a cursor from a previous page")
+    return int(text)
+
+
+@router.get("", response_model=JobPage, responses=ERRORS)
+async def list_jobs(caller: Caller = Depends(require("read")),
+                    status: Annotated[list[Status] | None, Query()] = None,
+                    type: Annotated[str | None, Query(max_length=255)] = None,
+                    pipeline_id: Annotated[str | None, Query(max_length=36)] = None,
+                    user_id: Annotated[int | None, Query(ge=0, le=2**31 - 1)] = None,
+                    limit: Annotated[int, Query(ge=1, le=MAX_LIMIT)] = 50,
+                    cursor: Annotated[str | None, Query(max_length=20)] = None) -> Response:
+    filt = JobFilter(statuses=frozenset(status or ()), type=type, pipeline_id=pipeline_id, user_id=user_id)
+    records, next_seq = await caller.service.job_records_page(filt, before_seq=_cursor(cursor), limit=limit)
+    return _json({"items": [job_json(r) for r in records],
+                  "next_cursor": str(next_seq) if next_seq is not None else None})
+
+
+@router.get("/{job_id}", response_model=JobDetailOut, responses=ERRORS)
+async def get_job(job_id: str, request: Request, caller: Caller = Depends(require("read")),
+                  wait: Annotated[float | None, Query(ge=0, le=MAX_WAIT_S)] = None,
+                  status: Annotated[Status | None, Query()] = None) -> Response:
+    """With `wait=S`, holds the request until the job's status differs from `status` (or from
+    its status at arrival), at most S seconds, then answers as without it."""
+    if not wait:
+        return _json(detail_json(await caller.service.job_detail(job_id)))
+    hub = request.app.state.ctx.hub
+    deadline = time.monotonic() + wait
+    with hub.subscribe(job_id) as changed:
+        detail = await caller.service.job_detail(job_id)
+        target = status or detail.job.status
+        while detail.job.status == target and not hub.stopping.is_set():
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                break
+            changed.clear()
+            try:
+                await asyncio.wait_for(changed.wait(), min(remaining, 5.0))
+            except TimeoutError:
+                pass
+            detail = await caller.service.job_detail(job_id)
+    return _json(detail_json(detail))
+
+
+@router.get("/{job_id}/events", responses={**ERRORS, 200: {"content": {"text/event-stream": {}}}},
+            response_class=StreamingResponse)
+async def job_events(job_id: str, request: Request, caller: Caller = Depends(require("read")),
+                     last_event_id: Annotated[str | None, Header(max_length=64)] = None) -> Response:
+    """Server-Sent Events: one `status` event with the job now and after every change; the
+    stream ends after a terminal status. `Last-Event-ID` skips the state already seen."""
+    hub = request.app.state.ctx.hub
+    first = await caller.service.job_detail(job_id)  # 404 before the stream starts
+
+    async def stream() -> AsyncIterator[str]:
+        seen = last_event_id
+        with hub.subscribe(job_id) as changed:
+            detail = first
+            while True:
+                if version(detail.job) != seen:
+                    seen = version(detail.job)
+                    yield f"id: {seen}\nevent: status\ndata: {json.dumps(detail_json(detail))}\n\n"
+                if detail.job.status in TERMINAL_STATUSES or hub.stopping.is_set():
+                    return
+                try:
+                    await asyncio.wait_for(changed.wait(), 15.0)
+                except TimeoutError:
+                    yield ": keep-alive\n\n"
+                changed.clear()
+                try:
+                    detail = await caller.service.job_detail(job_id)
+                except Exception:
+                    return  # the job went away or the database did: the client reconnects
+
+    return StreamingResponse(stream(), media_type="text/event-stream",
+                             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+
+
+async def _detail_after(caller: Caller, job_id: str) -> Response:
+    return _json(detail_json(await caller.service.job_detail(job_id)))
+
+
+@router.post("/{job_id}/cancel", response_model=JobDetailOut, responses=ERRORS)
+async def cancel_job(job_id: str, caller: Caller = Depends(require("operate"))) -> Response:
+    await caller.service.cancel([job_id])
+    return await _detail_after(caller, job_id)
+
+
+@router.post("/{job_id}/retry", response_model=JobDetailOut, responses=ERRORS)
+async def retry_job(job_id: str, caller: Caller = Depends(require("operate"))) -> Response:
+    await caller.service.retry([job_id])
+    return await _detail_after(caller, job_id)
+
+
+@router.post("/{job_id}/approve", response_model=JobDetailOut, responses=ERRORS)
+async def approve_job(job_id: str, caller: Caller = Depends(require("approve"))) -> Response:
+    await caller.service.approve([job_id])
+    return await _detail_after(caller, job_id)
+
+
+@router.post("/{job_id}/reject", response_model=JobDetailOut, responses=ERRORS)
+async def reject_job(job_id: str, body: RejectIn, caller: Caller = Depends(require("approve"))) -> Response:
+    try:
+        await caller.service.reject([job_id], body.reason)
+    except InvalidJob as exc:
+        raise locate(InvalidJob(str(exc), field="reason"), "body") from None
+    return await _detail_after(caller, job_id)
+

@@ -1,0 +1,71 @@
+"""/api/pipelines: create a pipeline, read its step indicator, cancel it, retry its failures."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Header, Request, Response
+
+from worker.api.auth import Caller, require
+from worker.api.render import pipeline_json
+from worker.api.routes_jobs import ERRORS, _json, locate
+from worker.api.schemas import ChangedJobs, PipelineCreated, PipelineIn, PipelineOut
+from worker.errors import InvalidJob
+from worker.idempotency import fingerprint
+from worker.models import JobCreate, JobRecord
+
+router = APIRouter(prefix="/api/pipelines", tags=["pipelines"])
+
+
+@router.post("", status_code=201, response_model=PipelineCreated,
+             responses={**ERRORS, 200: {"model": PipelineCreated}})
+async def create_pipeline(body: PipelineIn, request: Request, caller: Caller = Depends(require("submit")),
+                          idempotency_key: Annotated[str | None, Header(max_length=255)] = None) -> Response:
+    """All or nothing; a job may depend on the ids of other jobs of the same body."""
+    pipeline_id = body.pipeline_id or str(uuid.uuid4())
+    jobs: list[JobCreate] = []
+    for spec in body.jobs:
+        job = JobCreate(spec.type, spec.input_data, dependent_on_jobs=list(spec.dependent_on_jobs),
+                        user_id=caller.user_id, pipeline_id=pipeline_id)
+        if spec.id is not None:
+            job.id = spec.id
+        jobs.append(job)
+    index = {job.id: i for i, job in enumerate(jobs)}
+    validate = request.app.state.ctx.validate_input
+    for i, job in enumerate(jobs):
+        try:
+            validate(job.type, job.input_data)
+        except (InvalidJob, ValueError) as exc:
+            raise locate(InvalidJob(str(exc), field=f"jobs[{i}].input_data"), "body") from None
+
+    def render(records: list[JobRecord]) -> dict[str, Any]:
+        return {"pipeline_id": pipeline_id, "job_ids": [r.id for r in records]}
+
+    try:
+        if idempotency_key:
+            done = await caller.service.enqueue_once(
+                caller.owner, idempotency_key, fingerprint("POST /api/pipelines", body.model_dump(mode="json")),
+                jobs, render)
+            return _json(done.body, 200 if done.replayed else 201)
+        records = await caller.service.enqueue_records(jobs)
+    except InvalidJob as exc:
+        raise locate(exc, "body", index) from None
+    return _json(render(records), 201)
+
+
+@router.get("/{pipeline_id}", response_model=PipelineOut, responses=ERRORS)
+async def get_pipeline(pipeline_id: str, caller: Caller = Depends(require("read"))) -> Response:
+    """The step indicator: derived status, progress, and the jobs in dependency order."""
+    return _json(pipeline_json(await caller.service.pipeline_steps(pipeline_id)))
+
+
+@router.post("/{pipeline_id}/cancel", response_model=ChangedJobs, responses=ERRORS)
+async def cancel_pipeline(pipeline_id: str, caller: Caller = Depends(require("operate"))) -> Response:
+    return _json({"job_ids": await caller.service.cancel_pipeline(pipeline_id)})
+
+
+@router.post("/{pipeline_id}/retry-failed", response_model=ChangedJobs, responses=ERRORS)
+async def retry_failed(pipeline_id: str, caller: Caller = Depends(require("operate"))) -> Response:
+    await caller.service.pipeline_steps(pipeline_id)  # 404 for an unknown pipeline
+    return _json({"job_ids": await caller.service.retry_pipeline(pipeline_id)})

@@ -1,0 +1,36 @@
+"""/healthz, /metrics and /api/ping (a constant: the framework's ceiling in the benchmark)."""
+
+from __future__ import annotations
+
+import asyncio
+
+from fastapi import APIRouter, Request, Response
+from prometheus_client import CONTENT_TYPE_LATEST
+
+from worker.api.errors import unavailable
+from worker.api.schemas import ErrorOut, Health, Ping
+
+router = APIRouter(tags=["system"])
+_PONG = b'{"pong":true}'
+
+
+@router.get("/healthz", response_model=Health, responses={503: {"model": ErrorOut}})
+async def healthz(request: Request) -> Response:
+    """200 when the database answers, 503 otherwise."""
+    try:
+        await asyncio.wait_for(request.app.state.ctx.service.ping(), 3)
+    except Exception:
+        return unavailable()
+    return Response(b'{"status":"ok"}', media_type="application/json")
+
+
+@router.get("/metrics", response_class=Response, responses={200: {"content": {"text/plain": {}}}})
+async def metrics(request: Request) -> Response:
+    ctx = request.app.state.ctx
+    return Response(await ctx.metrics.render(ctx.service), media_type=CONTENT_TYPE_LATEST)
+
+
+@router.get("/api/ping", response_model=Ping)
+async def ping() -> Response:
+    """A constant answer that touches no database: what the framework alone costs."""
+    return Response(_PONG, media_type="application/json")

@@ -1,0 +1,126 @@
+"""Request and response bodies, as the OpenAPI document describes them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class JobIn(Strict):
+    type: str = Field(min_length=1, max_length=255)
+    input_data: dict[str, Any]
+    dependent_on_jobs: list[str] = Field(default_factory=list)
+    pipeline_id: str | None = Field(None, min_length=1, max_length=36)
+    user_id: int | None = Field(None, ge=1, le=2**31 - 1)
+    priority: int = Field(0, ge=-(2**31), le=2**31 - 1)
+
+
+class PipelineJobIn(Strict):
+    id: str | None = Field(None, min_length=1, max_length=36)
+    type: str = Field(min_length=1, max_length=255)
+    input_data: dict[str, Any]
+    dependent_on_jobs: list[str] = Field(default_factory=list)
+
+
+class PipelineIn(Strict):
+    pipeline_id: str | None = Field(None, min_length=1, max_length=36)
+    jobs: list[PipelineJobIn] = Field(min_length=1, max_length=5000)
+
+
+class RejectIn(Strict):
+    reason: str = Field(min_length=1, pattern=r"\S")
+
+
+class AttemptOut(BaseModel):
+    attempt: int
+    worker_id: str | None
+    started_at: str | None
+    finished_at: str
+    outcome: str
+    error_message: str | None
+    traceback: str | None
+
+
+class JobOut(BaseModel):
+    id: str
+    type: str
+    status: str
+    user_id: int | None
+    pipeline_id: str | None
+    input_data: dict[str, Any]
+    result_data: Any
+    error_message: str | None
+    dependent_on_jobs: list[str]
+    retry_count: int
+    next_retry_at: str | None
+    is_active: bool
+    created_at: str
+    updated_at: str
+    completed_at: str | None
+    priority: int
+    worker_id: str | None
+    started_at: str | None
+
+
+class JobDetailOut(JobOut):
+    attempts: list[AttemptOut]
+
+
+class JobPage(BaseModel):
+    items: list[JobOut]
+    next_cursor: str | None
+
+
+class PipelineCreated(BaseModel):
+    pipeline_id: str
+    job_ids: list[str]
+
+
+class Progress(BaseModel):
+    completed: int
+    total: int
+
+
+class StepOut(BaseModel):
+    id: str
+    type: str
+    status: str
+    dependent_on_jobs: list[str]
+    retry_count: int
+    started_at: str | None
+    completed_at: str | None
+    error_message: str | None
+
+
+class PipelineOut(BaseModel):
+    pipeline_id: str
+    name: str
+    status: str
+    progress: Progress
+    jobs: list[StepOut]
+
+
+class ChangedJobs(BaseModel):
+    job_ids: list[str]
+
+
+class ErrorBody(BaseModel):
+    code: str
+    message: str
+
+
+class ErrorOut(BaseModel):
+    error: ErrorBody
+
+
+class Health(BaseModel):
+    status: str
+
+
+class Ping(BaseModel):
+    pong: bool
