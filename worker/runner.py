@@ -22,7 +22,7 @@ from typing import Any
 import asyncpg
 
 from worker import transitions
-from worker.alerts import job_failed
+from worker.alerts import Alert, AlertSender, job_failed
 from worker.db import CONNECTION_ERRORS, connect, create_pool
 from worker.errors import InvalidJob, JobdeskError, PermanentJobError
 from worker.models import Job, JobCreate, ProcessorResult
@@ -95,6 +95,7 @@ class Worker:
         self._put_back_on_timeout = True
         self.paused = False  # an operator paused claims
         self.draining = False  # finishing running jobs, then exiting
+        self.alerts = AlertSender(settings.JOB_ALERT_URLS, digest_window_s=settings.JOB_ALERT_DIGEST_SECONDS)
         self.supervisor = Supervisor(self)
         self._tasks: list[asyncio.Task[None]] = []
         self._db_down = False
@@ -123,6 +124,30 @@ class Worker:
         """Look for work now."""
         self._kick.set()
 
+    @property
+    def state(self) -> str:
+        """What the heartbeat reports: running, paused or draining."""
+        if self.draining:
+            return "draining"
+        return "paused" if self.paused else "running"
+
+    def pause(self) -> None:
+        """Claim nothing more until `resume()`; running jobs go on."""
+        self.paused = True
+
+    def resume(self) -> None:
+        self.paused = False
+        self._kick.set()
+
+    def drain(self) -> None:
+        """Finish the running jobs, claim nothing more, then exit."""
+        self.draining = True
+        self.request_stop(put_back=False)
+
+    def send_alert(self, alert: Alert) -> None:
+        """Queue an admin alert; delivery never holds up the worker."""
+        self.alerts.send(alert)
+
     def running_ids(self) -> list[str]:
         return list(self._running)
 
@@ -141,6 +166,7 @@ class Worker:
         self.pool = await create_pool(self.dsn, size=size)
         try:
             await self._listen()
+            self.alerts.start()
             await self.supervisor.start()
             log.info("worker %s ready: %d slot(s), types %s", self.worker_id, self.concurrency,
                      ", ".join(self.types) or "(none)")
@@ -153,7 +179,12 @@ class Worker:
                 task.add_done_callback(self._task_died)
             await self._stop.wait()
             await self._drain()
+            # A heartbeat still in flight would write "running" over the "stopped" below.
+            supervising = self._tasks[-1]
+            supervising.cancel()
+            await asyncio.gather(supervising, return_exceptions=True)
             await self.supervisor.stop()
+            await self.alerts.close()
         finally:
             for task in self._tasks:
                 task.cancel()
@@ -414,8 +445,7 @@ class Worker:
         elif outcome.status == "failed":
             log.error("job %s (%s) failed for good after %d retries: %s", job.id, job.type,
                       outcome.retry_count, error)
-            self.supervisor.alerts.send(job_failed(job.id, job.type, job.pipeline_id, job.user_id,
-                                                   job.attempt, error))
+            self.send_alert(job_failed(job.id, job.type, job.pipeline_id, job.user_id, job.attempt, error))
         else:
             log.info("job %s (%s) failed (%s); retry %d in %.1f s", job.id, job.type, error,
                      outcome.retry_count, outcome.delay or 0)
