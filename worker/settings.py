@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from pydantic import Field, ValidationError, field_validator
+from pydantic import BeforeValidator, Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from worker.durations import parse_duration
 from worker.errors import SettingsError
 
 
@@ -14,6 +15,17 @@ def _split_commas(value: object) -> object:
     if isinstance(value, str):
         return [part.strip() for part in value.split(",") if part.strip()]
     return value
+
+
+def _duration(value: object) -> object:
+    seconds = parse_duration(value) if isinstance(value, str) else value
+    if isinstance(seconds, (int, float)) and seconds <= 0:
+        raise ValueError("must be longer than 0 s (or 'forever')")
+    return seconds
+
+
+# Seconds, or None for "forever"; read from `90s`, `12h`, `7d` or `forever`.
+Duration = Annotated[float | None, BeforeValidator(_duration)]
 
 
 class Settings(BaseSettings):
@@ -48,6 +60,18 @@ class Settings(BaseSettings):
     JOB_ALERT_DIGEST_SECONDS: float = Field(60, gt=0)
     # Seconds a console or CLI query may run before PostgreSQL cancels it.
     JOB_STATEMENT_TIMEOUT: float = Field(15, gt=0)
+    # Port on which a worker serves Prometheus metrics; unset serves none.
+    JOB_METRICS_PORT: int | None = Field(None, ge=0, le=65535)
+    # How long finished jobs are kept, by status, and operator actions in audit_log; `forever` keeps them.
+    JOB_RETENTION_COMPLETED: Duration = 7 * 86400
+    # How long cancelled jobs are kept.
+    JOB_RETENTION_CANCELLED: Duration = 7 * 86400
+    # How long failed jobs are kept (a failed job also keeps the rest of its pipeline).
+    JOB_RETENTION_FAILED: Duration = 30 * 86400
+    # How long audit_log rows are kept.
+    JOB_RETENTION_AUDIT: Duration = 90 * 86400
+    # Seconds between pruner runs across the whole fleet.
+    JOB_PRUNE_INTERVAL: float = Field(60, gt=0)
     # Log level of the worker: DEBUG, INFO, WARNING or ERROR.
     LOG_LEVEL: str = "INFO"
     # Whether the console starts a worker by itself on the embedded database when no live worker exists.

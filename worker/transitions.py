@@ -159,6 +159,9 @@ SELECT id FROM jobs
    FOR UPDATE SKIP LOCKED
 """
 
+# Seconds a claimed job waited: from its enqueue, or from its retry time, to now (its start).
+_WAITED = "extract(epoch FROM now() - GREATEST(j.created_at, j.next_retry_at))::float8 AS waited_s"
+
 # Completes the jobs a worker finished and claims more, in one statement and one commit.
 _EXCHANGE = """
 WITH done AS (
@@ -176,14 +179,15 @@ WITH done AS (
       FROM picked
      WHERE j.id = picked.id
     RETURNING j.id, j.type, j.input_data, j.user_id, j.pipeline_id, j.retry_count, j.attempts,
-              j.priority, j.seq
+              j.priority, j.seq, """ + _WAITED + """
 )
 SELECT false AS claimed, d.id, NULL::varchar AS type, NULL::jsonb AS input_data, NULL::int AS user_id,
-       NULL::varchar AS pipeline_id, 0 AS retry_count, 0 AS attempts, 0 AS priority, 0::bigint AS seq
+       NULL::varchar AS pipeline_id, 0 AS retry_count, 0 AS attempts, 0 AS priority, 0::bigint AS seq,
+       0::float8 AS waited_s
   FROM done d
 UNION ALL
 SELECT true, c.id, c.type, c.input_data, c.user_id, c.pipeline_id, c.retry_count, c.attempts,
-       c.priority, c.seq
+       c.priority, c.seq, c.waited_s
   FROM claimed c
 """
 
@@ -202,7 +206,7 @@ UPDATE jobs AS j
   FROM (""" + _PICK + """) AS picked
  WHERE j.id = picked.id AND (SELECT setting FROM async_commit) = 'off'
 RETURNING true AS claimed, j.id, j.type, j.input_data, j.user_id, j.pipeline_id, j.retry_count,
-          j.attempts, j.priority, j.seq
+          j.attempts, j.priority, j.seq, """ + _WAITED + """
 """
 
 
@@ -226,7 +230,7 @@ async def complete_and_claim(conn: asyncpg.Connection, worker_id: str, types: Se
     if len(claimed) > 1:
         claimed.sort(key=lambda r: (-r["priority"], r["seq"]))
     return written, [Job(r["id"], r["type"], r["input_data"], r["user_id"], r["pipeline_id"],
-                         r["retry_count"], r["attempts"], r["priority"]) for r in claimed]
+                         r["retry_count"], r["attempts"], r["priority"], waited_s=r["waited_s"]) for r in claimed]
 
 
 _HOLD_FOR_APPROVAL = """

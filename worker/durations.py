@@ -1,0 +1,30 @@
+"""Durations as people write them in settings and on the command line: `90s`, `30m`, `12h`,
+`7d`, `2w`, or `forever`."""
+
+from __future__ import annotations
+
+import re
+
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
+FOREVER = "forever"
+
+
+def parse_duration(text: str) -> float | None:
+    """Seconds, or None for `forever`; ValueError for anything else."""
+    if text.strip().lower() == FOREVER:
+        return None
+    match = _DURATION.match(text.lower())
+    if not match:
+        raise ValueError("must be a duration like 90s, 30m, 12h or 7d, or 'forever'")
+    return float(match.group(1)) * _UNITS[match.group(2)]
+
+
+def format_duration(seconds: float | None) -> str:
+    """The shortest exact form of `seconds` (`forever` for None)."""
+    if seconds is None:
+        return FOREVER
+    for unit in ("w", "d", "h", "m"):
+        if seconds >= _UNITS[unit] and seconds % _UNITS[unit] == 0:
+            return f"{int(seconds // _UNITS[unit])}{unit}"
+    return f"{seconds:g}s"
