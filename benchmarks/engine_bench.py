@@ -36,6 +36,7 @@ sys.path.insert(0, str(ROOT))
 from tests import pg  # noqa: E402
 
 PROCESSORS = "benchmarks.bench_processors"
+WORKER_ARGS: list[str] = []  # more arguments for `jobdesk worker` (--metrics-port)
 
 
 def worker_env(dsn: str) -> dict[str, str]:
@@ -46,7 +47,8 @@ def worker_env(dsn: str) -> dict[str, str]:
 
 
 def launch_worker(dsn: str) -> subprocess.Popen[bytes]:
-    return subprocess.Popen([sys.executable, "-m", "worker.cli", "worker", "--processors", PROCESSORS],
+    return subprocess.Popen([sys.executable, "-m", "worker.cli", "worker", "--processors", PROCESSORS,
+                             *WORKER_ARGS],
                             env=worker_env(dsn), cwd=ROOT)
 
 
@@ -173,13 +175,17 @@ async def main() -> None:
     parser.add_argument("--skip-history", action="store_true")
     parser.add_argument("--only-history", action="store_true", help="skip the baseline and latency runs")
     parser.add_argument("--only-latency", action="store_true", help="measure latency alone")
+    parser.add_argument("--metrics-port", type=int, metavar="P", help="the worker serves Prometheus metrics")
     args = parser.parse_args()
+    if args.metrics_port is not None:
+        WORKER_ARGS.extend(["--metrics-port", str(args.metrics_port)])
 
     server, root = pg.start_server()
     try:
         await pg.build_template(server.dsn)
         print(f"jobdesk engine benchmark: {args.jobs:,} no-op jobs, MAX_CONCURRENT_JOBS=10, one worker, "
-              f"{os.cpu_count()} cores, durable commits", flush=True)
+              f"{os.cpu_count()} cores, durable commits"
+              f"{', metrics on' if WORKER_ARGS else ''}", flush=True)
         runs = []
         if args.only_latency:
             lat = await latency(server.dsn, args.latency)
@@ -197,9 +203,10 @@ async def main() -> None:
             base = statistics.median(r["jobs_per_s"] for r in runs)
             print(f"THROUGHPUT median {base:,.0f} jobs/s "
                   f"(steady {statistics.median(r['steady_per_s'] for r in runs):,.0f})")
-            lat = await latency(server.dsn, args.latency)
-            print(f"LATENCY enqueue->start over {len(lat)} jobs: p50 {pct(lat, 50):.2f} ms, "
-                  f"p95 {pct(lat, 95):.2f} ms, p99 {pct(lat, 99):.2f} ms, max {max(lat):.2f} ms", flush=True)
+            if args.latency > 0:
+                lat = await latency(server.dsn, args.latency)
+                print(f"LATENCY enqueue->start over {len(lat)} jobs: p50 {pct(lat, 50):.2f} ms, "
+                      f"p95 {pct(lat, 95):.2f} ms, p99 {pct(lat, 99):.2f} ms, max {max(lat):.2f} ms", flush=True)
 
         if not args.skip_history:
             hist = []

@@ -33,3 +33,13 @@ class SleepRecord(BaseProcessor):
 
 
 PROCESSOR_MAP["test.sleep_record"] = SleepRecord
+
+
+class AlwaysFail(BaseProcessor):
+    """Fails every attempt, so tests see retries and a job that fails for good."""
+
+    async def process(self, job: Job) -> ProcessorResult:
+        raise RuntimeError("this processor always fails")
+
+
+PROCESSOR_MAP["test.fail"] = AlwaysFail

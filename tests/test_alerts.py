@@ -77,5 +77,5 @@ async def test_an_unreachable_alert_url_does_not_stop_the_worker(dsn: str, conn:
                        what="both jobs to end")
     finally:
         await worker.stop()
-    assert worker.worker.supervisor.alerts.delivered == 0
+    assert worker.worker.alerts.delivered == 0
     await assert_no_job_lost(conn, 2)

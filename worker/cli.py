@@ -17,10 +17,11 @@ import asyncpg
 from worker import __version__
 from worker.client import JobClient
 from worker.db import resolve_target
-from worker.durations import parse_duration
+from worker.durations import parse_duration, parse_seconds
 from worker.errors import InvalidJob, JobdeskError
 from worker.models import JobRecord, Status, short_id
 from worker.pipeline_queries import PipelineFilter, PipelineStatus
+from worker.retention import PRUNABLE
 from worker.schedules import MISFIRE_POLICIES, OVERLAP_POLICIES, Schedule
 from worker.service import Attempt, migrate_database, prepare_schema
 from worker.settings import Settings, load_settings
@@ -56,6 +57,16 @@ def _status_arg(text: str) -> Status:
             f"unknown status {text!r}; use one of {', '.join(s.value for s in Status)}") from None
 
 
+def _duration_arg(text: str) -> float:
+    try:
+        seconds = parse_duration(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"--older-than {exc}") from None
+    if seconds is None:
+        raise argparse.ArgumentTypeError("--older-than forever would prune nothing; give a duration like 7d")
+    return seconds
+
+
 def build_parser() -> ArgumentParser:
     common = ArgumentParser(add_help=False)
     common.add_argument("--json", action="store_true", help="print JSON for scripts")
@@ -75,6 +86,8 @@ def build_parser() -> ArgumentParser:
     p.add_argument("--processors", action="append", default=[], metavar="MODULE",
                    help="module with a PROCESSOR_MAP (repeatable)")
     p.add_argument("--concurrency", type=int, metavar="N", help="override MAX_CONCURRENT_JOBS")
+    p.add_argument("--metrics-port", type=int, metavar="P",
+                   help="serve Prometheus metrics on this port (overrides JOB_METRICS_PORT)")
 
     p = sub.add_parser("demo", parents=[common], help="enqueue the demo 'generate video' pipeline")
     p.add_argument("--topic", help="what the demo video is about")
@@ -119,6 +132,12 @@ def build_parser() -> ArgumentParser:
     p.add_argument("--limit", type=int, default=50)
     p = sub.add_parser("cancel-pipeline", parents=[common], help="cancel every unfinished job of a pipeline")
     p.add_argument("id", metavar="PIPELINE_ID")
+    p = sub.add_parser("prune", parents=[common], help="delete finished jobs past their retention now")
+    p.add_argument("--dry-run", action="store_true", help="count what would be deleted; change nothing")
+    p.add_argument("--older-than", type=_duration_arg, metavar="DURATION",
+                   help="instead of the JOB_RETENTION_* settings: 90s, 12h, 7d, ...")
+    p.add_argument("--status", action="extend", nargs="+", default=[], metavar="S", choices=PRUNABLE,
+                   help=f"only these ({', '.join(PRUNABLE)}; default all)")
     p = sub.add_parser("worker-ctl", parents=[common], help="pause, resume, drain or stop a worker")
     p.add_argument("id", metavar="ID")
     p.add_argument("action", metavar="ACTION", choices=list(WORKER_COMMANDS_LEGAL_FROM),
@@ -144,9 +163,9 @@ def build_parser() -> ArgumentParser:
     return parser
 
 
-def _duration_arg(text: str) -> float:
+def _interval_arg(text: str) -> float:
     try:
-        return parse_duration(text)
+        return parse_seconds(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
@@ -158,7 +177,7 @@ def _schedule_parser(sub: Any, common: ArgumentParser) -> None:
     add.add_argument("name", metavar="NAME")
     rule = add.add_mutually_exclusive_group(required=True)
     rule.add_argument("--cron", metavar="EXPR", help="a cron expression, like '0 2 * * *'")
-    rule.add_argument("--every", type=_duration_arg, metavar="DURATION", help="an interval, like 30s, 10m or 1h")
+    rule.add_argument("--every", type=_interval_arg, metavar="DURATION", help="an interval, like 30s, 10m or 1h")
     add.add_argument("--type", required=True, metavar="T", help="the job type to enqueue at each tick")
     add.add_argument("--input", type=_json_arg, default={}, metavar="JSON", help="input_data of each job")
     add.add_argument("--timezone", default="UTC", metavar="TZ", help="the cron expression's timezone (default UTC)")
@@ -348,6 +367,10 @@ async def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
         if args.concurrency < 1:
             raise InvalidJob("--concurrency must be at least 1")
         settings.MAX_CONCURRENT_JOBS = args.concurrency
+    if args.metrics_port is not None:
+        if not 0 <= args.metrics_port <= 65535:
+            raise InvalidJob("--metrics-port must be a port number, 0 to 65535")
+        settings.JOB_METRICS_PORT = args.metrics_port
     modules = [*settings.JOB_PROCESSOR_MODULES, *args.processors]
     processors = instantiate(load_processor_classes(modules, settings.JOB_PROCESSOR_PATH))
     declared = declared_schedules(modules, settings.JOB_PROCESSOR_PATH)
@@ -624,11 +647,27 @@ def cmd_api(args: argparse.Namespace, settings: Settings) -> int:
     return run(settings, host, port, auth=not args.no_auth, validate_input=validator)
 
 
+async def cmd_prune(args: argparse.Namespace, settings: Settings) -> int:
+    client = await _client(settings)
+    try:
+        result = await client.prune(dry_run=args.dry_run, older_than=args.older_than, statuses=args.status)
+    finally:
+        await client.close()
+    if args.json:
+        _print_json({"dry_run": result.dry_run, "counts": result.counts})
+    else:
+        verb = "would delete" if result.dry_run else "deleted"
+        _print_rows([(what, f"{n:,}") for what, n in result.counts.items()])
+        print(f"{verb} {sum(result.counts.values()):,} row(s) in {result.seconds:.1f} s")
+    return 0
+
+
 ASYNC_COMMANDS: dict[str, Callable[[argparse.Namespace, Settings], Coroutine[Any, Any, int]]] = {
     "migrate": cmd_migrate, "submit": cmd_submit, "jobs": cmd_jobs, "show": cmd_show,
     "cancel": cmd_action, "retry": cmd_action, "approve": cmd_action, "reject": cmd_action,
     "demo": cmd_demo, "worker": cmd_worker, "workers": cmd_workers, "worker-ctl": cmd_worker_ctl,
     "pipelines": cmd_pipelines, "cancel-pipeline": cmd_cancel_pipeline, "schedule": cmd_schedule, "token": cmd_token,
+    "prune": cmd_prune,
 }
 
 

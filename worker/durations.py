@@ -1,25 +1,35 @@
-"""Durations as people write them: `90s`, `10m`, `12h`, `7d`, `1.5h`, or plain seconds."""
+"""Durations as people write them in settings and on the command line: `90s`, `30m`, `12h`,
+`7d`, `2w`, plain seconds, or (where it means "keep") `forever`."""
 
 from __future__ import annotations
 
 import re
 
-_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d|w)?\s*$")
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*$")
+FOREVER = "forever"
 
 
-def parse_duration(text: str) -> float:
-    """Seconds in `text`; ValueError with a readable message when it is not a duration."""
+def parse_duration(text: str) -> float | None:
+    """Seconds, or None for `forever`; ValueError for anything else."""
+    if text.strip().lower() == FOREVER:
+        return None
+    return parse_seconds(text)
+
+
+def parse_seconds(text: str) -> float:
+    """Seconds in a duration that has to end (`forever` is refused); ValueError otherwise."""
     match = _DURATION.match(str(text).lower())
     if not match:
-        raise ValueError(f"{text!r} is not a duration; write it like 90s, 10m, 12h or 7d")
+        raise ValueError(f"{text!r} is not a duration; write it like 90s, 30m, 12h or 7d")
     return float(match.group(1)) * _UNITS[match.group(2) or "s"]
 
 
-def format_duration(seconds: float) -> str:
-    """The shortest exact way to write `seconds` (`90s`, `10m`, `12h`, `7d`)."""
-    for unit in ("w", "d", "h", "m", "s"):
-        size = _UNITS[unit]
-        if seconds >= size and (seconds / size).is_integer():
-            return f"{int(seconds // size)}{unit}"
+def format_duration(seconds: float | None) -> str:
+    """The shortest exact form of `seconds` (`forever` for None)."""
+    if seconds is None:
+        return FOREVER
+    for unit in ("w", "d", "h", "m"):
+        if seconds >= _UNITS[unit] and seconds % _UNITS[unit] == 0:
+            return f"{int(seconds // _UNITS[unit])}{unit}"
     return f"{seconds:g}s"

@@ -89,6 +89,7 @@ class Job:
     attempt: int = 1
     priority: int = 0
     cancel_event: asyncio.Event | None = None
+    waited_s: float = 0.0  # from enqueue, or from the retry time, to this attempt's start
 
     @property
     def cancelled(self) -> bool:

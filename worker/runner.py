@@ -17,20 +17,24 @@ import time
 import uuid
 from collections import deque
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import asyncpg
 
 from worker import scheduler, transitions
-from worker.alerts import job_failed
+from worker.alerts import Alert, AlertSender, job_failed
 from worker.db import CONNECTION_ERRORS, create_pool
 from worker.errors import InvalidJob, JobdeskError, PermanentJobError
 from worker.input_validation import check_job_input
 from worker.listener import NO_LISTEN_REASON, Listener, ListenerDeaf, listen_dsn
 from worker.models import Job, JobCreate, ProcessorResult
 from worker.processor import BaseProcessor
+from worker.retention import Pruner
 from worker.settings import Settings
 from worker.supervisor import Supervisor
+
+if TYPE_CHECKING:
+    from worker.worker_metrics import WorkerMetrics
 
 log = logging.getLogger("jobdesk.worker")
 
@@ -98,10 +102,16 @@ class Worker:
         self._put_back_on_timeout = True
         self.paused = False  # an operator paused claims
         self.draining = False  # finishing running jobs, then exiting
+        self.alerts = AlertSender(settings.JOB_ALERT_URLS, digest_window_s=settings.JOB_ALERT_DIGEST_SECONDS)
         self.supervisor = Supervisor(self)
         self._tasks: list[asyncio.Task[None]] = []
         self._db_down = False
         self.stats = {"completed": 0, "failed_attempts": 0, "claimed": 0, "rounds": 0}
+        self.metrics: WorkerMetrics | None = None
+        if settings.JOB_METRICS_PORT is not None:
+            from worker.worker_metrics import WorkerMetrics  # only workers that serve metrics load it
+
+            self.metrics = WorkerMetrics(self.types, lambda: len(self._running), lambda: self.stats["rounds"])
 
     # -- lifecycle --------------------------------------------------------------------------
 
@@ -126,6 +136,30 @@ class Worker:
         """Look for work now."""
         self._kick.set()
 
+    @property
+    def state(self) -> str:
+        """What the heartbeat reports: running, paused or draining."""
+        if self.draining:
+            return "draining"
+        return "paused" if self.paused else "running"
+
+    def pause(self) -> None:
+        """Claim nothing more until `resume()`; running jobs go on."""
+        self.paused = True
+
+    def resume(self) -> None:
+        self.paused = False
+        self._kick.set()
+
+    def drain(self) -> None:
+        """Finish the running jobs, claim nothing more, then exit."""
+        self.draining = True
+        self.request_stop(put_back=False)
+
+    def send_alert(self, alert: Alert) -> None:
+        """Queue an admin alert; delivery never holds up the worker."""
+        self.alerts.send(alert)
+
     def running_ids(self) -> list[str]:
         return list(self._running)
 
@@ -143,7 +177,10 @@ class Worker:
         size = max(2, min(self.settings.DB_POOL_SIZE, self.concurrency + 4))
         self.pool = await create_pool(self.dsn, size=size)
         try:
+            if self.metrics is not None and self.settings.JOB_METRICS_PORT is not None:
+                self.metrics.serve(self.settings.JOB_METRICS_PORT)
             await self._listen()
+            self.alerts.start()
             await self.supervisor.start()
             log.info("worker %s ready: %d slot(s), types %s", self.worker_id, self.concurrency,
                      ", ".join(self.types) or "(none)")
@@ -151,13 +188,20 @@ class Worker:
                            asyncio.create_task(self._pump(), name="jobdesk-pump-2"),
                            asyncio.create_task(self._flush_loop(), name="jobdesk-flush"),
                            asyncio.create_task(self._listener_watch(), name="jobdesk-listener"),
+                           asyncio.create_task(Pruner(self.pool, self.settings, self.worker_id).run(),
+                                               name="jobdesk-pruner"),
                            asyncio.create_task(self.supervisor.run(), name="jobdesk-supervisor"),
                            asyncio.create_task(scheduler.run_loop(self.db_call, self._stop), name="jobdesk-scheduler")]
             for task in self._tasks:
                 task.add_done_callback(self._task_died)
             await self._stop.wait()
             await self._drain()
+            # A heartbeat still in flight would write "running" over the "stopped" below.
+            supervising = self._tasks[-1]
+            supervising.cancel()
+            await asyncio.gather(supervising, return_exceptions=True)
             await self.supervisor.stop()
+            await self.alerts.close()
         finally:
             for task in self._tasks:
                 task.cancel()
@@ -165,6 +209,8 @@ class Worker:
             if self._listener is not None:
                 await self._listener.close()
             await self.pool.close()
+            if self.metrics is not None:
+                self.metrics.close()
         log.info("worker %s stopped: %d completed, %d failed attempt(s), %d round trip(s) to claim "
                  "and complete", self.worker_id, self.stats["completed"], self.stats["failed_attempts"],
                  self.stats["rounds"])
@@ -306,9 +352,13 @@ class Worker:
                     result = await fn(conn)
                 if self._db_down:
                     self._db_down = False
+                    if self.metrics is not None:
+                        self.metrics.db_reconnects += 1
                     log.warning("database is back")
                 return result
             except CONNECTION_ERRORS as exc:
+                if self.metrics is not None:
+                    self.metrics.db_errors += 1
                 if not self._db_down:
                     self._db_down = True
                     log.warning("database unreachable (%s); retrying", exc)
@@ -391,6 +441,10 @@ class Worker:
 
     def _start(self, job: Job) -> None:
         job.cancel_event = asyncio.Event()
+        if self.metrics is not None:
+            stats = self.metrics.of(job.type)
+            stats.started += 1
+            stats.wait.observe(job.waited_s)
         task = asyncio.create_task(self._run_job(job), name=f"job-{job.id}")
         self._running[job.id] = (job, task)
 
@@ -406,6 +460,8 @@ class Worker:
             log.exception("job %s: internal error while recording its outcome", job.id)
         finally:
             took = time.monotonic() - started
+            if self.metrics is not None:
+                self.metrics.of(job.type).run.observe(took)
             self._avg_run_s = took if self._avg_run_s is None else 0.9 * self._avg_run_s + 0.1 * took
             self._running.pop(job.id, None)
             self._start_ready()
@@ -418,7 +474,7 @@ class Worker:
             result = _check_result(job, await processor.process(job))
         except asyncio.CancelledError:
             if job.cancelled:
-                await self.db_call(lambda c: transitions.mark_cancelled(c, self.worker_id, job))
+                await self._record_cancelled(job)
                 return
             raise
         except PermanentJobError as exc:
@@ -428,12 +484,18 @@ class Worker:
             await self._record_failure(job, exc, permanent=False)
             return
         if job.cancelled:
-            await self.db_call(lambda c: transitions.mark_cancelled(c, self.worker_id, job))
+            await self._record_cancelled(job)
         elif result.next_jobs or result.requires_approval:
             self._done.append((job, result))
             self._done_event.set()
         else:
             self._plain_done.append((job, result))
+
+    async def _record_cancelled(self, job: Job) -> bool:
+        cancelled = bool(await self.db_call(lambda c: transitions.mark_cancelled(c, self.worker_id, job)))
+        if cancelled and self.metrics is not None:
+            self.metrics.of(job.type).cancelled += 1
+        return cancelled
 
     async def _record_failure(self, job: Job, exc: BaseException, *, permanent: bool) -> None:
         error, trace = transitions.format_exception(exc)
@@ -443,11 +505,17 @@ class Worker:
             permanent=permanent))
         if not outcome.written:
             log.warning("job %s: lost ownership before its failure was recorded", job.id)
-        elif outcome.status == "failed":
+            return
+        if self.metrics is not None:
+            stats = self.metrics.of(job.type)
+            if outcome.status == "failed":
+                stats.failed += 1
+            else:
+                stats.retried += 1
+        if outcome.status == "failed":
             log.error("job %s (%s) failed for good after %d retries: %s", job.id, job.type,
                       outcome.retry_count, error)
-            self.supervisor.alerts.send(job_failed(job.id, job.type, job.pipeline_id, job.user_id,
-                                                   job.attempt, error))
+            self.send_alert(job_failed(job.id, job.type, job.pipeline_id, job.user_id, job.attempt, error))
         else:
             log.info("job %s (%s) failed (%s); retry %d in %.1f s", job.id, job.type, error,
                      outcome.retry_count, outcome.delay or 0)
@@ -488,11 +556,18 @@ class Worker:
         for job, result in batch:
             if result.requires_approval and job.id in written:
                 log.info("job %s (%s) waits for approval: jobdesk approve %s", job.id, job.type, job.id)
-        written |= refused
-        self._account(batch, written)
+        self._account(batch, written | refused, completed=written)
 
-    def _account(self, batch: Sequence[tuple[Job, ProcessorResult]], written: set[str]) -> None:
+    def _account(self, batch: Sequence[tuple[Job, ProcessorResult]], written: set[str],
+                 completed: set[str] | None = None) -> None:
+        """`written`: the jobs whose outcome was recorded; `completed`, those of them that
+        completed (all of them unless given)."""
         self.stats["completed"] += len(written)
+        if self.metrics is not None:
+            done = written if completed is None else completed
+            for job, _ in batch:
+                if job.id in done:
+                    self.metrics.of(job.type).completed += 1
         if len(written) < len(batch):
             for job, _ in batch:
                 if job.id not in written:
@@ -503,7 +578,7 @@ class Worker:
     async def _not_written(self, job: Job) -> None:
         """A finished job whose completion did not apply: cancelled meanwhile, already recorded
         (the answer to a write was lost with the connection), or no longer ours."""
-        if await self.db_call(lambda c: transitions.mark_cancelled(c, self.worker_id, job)):
+        if await self._record_cancelled(job):
             log.info("job %s finished after it was cancelled; recorded as cancelled", job.id)
             return
         status = await self.db_call(lambda c: c.fetchval("SELECT status FROM jobs WHERE id = $1", job.id))

@@ -12,6 +12,8 @@ a user's token sees and acts on that user's jobs only, and another user's job is
 
 from __future__ import annotations
 
+import os
+import socket
 import uuid
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
@@ -21,7 +23,7 @@ from typing import Any
 
 import asyncpg
 
-from worker import fleet, idempotency, job_queries, pipeline_queries, scheduler, tokens, transitions
+from worker import fleet, idempotency, job_queries, pipeline_queries, retention, scheduler, tokens, transitions
 from worker.dag import dependency_order
 from worker.db import connect, create_pool, resolve_target
 from worker.errors import DatabaseUnavailable, InvalidJob, JobNotFound
@@ -402,6 +404,26 @@ class JobService:
         """Ask a worker to pause, resume, drain or stop; the worker acts on it at once."""
         async with self.pool.acquire() as conn:
             return await fleet.request(conn, worker_id, command)
+
+    async def prune(self, *, dry_run: bool = False, older_than: float | None = None,
+                    statuses: Sequence[str] = ()) -> retention.PruneResult:
+        """Prune now, as a worker's pruner does: finished jobs past their retention (or past
+        `older_than` seconds), for `statuses` (default: completed, cancelled, failed and the
+        audit log). A dry run counts and changes nothing. PruneBusy if a pruner is running."""
+        unknown = [s for s in statuses if s not in retention.PRUNABLE]
+        if unknown:
+            raise InvalidJob(f"cannot prune {unknown[0]!r}; use {', '.join(retention.PRUNABLE)}")
+        keep = retention.cutoffs(self.settings)
+        chosen = {s: (older_than if older_than is not None else keep[s])
+                  for s in retention.PRUNABLE if not statuses or s in statuses}
+        holder = f"{self.actor.source} on {socket.gethostname()}, pid {os.getpid()}"
+        result = await retention.prune(self.pool, holder, chosen,
+                                       failed_retention=self.settings.JOB_RETENTION_FAILED, dry_run=dry_run)
+        if result is None:
+            async with self.pool.acquire() as conn:
+                running = await retention.lease_holder(conn)
+            raise retention.PruneBusy(f"another pruner is running ({running or 'a worker'}); try again shortly")
+        return result
 
     async def can_write(self) -> bool:
         """Whether this database role may act on jobs here (not a replica, not read-only)."""

@@ -4,30 +4,33 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from pydantic import Field, ValidationError, field_validator
+from pydantic import BeforeValidator, Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from worker.durations import parse_duration, parse_seconds
 from worker.errors import SettingsError
-
-DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
 def _duration_seconds(value: object) -> object:
     """`90s`, `10m`, `12h`, `7d`, or plain seconds, as seconds."""
-    if not isinstance(value, str):
-        return value
-    text = value.strip().lower()
-    number, unit = (text[:-1], text[-1]) if text[-1:] in DURATION_UNITS else (text, "s")
-    try:
-        return float(number) * DURATION_UNITS[unit]
-    except ValueError:
-        raise ValueError("must be a duration like 90s, 10m or 2h, or plain seconds") from None
+    return parse_seconds(value) if isinstance(value, str) else value
 
 
 def _split_commas(value: object) -> object:
     if isinstance(value, str):
         return [part.strip() for part in value.split(",") if part.strip()]
     return value
+
+
+def _duration(value: object) -> object:
+    seconds = parse_duration(value) if isinstance(value, str) else value
+    if isinstance(seconds, (int, float)) and seconds <= 0:
+        raise ValueError("must be longer than 0 s (or 'forever')")
+    return seconds
+
+
+# Seconds, or None for "forever"; read from `90s`, `12h`, `7d` or `forever`.
+Duration = Annotated[float | None, BeforeValidator(_duration)]
 
 
 class Settings(BaseSettings):
@@ -66,6 +69,18 @@ class Settings(BaseSettings):
     JOB_ALERT_DIGEST_SECONDS: float = Field(60, gt=0)
     # Seconds a console or CLI query may run before PostgreSQL cancels it.
     JOB_STATEMENT_TIMEOUT: float = Field(15, gt=0)
+    # Port on which a worker serves Prometheus metrics; unset serves none.
+    JOB_METRICS_PORT: int | None = Field(None, ge=0, le=65535)
+    # How long finished jobs are kept, by status, and operator actions in audit_log; `forever` keeps them.
+    JOB_RETENTION_COMPLETED: Duration = 7 * 86400
+    # How long cancelled jobs are kept.
+    JOB_RETENTION_CANCELLED: Duration = 7 * 86400
+    # How long failed jobs are kept (a failed job also keeps the rest of its pipeline).
+    JOB_RETENTION_FAILED: Duration = 30 * 86400
+    # How long audit_log rows are kept.
+    JOB_RETENTION_AUDIT: Duration = 90 * 86400
+    # Seconds between pruner runs across the whole fleet.
+    JOB_PRUNE_INTERVAL: float = Field(60, gt=0)
     # Log level of the worker: DEBUG, INFO, WARNING or ERROR.
     LOG_LEVEL: str = "INFO"
     # Whether the console starts a worker by itself on the embedded database when no live worker exists.

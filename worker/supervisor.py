@@ -1,5 +1,9 @@
 """What keeps a worker honest beside running jobs: its heartbeat, operator commands, the rescue
-of jobs whose worker died, cancellations it missed, and admin alerts."""
+of jobs whose worker died, cancellations it missed, and admin alerts.
+
+The supervisor drives the worker only through `Supervised`, so it never imports the runner:
+the runner depends on the supervisor, not the other way round.
+"""
 
 from __future__ import annotations
 
@@ -7,39 +11,71 @@ import asyncio
 import logging
 import os
 import socket
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol
+
+import asyncpg
 
 from worker import __version__, fleet, transitions
-from worker.alerts import AlertSender, job_failed, worker_lost
+from worker.alerts import Alert, job_failed, worker_lost
 from worker.db import CONNECTION_ERRORS
-
-if TYPE_CHECKING:
-    from worker.runner import Worker
+from worker.settings import Settings
 
 log = logging.getLogger("jobdesk.worker")
 
 
-class Supervisor:
-    """Runs beside a Worker; one per worker process."""
+class Supervised(Protocol):
+    """What a supervisor needs of the worker it watches over."""
 
-    def __init__(self, worker: Worker) -> None:
+    worker_id: str
+    settings: Settings
+    concurrency: int
+    types: list[str]
+
+    @property
+    def state(self) -> str:
+        """running, paused or draining: what the heartbeat reports."""
+        ...
+
+    async def db_call(self, fn: Callable[[asyncpg.Connection], Awaitable[Any]]) -> Any:  # noqa: ANN401
+        """Run fn(conn), retrying while the database is unreachable."""
+        ...
+
+    def running_ids(self) -> list[str]: ...
+
+    def known_ids(self) -> list[str]: ...
+
+    def cancel_running(self, job_id: str) -> None: ...
+
+    def kick(self) -> None:
+        """Look for work now."""
+        ...
+
+    def pause(self) -> None: ...
+
+    def resume(self) -> None: ...
+
+    def drain(self) -> None:
+        """Finish the running jobs, claim nothing more, then exit."""
+        ...
+
+    def request_stop(self, *, put_back: bool = True) -> None: ...
+
+    def send_alert(self, alert: Alert) -> None: ...
+
+
+class Supervisor:
+    """Runs beside a worker; one per worker process."""
+
+    def __init__(self, worker: Supervised) -> None:
         self.worker = worker
         settings = worker.settings
         self.interval = settings.JOB_HEARTBEAT_INTERVAL
         self.lease = settings.JOB_LEASE_TIMEOUT
-        self.alerts = AlertSender(settings.JOB_ALERT_URLS, digest_window_s=settings.JOB_ALERT_DIGEST_SECONDS)
         self._beat = asyncio.Event()
-
-    @property
-    def state(self) -> str:
-        w = self.worker
-        if w.draining:
-            return "draining"
-        return "paused" if w.paused else "running"
 
     async def start(self) -> None:
         """Register, and take back what dead workers left behind, before the first claim."""
-        self.alerts.start()
         await self._register()
         await self.rescue()
 
@@ -55,7 +91,6 @@ class Supervisor:
                 await w.db_call(lambda c: fleet.set_state(c, w.worker_id, "stopped"))
         except TimeoutError:
             log.warning("could not record that this worker stopped (database unreachable)")
-        await self.alerts.close()
 
     def kick(self) -> None:
         """Heartbeat now (a control NOTIFY arrived)."""
@@ -75,7 +110,7 @@ class Supervisor:
 
     async def tick(self) -> None:
         w = self.worker
-        requested, was_lost = await w.db_call(lambda c: fleet.heartbeat(c, w.worker_id, self.state))
+        requested, was_lost = await w.db_call(lambda c: fleet.heartbeat(c, w.worker_id, w.state))
         if was_lost:
             log.warning("this worker was declared lost (no heartbeat for %.0f s); its running jobs were "
                         "taken back and their results will be dropped", self.lease)
@@ -100,13 +135,11 @@ class Supervisor:
         w = self.worker
         log.info("operator asked this worker to %s", command)
         if command == "pause":
-            w.paused = True
+            w.pause()
         elif command == "resume":
-            w.paused = False
-            w.kick()
+            w.resume()
         elif command == "drain":
-            w.draining = True
-            w.request_stop(put_back=False)
+            w.drain()
         elif command == "stop":
             w.request_stop()
         self._beat.set()  # report the new state at once
@@ -119,12 +152,12 @@ class Supervisor:
         for worker in lost:
             log.warning("worker %s on %s (pid %s) is lost: no heartbeat since %s", worker["id"], worker["host"],
                         worker["pid"], worker["heartbeat_at"])
-            self.alerts.send(worker_lost(worker["id"], worker["host"], worker["pid"],
-                                         [r["id"] for r in rows if r["lost_worker"] == worker["id"]]))
+            w.send_alert(worker_lost(worker["id"], worker["host"], worker["pid"],
+                                     [r["id"] for r in rows if r["lost_worker"] == worker["id"]]))
         for row in rows:
             log.warning("job %s (%s) taken back from a lost worker: now %s", row["id"], row["type"], row["status"])
             if row["status"] == "failed":
-                self.alerts.send(job_failed(row["id"], row["type"], row["pipeline_id"], row["user_id"],
-                                            row["attempts"], "worker lost"))
+                w.send_alert(job_failed(row["id"], row["type"], row["pipeline_id"], row["user_id"],
+                                        row["attempts"], "worker lost"))
         if rows:
             w.kick()

@@ -207,8 +207,10 @@ due AS (
 
 _CLAIM_SET = """status = 'in_progress', worker_id = $1, attempts = j.attempts + 1, run_at = NULL,
            started_at = now(), updated_at = now()"""
+# Seconds a claimed job waited: from its enqueue, or from its retry time, to now (its start).
+_WAITED = "extract(epoch FROM now() - GREATEST(j.created_at, j.next_retry_at))::float8 AS waited_s"
 _CLAIM_RETURNING = """j.id, j.type, j.input_data, j.user_id, j.pipeline_id, j.retry_count, j.attempts,
-              j.priority, j.seq"""
+              j.priority, j.seq, """ + _WAITED
 
 
 _DONE = """
@@ -238,11 +240,12 @@ WITH done AS ({done}
     RETURNING {_CLAIM_RETURNING}
 )
 SELECT false AS claimed, d.id, NULL::varchar AS type, NULL::jsonb AS input_data, NULL::int AS user_id,
-       NULL::varchar AS pipeline_id, 0 AS retry_count, 0 AS attempts, 0 AS priority, 0::bigint AS seq
+       NULL::varchar AS pipeline_id, 0 AS retry_count, 0 AS attempts, 0 AS priority, 0::bigint AS seq,
+       0::float8 AS waited_s
   FROM done d
 UNION ALL
 SELECT true, c.id, c.type, c.input_data, c.user_id, c.pipeline_id, c.retry_count, c.attempts,
-       c.priority, c.seq
+       c.priority, c.seq, c.waited_s
   FROM claimed c
 """
 
@@ -294,7 +297,7 @@ async def complete_and_claim(conn: asyncpg.Connection, worker_id: str, types: Se
     if len(claimed) > 1:
         claimed.sort(key=lambda r: (-r["priority"], r["seq"]))
     return written, [Job(r["id"], r["type"], r["input_data"], r["user_id"], r["pipeline_id"],
-                         r["retry_count"], r["attempts"], r["priority"]) for r in claimed]
+                         r["retry_count"], r["attempts"], r["priority"], waited_s=r["waited_s"]) for r in claimed]
 
 
 _HOLD_FOR_APPROVAL = """
