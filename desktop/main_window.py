@@ -12,10 +12,12 @@ from PySide6.QtGui import QAction, QCloseEvent, QKeySequence
 from PySide6.QtWidgets import (
     QLabel,
     QMainWindow,
+    QMenu,
     QMessageBox,
     QSplitter,
     QTabWidget,
     QToolBar,
+    QToolButton,
     QVBoxLayout,
     QWidget,
 )
@@ -23,6 +25,8 @@ from PySide6.QtWidgets import (
 from desktop.connection import ConsoleConnection
 from desktop.connection_dialog import ConnectionDialog, ProfileStore
 from desktop.errors import EXPECTED
+from desktop.failures.failures_tab import FailuresTab
+from desktop.jobs.bulk_action import BulkActions
 from desktop.jobs.job_actions import JobActions
 from desktop.jobs.job_detail import JobDetail
 from desktop.jobs.jobs_tab import JobsTab
@@ -30,7 +34,7 @@ from desktop.pipelines.pipelines_tab import PipelinesTab
 from desktop.tasks import spawn
 from desktop.theme import icon
 from desktop.workers.workers_controller import WorkersController
-from worker.job_queries import JobRow
+from worker.job_queries import JobFilter, JobRow
 from worker.models import short_id
 
 log = logging.getLogger("jobdesk.console")
@@ -52,6 +56,8 @@ class MainWindow(QMainWindow):
         self.job_actions = JobActions(self, connection.run)
         self.pipelines = PipelinesTab(connection, self.job_actions)
         self.workers = WorkersController(self, connection)  # Workers dock, worker log, Launch worker
+        self.bulk = BulkActions(self, connection, self.jobs.current_filter)  # "Retry all N matching…"
+        self.failures = FailuresTab(connection)
         self._detail_task: asyncio.Task[None] | None = None
 
         self.banner = QLabel()
@@ -65,6 +71,7 @@ class MainWindow(QMainWindow):
         self.tabs.setDocumentMode(True)
         self.tabs.addTab(self.jobs, "Jobs")
         self.tabs.addTab(self.pipelines, "Pipelines")
+        self.tabs.addTab(self.failures, "Failures")
         split = QSplitter(Qt.Orientation.Horizontal)
         split.addWidget(self.tabs)
         split.addWidget(self.detail)
@@ -87,6 +94,14 @@ class MainWindow(QMainWindow):
         toolbar.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
         for action in self.job_actions.actions.values():
             toolbar.addAction(action)
+        self.bulk_button = QToolButton()
+        self.bulk_button.setText("All matching")
+        self.bulk_button.setToolTip("Retry or cancel every job that matches the job table's filter")
+        self.bulk_button.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
+        bulk_menu = QMenu(self.bulk_button)
+        bulk_menu.addActions(list(self.bulk.actions.values()))
+        self.bulk_button.setMenu(bulk_menu)
+        toolbar.addWidget(self.bulk_button)
         toolbar.addSeparator()
         self.refresh_action = QAction(icon("refresh"), "Refresh", self)
         self.refresh_action.setShortcut(QKeySequence.StandardKey.Refresh)
@@ -125,6 +140,13 @@ class MainWindow(QMainWindow):
         self.workers.job_link_clicked.connect(self.select_job)
         self.workers.message.connect(self._show_message)
         self.tabs.currentChanged.connect(lambda _i: self._sync_actions())
+        self.jobs.counts_changed.connect(self.bulk.set_counts)
+        self.bulk.message.connect(self._show_message)
+        self.bulk.error.connect(self._show_error)
+        self.failures.jobs_requested.connect(self.show_jobs_matching)
+        self.failures.retry_requested.connect(lambda filt: self.bulk.ask("retry", filt))
+        self.failures.job_clicked.connect(self._load_detail)
+        self.failures.message.connect(self._show_message)
         self.refresh_action.triggered.connect(self.jobs.model.reload)
         self.connect_action.triggered.connect(self.choose_connection)
 
@@ -143,6 +165,7 @@ class MainWindow(QMainWindow):
     def stop_timers(self) -> None:
         self.workers.stop()
         self.jobs.stop_timers()
+        self.failures.stop_timers()
 
     # -- connection -------------------------------------------------------------------------
 
@@ -153,16 +176,22 @@ class MainWindow(QMainWindow):
         self.job_actions.set_connected(True)
         self.jobs.set_active(True)
         self.pipelines.set_active(True)
+        self.failures.set_active(True)
+        self.bulk.set_state(connected=True)
 
     def _on_disconnected(self, reason: str) -> None:
         self._set_banner(f"disconnected, retrying… ({reason})", "disconnected")
         self.job_actions.set_connected(False)
         self.jobs.set_active(False)
         self.pipelines.set_active(False)
+        self.failures.set_active(False)
+        self.bulk.set_state(connected=False)
 
     def _on_writable(self, writable: bool) -> None:
         self.job_actions.set_read_only(not writable)
         self.pipelines.update_enabled()
+        self.bulk.set_state(writable=writable)
+        self.failures.set_writable(writable)
         self.read_only_action.setVisible(not writable)
         title = self.windowTitle().removesuffix(" (read-only)")
         self.setWindowTitle(title + ("" if writable else " (read-only)"))
@@ -178,6 +207,7 @@ class MainWindow(QMainWindow):
     def _changed(self, ids: set[str] | None) -> None:
         self.jobs.on_jobs_changed(ids)
         self.pipelines.on_jobs_changed(ids)
+        self.failures.on_jobs_changed(ids)
         if self.detail.job_id and (ids is None or self.detail.job_id in ids):
             self._load_detail(self.detail.job_id)
 
@@ -219,6 +249,11 @@ class MainWindow(QMainWindow):
         """Narrow the job table to one pipeline's jobs."""
         self.tabs.setCurrentWidget(self.jobs)
         self.jobs.show_pipeline(pipeline_id)
+
+    def show_jobs_matching(self, filt: JobFilter) -> None:
+        """Show a Failures group's jobs in the job table."""
+        self.tabs.setCurrentWidget(self.jobs)
+        self.jobs.show_fingerprint(filt.fingerprint)
 
     def show_pipeline_graph(self, pipeline_id: str) -> None:
         """Open the Pipelines tab on this pipeline's DAG."""
