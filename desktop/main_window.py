@@ -1,5 +1,5 @@
-"""The console window: banner, toolbar, the Jobs and Pipelines tabs, the detail pane and the
-worker docks. It lays them out and connects their signals, all in `_connect`; each tab owns
+"""The console window: banner, toolbar, the Jobs, Pipelines and Failures tabs, the detail pane
+and the worker docks. It lays them out and connects their signals, all in `_connect`; each tab owns
 its own model, filters and state."""
 
 from __future__ import annotations
@@ -101,7 +101,7 @@ class MainWindow(QMainWindow):
         bulk_menu = QMenu(self.bulk_button)
         bulk_menu.addActions(list(self.bulk.actions.values()))
         self.bulk_button.setMenu(bulk_menu)
-        toolbar.addWidget(self.bulk_button)
+        self.bulk_tool_action = toolbar.addWidget(self.bulk_button)
         toolbar.addSeparator()
         self.refresh_action = QAction(icon("refresh"), "Refresh", self)
         self.refresh_action.setShortcut(QKeySequence.StandardKey.Refresh)
@@ -191,6 +191,7 @@ class MainWindow(QMainWindow):
         self.job_actions.set_read_only(not writable)
         self.pipelines.update_enabled()
         self.bulk.set_state(writable=writable)
+        self.bulk_tool_action.setVisible(writable)
         self.failures.set_writable(writable)
         self.read_only_action.setVisible(not writable)
         title = self.windowTitle().removesuffix(" (read-only)")

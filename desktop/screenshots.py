@@ -57,6 +57,7 @@ async def shoot(app: QApplication, dsn: str, out: Path) -> list[Path]:
         window.workers.dock.grab().save(str(path))
         saved.append(path)
         saved.append(await shoot_pipelines(window, out / f"pipelines-{'dark' if dark else 'light'}.png"))
+        saved.append(await shoot_failures(window, out / f"failures-{'dark' if dark else 'light'}.png"))
         await connection.close()
         window.close()
     return saved
@@ -85,6 +86,24 @@ async def shoot_pipelines(window: MainWindow, path: Path) -> Path:
     if focus is not None:
         tab.dag.select_job(focus.node.id)
     await asyncio.sleep(0.8)
+    window.grab().save(str(path))
+    return path
+
+
+async def shoot_failures(window: MainWindow, path: Path) -> Path:
+    """The Failures tab with its largest group selected, showing the sample traceback."""
+    tab = window.failures
+    window.tabs.setCurrentWidget(tab)
+    for _ in range(200):
+        if tab.model.rowCount() > 0:
+            break
+        await asyncio.sleep(0.05)
+    tab.table.selectRow(0)
+    for _ in range(100):
+        if tab.traceback_view.toPlainText():
+            break
+        await asyncio.sleep(0.05)
+    await asyncio.sleep(0.5)
     window.grab().save(str(path))
     return path
 

@@ -48,8 +48,8 @@ async def test_a_failed_attempt_stores_the_fingerprint_and_success_clears_it(con
                                    intervals=[0])
     row = await conn.fetchrow("SELECT status, error_fingerprint FROM jobs WHERE id = $1", job_id)
     assert (row["status"], row["error_fingerprint"]) == ("queued", "OSError: disk <str> full at <n>%")
-    assert await conn.fetchval("SELECT error_fingerprint FROM job_attempts WHERE job_id = $1", job_id) \
-        == "OSError: disk <str> full at <n>%"
+    attempt = await conn.fetchrow("SELECT error_fingerprint, job_type FROM job_attempts WHERE job_id = $1", job_id)
+    assert (attempt["error_fingerprint"], attempt["job_type"]) == ("OSError: disk <str> full at <n>%", "pdf")
     job = await claim(conn, "pdf")
     await transitions.complete_and_claim(conn, "w1", [], 0, [(job, transitions.ProcessorResult({}))])
     assert await conn.fetchval("SELECT error_fingerprint FROM jobs WHERE id = $1", job_id) is None

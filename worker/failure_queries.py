@@ -66,6 +66,8 @@ class FailureSample:
 def _groups_sql(user_scoped: bool) -> str:
     user = " AND user_id = $2" if user_scoped else ""
     user_j = " AND j.user_id = $2" if user_scoped else ""
+    # A user's attempts: their job is read for its owner (the API's per-user view only).
+    user_a = " AND job_id IN (SELECT id FROM jobs WHERE user_id = $2)" if user_scoped else ""
     outcomes = ", ".join(f"'{o}'" for o in FAILED_OUTCOMES)
     return f"""
     SELECT 'job' AS kind, error_fingerprint AS key, type, count(*) AS n,
@@ -77,10 +79,17 @@ def _groups_sql(user_scoped: bool) -> str:
       FROM jobs WHERE status = 'failed' AND error_fingerprint IS NULL{user}
      GROUP BY 2, type
     UNION ALL
+    SELECT 'attempt', error_fingerprint, job_type, count(*), min(finished_at), max(finished_at)
+      FROM job_attempts
+     WHERE outcome IN ({outcomes}) AND finished_at > now() - make_interval(hours => $1)
+       AND error_fingerprint IS NOT NULL AND job_type IS NOT NULL{user_a}
+     GROUP BY error_fingerprint, job_type
+    UNION ALL
     SELECT 'attempt', COALESCE(a.error_fingerprint, {raw_error_key('a.')}), j.type, count(*),
            min(a.finished_at), max(a.finished_at)
       FROM job_attempts a JOIN jobs j ON j.id = a.job_id
-     WHERE a.outcome IN ({outcomes}) AND a.finished_at > now() - make_interval(hours => $1){user_j}
+     WHERE a.outcome IN ({outcomes}) AND a.finished_at > now() - make_interval(hours => $1)
+       AND (a.error_fingerprint IS NULL OR a.job_type IS NULL){user_j}
      GROUP BY 2, j.type
     """
 
@@ -110,11 +119,11 @@ async def failure_sample(conn: asyncpg.Connection, fingerprint: str, *, hours: i
     where = JobFilter(fingerprint=fingerprint, user_id=user_id).where(params)
     job = await conn.fetchrow(f"SELECT id, type, error_message FROM jobs WHERE {where} ORDER BY seq DESC LIMIT 1",
                               *params)
+    outcomes = ", ".join(f"'{o}'" for o in FAILED_OUTCOMES)
     if job is not None:
         attempt = await conn.fetchrow("SELECT traceback FROM job_attempts WHERE job_id = $1 "
                                       "ORDER BY attempt DESC, id DESC LIMIT 1", job["id"])
         return FailureSample(job["id"], job["type"], job["error_message"], attempt["traceback"] if attempt else None)
-    outcomes = ", ".join(f"'{o}'" for o in FAILED_OUTCOMES)
     row = await conn.fetchrow(f"""
         SELECT a.job_id, j.type, a.error_message, a.traceback
           FROM job_attempts a JOIN jobs j ON j.id = a.job_id

@@ -292,11 +292,11 @@ WITH upd AS (
            next_retry_at = CASE WHEN $4::text = 'queued' THEN now() + make_interval(secs => $6) END,
            error_message = $7, error_fingerprint = $10, updated_at = now(), worker_id = NULL
      WHERE id = $1 AND worker_id = $2 AND attempts = $3 AND status = 'in_progress'
-    RETURNING id, started_at
+    RETURNING id, type, started_at
 )
 INSERT INTO job_attempts (job_id, attempt, worker_id, started_at, outcome, error_message, traceback,
-                          error_fingerprint)
-SELECT id, $3, $2, started_at, $9, $7, $8, $10 FROM upd
+                          error_fingerprint, job_type)
+SELECT id, $3, $2, started_at, $9, $7, $8, $10, type FROM upd
 RETURNING job_id
 """
 
@@ -336,10 +336,11 @@ _PUT_BACK = """
 WITH upd AS (
     UPDATE jobs SET status = 'queued', worker_id = NULL, updated_at = now()
      WHERE id = ANY($2::text[]) AND worker_id = $1 AND status = 'in_progress'
-    RETURNING id, attempts, started_at
+    RETURNING id, type, attempts, started_at
 )
-INSERT INTO job_attempts (job_id, attempt, worker_id, started_at, outcome, error_message, error_fingerprint)
-SELECT id, attempts, $1, started_at, 'interrupted', $3, $4 FROM upd
+INSERT INTO job_attempts (job_id, attempt, worker_id, started_at, outcome, error_message, error_fingerprint,
+                          job_type)
+SELECT id, attempts, $1, started_at, 'interrupted', $3, $4, type FROM upd
 RETURNING job_id
 """
 
@@ -388,10 +389,11 @@ WITH upd AS (
                     error_fingerprint = CASE WHEN error_message IS NULL THEN $4 ELSE error_fingerprint END,
                     error_message = COALESCE(error_message, 'cancelled while running')
      WHERE id = $1 AND worker_id = $2 AND attempts = $3 AND status = 'in_progress'
-    RETURNING id, started_at
+    RETURNING id, type, started_at
 )
-INSERT INTO job_attempts (job_id, attempt, worker_id, started_at, outcome, error_message, error_fingerprint)
-SELECT id, $3, $2, started_at, 'cancelled', 'cancelled while running', $4 FROM upd
+INSERT INTO job_attempts (job_id, attempt, worker_id, started_at, outcome, error_message, error_fingerprint,
+                          job_type)
+SELECT id, $3, $2, started_at, 'cancelled', 'cancelled while running', $4, type FROM upd
 RETURNING job_id
 """
 
@@ -408,7 +410,7 @@ async def mark_cancelled(conn: asyncpg.Connection, worker_id: str, job: Job) -> 
 
 _RESCUE = """
 WITH victims AS (
-    SELECT j.id, j.worker_id, j.attempts, j.retry_count, j.started_at, j.is_active
+    SELECT j.id, j.type, j.worker_id, j.attempts, j.retry_count, j.started_at, j.is_active
       FROM jobs j
      WHERE j.status = 'in_progress' AND j.worker_id IS DISTINCT FROM $2
        AND NOT EXISTS (SELECT 1 FROM workers w WHERE w.id = j.worker_id
@@ -433,8 +435,9 @@ WITH victims AS (
     RETURNING j.id, j.type, j.pipeline_id, j.user_id, j.status, j.retry_count, j.attempts,
               v.worker_id AS lost_worker
 ), hist AS (
-    INSERT INTO job_attempts (job_id, attempt, worker_id, started_at, outcome, error_message, error_fingerprint)
-    SELECT v.id, v.attempts, v.worker_id, v.started_at, 'lost', 'worker lost', $4 FROM victims v
+    INSERT INTO job_attempts (job_id, attempt, worker_id, started_at, outcome, error_message, error_fingerprint,
+                              job_type)
+    SELECT v.id, v.attempts, v.worker_id, v.started_at, 'lost', 'worker lost', $4, v.type FROM victims v
 )
 SELECT * FROM upd
 """

@@ -11,8 +11,9 @@ from desktop.table_model import Index, RowsTableModel
 from worker.failure_queries import FailureGroup
 from worker.timefmt import relative
 
-COLUMNS = ("Error", "Failed jobs", "Attempts 24 h", "Types", "First seen", "Last seen")
-COL_ERROR, COL_FAILED, COL_ATTEMPTS, COL_TYPES, COL_FIRST, COL_LAST = range(len(COLUMNS))
+# The error last: it is the widest, and the last column stretches.
+COLUMNS = ("Failed jobs", "Attempts 24 h", "Types", "First seen", "Last seen", "Error")
+COL_FAILED, COL_ATTEMPTS, COL_TYPES, COL_FIRST, COL_LAST, COL_ERROR = range(len(COLUMNS))
 GROUP_ROLE = Qt.ItemDataRole.UserRole + 1  # the FailureGroup of a row
 
 

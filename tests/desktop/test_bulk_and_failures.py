@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncpg
 from PySide6.QtWidgets import QApplication, QMessageBox
 
+from desktop.failures.failure_model import COL_ATTEMPTS, COL_ERROR, COL_FAILED, COL_TYPES
 from desktop.jobs.bulk_action import BulkActions
 from tests.desktop.qt_helpers import run_qasync, until
 from tests.desktop.test_console import ids_shown, open_window, test_db  # noqa: F401
@@ -92,9 +93,9 @@ def test_failures_grouped_shown_in_the_table_and_retried(qapp: QApplication, qtb
         tab = window.failures
         await until(lambda: tab.model.rowCount() == 2, what="the groups")
         qtmodeltester.check(tab.model)
-        cells = [tab.model.index(0, c).data() for c in range(4)]
+        cells = [tab.model.index(0, c).data() for c in (COL_ERROR, COL_FAILED, COL_ATTEMPTS, COL_TYPES)]
         assert cells == [REFUSED, "3", "1", "pdf"]
-        assert tab.model.index(1, 0).data() == "KeyError: <str>"
+        assert tab.model.index(1, COL_ERROR).data() == "KeyError: <str>"
 
         tab.select_group(REFUSED)
         await until(lambda: "Traceback" in tab.traceback_view.toPlainText(), what="the sample traceback")
@@ -115,7 +116,7 @@ def test_failures_grouped_shown_in_the_table_and_retried(qapp: QApplication, qtb
                             "ok": "queued"}
         # Live: the group keeps its attempt of the last 24 hours, and no failed job is left in it.
         await until(lambda: tab.model.row_of(REFUSED) is not None
-                    and tab.model.index(tab.model.row_of(REFUSED), 1).data() == "0",
+                    and tab.model.index(tab.model.row_of(REFUSED), COL_FAILED).data() == "0",
                     timeout=8, what="the groups after the retry")
         assert not tab.retry_button.isEnabled()
         await conn.close()
