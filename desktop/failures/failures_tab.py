@@ -34,7 +34,7 @@ from worker.models import Status, short_id
 
 log = logging.getLogger("jobdesk.console")
 
-COLUMN_WIDTHS = (80, 100, 130, 75, 75, 300)
+COLUMN_WIDTHS = (80, 115, 120, 75, 75, 300)
 REFRESH_MS = 3000  # while shown, live changes refresh the groups at most this often
 
 
