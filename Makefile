@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test venv worker demo db bench bench-backlog bench-enqueue bench-console bench-dag bench-pipelines lint clean screenshots dist
+.PHONY: run test venv worker demo db bench bench-backlog bench-enqueue bench-console bench-dag bench-pipelines bench-bulk bench-failures lint clean screenshots dist
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -72,3 +72,11 @@ bench-dag: $(STAMP)
 ## bench-pipelines: the pipeline list's queries over a million jobs (prints figures)
 bench-pipelines: $(STAMP)
 	$(PY) benchmarks/pipelines_bench.py
+
+## bench-bulk: retry 100,000 failed jobs by filter from the console, with the event-loop lag (prints figures)
+bench-bulk: $(STAMP)
+	QT_QPA_PLATFORM=offscreen $(PY) benchmarks/bulk_bench.py
+
+## bench-failures: the Failures view's load over a million jobs with 50,000 failures (prints figures)
+bench-failures: $(STAMP)
+	QT_QPA_PLATFORM=offscreen $(PY) benchmarks/failures_bench.py

@@ -1,5 +1,5 @@
-"""The console window: banner, toolbar, the Jobs, Pipelines and Schedules tabs, the detail pane and the
-worker docks. It lays them out and connects their signals, all in `_connect`; each tab owns
+"""The console window: banner, toolbar, the Jobs, Pipelines, Schedules, Approvals and Failures tabs,
+the detail pane and the worker docks. It lays them out and connects their signals, all in `_connect`; each tab owns
 its own model, filters and state."""
 
 from __future__ import annotations
@@ -12,11 +12,13 @@ from PySide6.QtGui import QAction, QCloseEvent, QKeySequence
 from PySide6.QtWidgets import (
     QLabel,
     QMainWindow,
+    QMenu,
     QMessageBox,
     QSplitter,
     QTableView,
     QTabWidget,
     QToolBar,
+    QToolButton,
     QVBoxLayout,
     QWidget,
 )
@@ -25,6 +27,8 @@ from desktop.approvals.approvals_tab import ApprovalsTab
 from desktop.connection import ConsoleConnection
 from desktop.connection_dialog import ConnectionDialog, ProfileStore
 from desktop.errors import EXPECTED, reason
+from desktop.failures.failures_tab import FailuresTab
+from desktop.jobs.bulk_action import BulkActions
 from desktop.jobs.input_models import input_models
 from desktop.jobs.job_actions import JobActions
 from desktop.jobs.job_detail import JobDetail
@@ -36,7 +40,7 @@ from desktop.shortcuts import ShortcutsDialog, add_shortcut, move_in
 from desktop.tasks import spawn
 from desktop.theme import icon
 from desktop.workers.workers_controller import WorkersController
-from worker.job_queries import JobRow
+from worker.job_queries import JobFilter, JobRow
 from worker.models import short_id
 
 log = logging.getLogger("jobdesk.console")
@@ -63,6 +67,8 @@ class MainWindow(QMainWindow):
         self.new_job_dialog: NewJobDialog | None = None
         self.shortcuts_dialog: ShortcutsDialog | None = None
         self.workers = WorkersController(self, connection)  # Workers dock, worker log, Launch worker
+        self.bulk = BulkActions(self, connection, self.jobs.current_filter)  # "Retry all N matching…"
+        self.failures = FailuresTab(connection)
         self._detail_task: asyncio.Task[None] | None = None
 
         self.banner = QLabel()
@@ -78,6 +84,7 @@ class MainWindow(QMainWindow):
         self.tabs.addTab(self.pipelines, "Pipelines")
         self.tabs.addTab(self.schedules, "Schedules")
         self.tabs.addTab(self.approvals, "Approvals")
+        self.tabs.addTab(self.failures, "Failures")
         split = QSplitter(Qt.Orientation.Horizontal)
         split.addWidget(self.tabs)
         split.addWidget(self.detail)
@@ -107,6 +114,14 @@ class MainWindow(QMainWindow):
         toolbar.addSeparator()
         for action in self.job_actions.actions.values():
             toolbar.addAction(action)
+        self.bulk_button = QToolButton()
+        self.bulk_button.setText("All matching")
+        self.bulk_button.setToolTip("Retry or cancel every job that matches the job table's filter")
+        self.bulk_button.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
+        bulk_menu = QMenu(self.bulk_button)
+        bulk_menu.addActions(list(self.bulk.actions.values()))
+        self.bulk_button.setMenu(bulk_menu)
+        self.bulk_tool_action = toolbar.addWidget(self.bulk_button)
         toolbar.addSeparator()
         self.refresh_action = QAction(icon("refresh"), "Refresh", self)
         self.refresh_action.setShortcut(QKeySequence.StandardKey.Refresh)
@@ -147,6 +162,13 @@ class MainWindow(QMainWindow):
         self.workers.job_link_clicked.connect(self.select_job)
         self.workers.message.connect(self._show_message)
         self.tabs.currentChanged.connect(lambda _i: self._sync_actions())
+        self.jobs.counts_changed.connect(self.bulk.set_counts)
+        self.bulk.message.connect(self._show_message)
+        self.bulk.error.connect(self._show_error)
+        self.failures.jobs_requested.connect(self.show_jobs_matching)
+        self.failures.retry_requested.connect(lambda filt: self.bulk.ask("retry", filt))
+        self.failures.job_clicked.connect(self._load_detail)
+        self.failures.message.connect(self._show_message)
         self.refresh_action.triggered.connect(self.jobs.model.reload)
         self.connect_action.triggered.connect(self.choose_connection)
         self.new_job_action.triggered.connect(self.new_job)
@@ -179,6 +201,7 @@ class MainWindow(QMainWindow):
         self.jobs.stop_timers()
         self.schedules.stop_timers()
         self.approvals.stop_timers()
+        self.failures.stop_timers()
 
     # -- connection -------------------------------------------------------------------------
 
@@ -192,6 +215,8 @@ class MainWindow(QMainWindow):
         self.schedules.set_active(True)
         self.approvals.set_active(True)
         self._update_new_job()
+        self.failures.set_active(True)
+        self.bulk.set_state(connected=True)
 
     def _on_disconnected(self, reason: str) -> None:
         self._set_banner(f"disconnected, retrying… ({reason})", "disconnected")
@@ -201,11 +226,16 @@ class MainWindow(QMainWindow):
         self.schedules.set_active(False)
         self.approvals.set_active(False)
         self._update_new_job()
+        self.failures.set_active(False)
+        self.bulk.set_state(connected=False)
 
     def _on_writable(self, writable: bool) -> None:
         self.job_actions.set_read_only(not writable)
         self.pipelines.update_enabled()
         self.schedules.set_active(self.connection.is_connected)
+        self.bulk.set_state(writable=writable)
+        self.bulk_tool_action.setVisible(writable)
+        self.failures.set_writable(writable)
         self.read_only_action.setVisible(not writable)
         self._update_new_job()
         title = self.windowTitle().removesuffix(" (read-only)")
@@ -223,6 +253,7 @@ class MainWindow(QMainWindow):
         self.jobs.on_jobs_changed(ids)
         self.pipelines.on_jobs_changed(ids)
         self.approvals.on_jobs_changed(ids)
+        self.failures.on_jobs_changed(ids)
         if self.detail.job_id and (ids is None or self.detail.job_id in ids):
             self._load_detail(self.detail.job_id)
 
@@ -313,6 +344,11 @@ class MainWindow(QMainWindow):
         """Narrow the job table to one pipeline's jobs."""
         self.tabs.setCurrentWidget(self.jobs)
         self.jobs.show_pipeline(pipeline_id)
+
+    def show_jobs_matching(self, filt: JobFilter) -> None:
+        """Show a Failures group's jobs in the job table."""
+        self.tabs.setCurrentWidget(self.jobs)
+        self.jobs.show_fingerprint(filt.fingerprint)
 
     def show_pipeline_graph(self, pipeline_id: str) -> None:
         """Open the Pipelines tab on this pipeline's DAG."""

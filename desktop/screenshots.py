@@ -68,6 +68,7 @@ async def shoot(app: QApplication, dsn: str, out: Path) -> list[Path]:
         saved.append(await shoot_schedules(window, out / f"schedules-{'dark' if dark else 'light'}.png"))
         saved.append(await shoot_approvals(window, out / f"approvals-{'dark' if dark else 'light'}.png"))
         saved.append(await shoot_new_job(window, out / f"new-job-{'dark' if dark else 'light'}.png"))
+        saved.append(await shoot_failures(window, out / f"failures-{'dark' if dark else 'light'}.png"))
         await connection.close()
         window.close()
     return saved
@@ -123,6 +124,24 @@ async def shoot_approvals(window: MainWindow, path: Path) -> Path:
     window.tabs.setCurrentWidget(tab)
     for _ in range(200):
         if tab.model.rowCount() > 0 and tab.selected_rows() and tab.result_view.raw.toPlainText() != "(none)":
+            break
+        await asyncio.sleep(0.05)
+    await asyncio.sleep(0.5)
+    window.grab().save(str(path))
+    return path
+
+
+async def shoot_failures(window: MainWindow, path: Path) -> Path:
+    """The Failures tab with its largest group selected, showing the sample traceback."""
+    tab = window.failures
+    window.tabs.setCurrentWidget(tab)
+    for _ in range(200):
+        if tab.model.rowCount() > 0:
+            break
+        await asyncio.sleep(0.05)
+    tab.table.selectRow(0)
+    for _ in range(100):
+        if tab.traceback_view.toPlainText():
             break
         await asyncio.sleep(0.05)
     await asyncio.sleep(0.5)

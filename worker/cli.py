@@ -19,6 +19,7 @@ from worker.client import JobClient
 from worker.db import resolve_target
 from worker.durations import parse_duration, parse_seconds
 from worker.errors import InvalidJob, JobdeskError
+from worker.job_queries import JobFilter
 from worker.models import JobRecord, Status, short_id
 from worker.pipeline_queries import PipelineFilter, PipelineStatus
 from worker.retention import PRUNABLE
@@ -26,7 +27,7 @@ from worker.schedules import MISFIRE_POLICIES, OVERLAP_POLICIES, Schedule
 from worker.service import Attempt, migrate_database, prepare_schema
 from worker.settings import Settings, load_settings
 from worker.timefmt import relative, span
-from worker.transitions import WORKER_COMMANDS_LEGAL_FROM
+from worker.transitions import BULK_ACTIONS, WORKER_COMMANDS_LEGAL_FROM
 
 EXIT_ERROR = 1
 EXIT_USAGE = 2
@@ -117,10 +118,19 @@ def build_parser() -> ArgumentParser:
                        ("retry", "put failed or cancelled jobs back in the queue"),
                        ("approve", "approve jobs waiting for approval")):
         p = sub.add_parser(name, parents=[common], help=what)
-        p.add_argument("ids", nargs="+", metavar="ID")
+        p.add_argument("ids", nargs="*" if name in BULK_ACTIONS else "+", metavar="ID")
         if name == "retry":
             p.add_argument("--downstream", action="store_true",
                            help="also retry every failed or cancelled job downstream of them")
+        if name in BULK_ACTIONS:
+            p.add_argument("--all", action="store_true",
+                           help=f"{name} every job matching the filter options (those {name} is legal for), "
+                                f"1,000 per transaction")
+            p.add_argument("--status", type=_status_arg, action="append", default=[],
+                           help="with --all: only jobs in this status (repeatable)")
+            p.add_argument("--type", help="with --all: only jobs of this type")
+            p.add_argument("--pipeline", metavar="P", help="with --all: only jobs of this pipeline")
+            p.add_argument("--dry-run", action="store_true", help="with --all: count, change nothing")
     p = sub.add_parser("reject", parents=[common], help="reject jobs waiting for approval")
     p.add_argument("ids", nargs="+", metavar="ID")
     p.add_argument("--reason", required=True, metavar="TEXT")
@@ -317,7 +327,47 @@ async def cmd_show(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+def check_bulk_args(parser: ArgumentParser, args: argparse.Namespace) -> None:
+    """`retry`/`cancel` take ids, or --all with filter options; never both (exit 2)."""
+    if args.command not in BULK_ACTIONS:
+        return
+    options = [flag for flag, value in (("--status", args.status), ("--type", args.type),
+                                        ("--pipeline", args.pipeline), ("--dry-run", args.dry_run)) if value]
+    if args.all and args.ids:
+        parser.error(f"{args.command}: give job ids or --all with a filter, not both")
+    if args.all and getattr(args, "downstream", False):
+        parser.error("retry: --downstream works on job ids, not with --all")
+    if not args.all and not args.ids:
+        parser.error(f"{args.command}: give job ids, or --all with a filter")
+    if not args.all and options:
+        parser.error(f"{args.command}: {options[0]} needs --all")
+
+
+async def cmd_bulk(args: argparse.Namespace, settings: Settings) -> int:
+    filt = JobFilter(statuses=frozenset(args.status), type=args.type, pipeline_id=args.pipeline)
+    client = await _client(settings)
+    try:
+        result = await client.bulk(args.command, filt, dry_run=args.dry_run)
+    finally:
+        await client.close()
+    count = f"{result.count:,}{'+' if result.capped else ''}"
+    if args.json:
+        _print_json({"action": args.command, "filter": filt.describe(), "dry_run": result.dry_run,
+                     "count": result.count, "capped": result.capped, "changed": result.changed,
+                     "chunks": result.chunks})
+    elif result.dry_run:
+        print(f"would {args.command} {count} job(s) matching {filt.describe()}")
+    else:
+        done = {"retry": "queued again", "cancel": "cancelled"}[args.command]
+        extra = result.changed - result.count
+        more = f" (and {extra:,} dependant job(s))" if extra > 0 else ""
+        print(f"{done}: {count} job(s) matching {filt.describe()}{more}, in {result.chunks} transaction(s)")
+    return 0
+
+
 async def cmd_action(args: argparse.Namespace, settings: Settings) -> int:
+    if getattr(args, "all", False):
+        return await cmd_bulk(args, settings)
     client = await _client(settings)
     try:
         if args.command == "reject":
@@ -682,6 +732,7 @@ def setup_logging(level: str) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    check_bulk_args(parser, args)
     if args.command is None:
         parser.print_help()
         return 0

@@ -14,6 +14,7 @@ from typing import Any
 
 import asyncpg
 
+from worker.fingerprint import MAX_LENGTH, NO_ERROR
 from worker.models import JobRecord, Status
 
 # Columns of a job list row: what a table shows, without the large JSON documents.
@@ -35,6 +36,12 @@ SORT_KEYS: dict[str, str] = {
 COUNT_CAP = 10_000
 
 
+def raw_error_key(table: str = "") -> str:
+    """The group key of an error written before fingerprints were stored: its first line as it
+    is, cut as fingerprints are (`worker.fingerprint.MAX_LENGTH`)."""
+    return f"left(split_part({table}error_message, E'\\n', 1), {MAX_LENGTH})"
+
+
 @dataclass(frozen=True)
 class JobFilter:
     """What the user narrowed the list to. Empty fields do not filter."""
@@ -48,6 +55,7 @@ class JobFilter:
     created_to: datetime | None = None
     search: str | None = None  # substring of id, type, error or input
     error: str | None = None  # substring of the error message, case-insensitive
+    fingerprint: str | None = None  # jobs whose error has this fingerprint (a Failures group)
 
     def where(self, params: list[Any], *, skip_status: bool = False) -> str:
         """A WHERE clause for this filter; values are appended to `params` as $n placeholders."""
@@ -77,7 +85,35 @@ class JobFilter:
                            f"OR input_data::text ILIKE {pattern})")
         if self.error and self.error.strip():
             clauses.append(f"error_message ILIKE {bind('%' + escape_like(self.error.strip()) + '%')}")
+        if self.fingerprint:
+            key = bind(self.fingerprint)
+            # Failed jobs without any error message group as NO_ERROR.
+            no_error = (" OR (error_fingerprint IS NULL AND error_message IS NULL AND status = 'failed')"
+                        if self.fingerprint == NO_ERROR else "")
+            clauses.append(f"(error_fingerprint = {key} OR (error_fingerprint IS NULL AND error_message IS NOT NULL "
+                           f"AND {raw_error_key()} = {key}){no_error})")
         return " AND ".join(clauses) or "true"
+
+    def describe(self) -> str:
+        """The filter in words, for confirmations and the audit log: "status failed, type pdf"."""
+        parts: list[str] = []
+        if self.statuses:
+            parts.append("status " + " or ".join(str(s) for s in sorted(self.statuses)))
+        if self.type:
+            parts.append(f"type {self.type}")
+        if self.pipeline_id:
+            parts.append(f"pipeline {self.pipeline_id}")
+        if self.user_id is not None:
+            parts.append(f"user {self.user_id}")
+        if self.created_from:
+            parts.append(f"created since {self.created_from:%Y-%m-%d %H:%M} UTC")
+        if self.created_to:
+            parts.append(f"created before {self.created_to:%Y-%m-%d %H:%M} UTC")
+        if self.search and self.search.strip():
+            parts.append(f"matching “{self.search.strip()}”")
+        if self.fingerprint:
+            parts.append(f"error “{self.fingerprint}”")
+        return ", ".join(parts) or "all jobs"
 
 
 def escape_like(text: str) -> str:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import socket
 import uuid
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from types import TracebackType
@@ -23,10 +23,21 @@ from typing import Any
 
 import asyncpg
 
-from worker import fleet, idempotency, job_queries, pipeline_queries, retention, scheduler, tokens, transitions
+from worker import (
+    failure_queries,
+    fleet,
+    idempotency,
+    job_queries,
+    pipeline_queries,
+    retention,
+    scheduler,
+    tokens,
+    transitions,
+)
 from worker.dag import dependency_order
 from worker.db import connect, create_pool, resolve_target
 from worker.errors import DatabaseUnavailable, InvalidJob, JobNotFound
+from worker.failure_queries import FailureGroup, FailureSample
 from worker.fleet import UnservedType, WorkerRecord
 from worker.job_queries import JobFilter, JobRow, Page, StatusCounts
 from worker.migrations import Migration, migrate, pending_migrations
@@ -128,6 +139,36 @@ class WorkersView:
     workers: list[WorkerRecord]
     served: frozenset[str]
     unserved: list[UnservedType] | None
+
+
+BULK_COUNT_CAP = 1_000_000  # a dry run counts this far
+
+
+@dataclass(frozen=True)
+class BulkCount:
+    """A bulk action's dry run: how many jobs it would act on now."""
+
+    action: str
+    filter: JobFilter
+    count: int
+    capped: bool  # counting stopped at `count`: there are more
+    upto_seq: int | None  # the last matching job; a run bounded here leaves out later ones
+
+    def describe(self) -> str:
+        return f"{self.count:,}{'+' if self.capped else ''}"
+
+
+@dataclass
+class BulkResult:
+    """What a whole bulk action did (or, as a dry run, would do)."""
+
+    action: str
+    filter: JobFilter
+    count: int  # jobs matched and acted on (dry run: that would be)
+    capped: bool
+    dry_run: bool
+    changed: int = 0  # jobs changed, dependants included
+    chunks: int = 0  # transactions, one audit row each
 
 
 class JobService:
@@ -549,6 +590,70 @@ class JobService:
     async def has_tokens(self) -> bool:
         async with self.pool.acquire() as conn:
             return await tokens.any_live(conn)
+
+    # -- bulk actions on a filter -----------------------------------------------------------
+
+    async def bulk_count(self, action: str, filt: JobFilter, *, cap: int = BULK_COUNT_CAP) -> BulkCount:
+        """Dry run of a bulk `action` ("retry" or "cancel"): how many jobs matching `filt` it
+        would act on (those it is legal for), counted up to `cap`."""
+        narrowed = transitions.bulk_filter(action, self._scope(filt))
+        if narrowed is None:
+            return BulkCount(action, filt, 0, False, None)
+        params: list[Any] = []
+        where = narrowed.where(params)
+        params.append(cap + 1)
+        async with self.pool.acquire() as conn:
+            row = await conn.fetchrow(f"SELECT count(*) AS n, max(seq) AS last FROM "
+                                      f"(SELECT seq FROM jobs WHERE {where} LIMIT ${len(params)}) AS capped", *params)
+        n = int(row["n"])
+        if n > cap:  # counting stopped: the run is not bounded by what was counted
+            return BulkCount(action, filt, cap, True, None)
+        return BulkCount(action, filt, n, False, row["last"])
+
+    async def bulk_apply(self, action: str, filt: JobFilter, *, after_seq: int = 0, upto_seq: int | None = None,
+                         limit: int = transitions.BULK_CHUNK) -> transitions.BulkChunk:
+        """One chunk of a bulk action: retry or cancel the next `limit` (at most 1,000) jobs
+        matching `filt` after `after_seq`, in one transaction and one audit row. Call again with
+        the chunk's `next_seq` until it is None."""
+        async with self.pool.acquire() as conn:
+            return await transitions.bulk_chunk(conn, action, self._scope(filt), self.actor, after_seq=after_seq,
+                                                upto_seq=upto_seq, limit=limit)
+
+    async def bulk_run(self, action: str, filt: JobFilter, *, upto_seq: int | None = None,
+                       limit: int = transitions.BULK_CHUNK) -> AsyncIterator[transitions.BulkChunk]:
+        """Every chunk of a bulk action, one after another (stop iterating to stop the run)."""
+        after = 0
+        while True:
+            chunk = await self.bulk_apply(action, filt, after_seq=after, upto_seq=upto_seq, limit=limit)
+            yield chunk
+            if chunk.next_seq is None:
+                return
+            after = chunk.next_seq
+
+    async def bulk(self, action: str, filt: JobFilter, *, dry_run: bool = False) -> BulkResult:
+        """A whole bulk action (or its dry run), for front doors without a progress bar."""
+        count = await self.bulk_count(action, filt)
+        if dry_run:
+            return BulkResult(action, filt, count.count, count.capped, dry_run=True)
+        result = BulkResult(action, filt, 0, False, dry_run=False)
+        async for chunk in self.bulk_run(action, filt, upto_seq=count.upto_seq):
+            result.count += len(chunk.picked)
+            result.changed += len(chunk.changed)
+            result.chunks += 1 if chunk.picked else 0
+        return result
+
+    # -- failures ---------------------------------------------------------------------------
+
+    async def failure_groups(self, *, hours: int = failure_queries.WINDOW_HOURS) -> list[FailureGroup]:
+        """Failed jobs, and failed attempts of the last `hours`, grouped by error fingerprint."""
+        async with self.pool.acquire() as conn:
+            return await failure_queries.failure_groups(conn, hours=hours, user_id=self.user_id)
+
+    async def failure_sample(self, fingerprint: str, *,
+                             hours: int = failure_queries.WINDOW_HOURS) -> FailureSample | None:
+        """The newest failure of a group, with its traceback."""
+        async with self.pool.acquire() as conn:
+            return await failure_queries.failure_sample(conn, fingerprint, hours=hours, user_id=self.user_id)
 
     # -- visibility -------------------------------------------------------------------------
 

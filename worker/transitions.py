@@ -16,12 +16,15 @@ import json
 import logging
 import traceback as tb_module
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Any
 
 import asyncpg
 
 from worker.dag import order_batch
 from worker.errors import IllegalTransition, InvalidJob, JobNotFound
+from worker.fingerprint import fingerprint
+from worker.job_queries import JobFilter
 from worker.models import Job, JobCreate, ProcessorResult, Status
 
 log = logging.getLogger(__name__)
@@ -216,7 +219,7 @@ _CLAIM_RETURNING = """j.id, j.type, j.input_data, j.user_id, j.pipeline_id, j.re
 _DONE = """
     UPDATE jobs AS j
        SET status = 'completed', result_data = u.result::jsonb, completed_at = now(), updated_at = now(),
-           error_message = NULL, next_retry_at = NULL, worker_id = NULL
+           error_message = NULL, error_fingerprint = NULL, next_retry_at = NULL, worker_id = NULL
       FROM unnest(${ids}::text[], ${results}::text[], ${attempts}::int[]) AS u(id, result, attempt)
      WHERE j.id = u.id AND j.worker_id = $1 AND j.attempts = u.attempt
        AND j.status = 'in_progress' AND j.is_active
@@ -303,7 +306,8 @@ async def complete_and_claim(conn: asyncpg.Connection, worker_id: str, types: Se
 _HOLD_FOR_APPROVAL = """
 UPDATE jobs
    SET status = 'waiting_approval', result_data = $4, pending_next_jobs = $5,
-       updated_at = now(), error_message = NULL, next_retry_at = NULL, worker_id = NULL
+       updated_at = now(), error_message = NULL, error_fingerprint = NULL, next_retry_at = NULL,
+       worker_id = NULL
  WHERE id = $2 AND worker_id = $1 AND attempts = $3 AND status = 'in_progress' AND is_active
 RETURNING id
 """
@@ -358,12 +362,13 @@ WITH upd AS (
        SET status = $4::text, retry_count = $5,
            next_retry_at = CASE WHEN $4::text = 'queued' THEN now() + make_interval(secs => $6) END,
            run_at = CASE WHEN $4::text = 'queued' AND $6 > 0 THEN now() + make_interval(secs => $6) END,
-           error_message = $7, updated_at = now(), worker_id = NULL
+           error_message = $7, error_fingerprint = $10, updated_at = now(), worker_id = NULL
      WHERE id = $1 AND worker_id = $2 AND attempts = $3 AND status = 'in_progress'
-    RETURNING id, started_at
+    RETURNING id, type, started_at
 )
-INSERT INTO job_attempts (job_id, attempt, worker_id, started_at, outcome, error_message, traceback)
-SELECT id, $3, $2, started_at, $9, $7, $8 FROM upd
+INSERT INTO job_attempts (job_id, attempt, worker_id, started_at, outcome, error_message, traceback,
+                          error_fingerprint, job_type)
+SELECT id, $3, $2, started_at, $9, $7, $8, $10, type FROM upd
 RETURNING job_id
 """
 
@@ -395,7 +400,7 @@ async def fail_attempt(conn: asyncpg.Connection, worker_id: str, job: Job, error
     """Record a failed attempt in the history, and queue the job for retry or fail it for good."""
     status, retries, delay = retry_decision(job.retry_count, intervals, permanent)
     row = await conn.fetchrow(_FAIL, job.id, worker_id, job.attempt, str(status), retries,
-                              delay or 0.0, error, traceback, outcome)
+                              delay or 0.0, error, traceback, outcome, fingerprint(error))
     return FailOutcome(row is not None, status, retries, delay)
 
 
@@ -403,17 +408,18 @@ _PUT_BACK = """
 WITH upd AS (
     UPDATE jobs SET status = 'queued', worker_id = NULL, updated_at = now()
      WHERE id = ANY($2::text[]) AND worker_id = $1 AND status = 'in_progress'
-    RETURNING id, attempts, started_at
+    RETURNING id, type, attempts, started_at
 )
-INSERT INTO job_attempts (job_id, attempt, worker_id, started_at, outcome, error_message)
-SELECT id, attempts, $1, started_at, 'interrupted', $3 FROM upd
+INSERT INTO job_attempts (job_id, attempt, worker_id, started_at, outcome, error_message, error_fingerprint,
+                          job_type)
+SELECT id, attempts, $1, started_at, 'interrupted', $3, $4, type FROM upd
 RETURNING job_id
 """
 
 
 async def put_back(conn: asyncpg.Connection, worker_id: str, job_ids: Sequence[str], reason: str) -> set[str]:
     """Give running jobs back to the queue without spending a retry (the worker is stopping)."""
-    rows = await conn.fetch(_PUT_BACK, worker_id, list(job_ids), reason)
+    rows = await conn.fetch(_PUT_BACK, worker_id, list(job_ids), reason, fingerprint(reason))
     return {r["job_id"] for r in rows}
 
 
@@ -452,12 +458,14 @@ async def release_orphans(conn: asyncpg.Connection, worker_id: str, known: Seque
 _MARK_CANCELLED = """
 WITH upd AS (
     UPDATE jobs SET status = 'cancelled', worker_id = NULL, updated_at = now(),
+                    error_fingerprint = CASE WHEN error_message IS NULL THEN $4 ELSE error_fingerprint END,
                     error_message = COALESCE(error_message, 'cancelled while running')
      WHERE id = $1 AND worker_id = $2 AND attempts = $3 AND status = 'in_progress'
-    RETURNING id, started_at
+    RETURNING id, type, started_at
 )
-INSERT INTO job_attempts (job_id, attempt, worker_id, started_at, outcome, error_message)
-SELECT id, $3, $2, started_at, 'cancelled', 'cancelled while running' FROM upd
+INSERT INTO job_attempts (job_id, attempt, worker_id, started_at, outcome, error_message, error_fingerprint,
+                          job_type)
+SELECT id, $3, $2, started_at, 'cancelled', 'cancelled while running', $4, type FROM upd
 RETURNING job_id
 """
 
@@ -465,7 +473,8 @@ RETURNING job_id
 async def mark_cancelled(conn: asyncpg.Connection, worker_id: str, job: Job) -> bool:
     """Record that a running job stopped because an operator cancelled it; cascade downstream."""
     async with conn.transaction():
-        row = await conn.fetchrow(_MARK_CANCELLED, job.id, worker_id, job.attempt)
+        row = await conn.fetchrow(_MARK_CANCELLED, job.id, worker_id, job.attempt,
+                                  fingerprint("cancelled while running"))
         if row:
             await _cancel_downstream(conn, [job.id])
     return row is not None
@@ -473,7 +482,7 @@ async def mark_cancelled(conn: asyncpg.Connection, worker_id: str, job: Job) -> 
 
 _RESCUE = """
 WITH victims AS (
-    SELECT j.id, j.worker_id, j.attempts, j.retry_count, j.started_at, j.is_active
+    SELECT j.id, j.type, j.worker_id, j.attempts, j.retry_count, j.started_at, j.is_active
       FROM jobs j
      WHERE j.status = 'in_progress' AND j.worker_id IS DISTINCT FROM $2
        AND NOT EXISTS (SELECT 1 FROM workers w WHERE w.id = j.worker_id
@@ -494,14 +503,15 @@ WITH victims AS (
                                 THEN now() + make_interval(secs => ($3::float8[])[v.retry_count + 1]) END,
            run_at = CASE WHEN v.is_active AND v.retry_count < cardinality($3::float8[])
                          THEN now() + make_interval(secs => ($3::float8[])[v.retry_count + 1]) END,
-           error_message = 'worker lost', worker_id = NULL, updated_at = now()
+           error_message = 'worker lost', error_fingerprint = $4, worker_id = NULL, updated_at = now()
       FROM victims v
      WHERE j.id = v.id
     RETURNING j.id, j.type, j.pipeline_id, j.user_id, j.status, j.retry_count, j.attempts,
               v.worker_id AS lost_worker
 ), hist AS (
-    INSERT INTO job_attempts (job_id, attempt, worker_id, started_at, outcome, error_message)
-    SELECT v.id, v.attempts, v.worker_id, v.started_at, 'lost', 'worker lost' FROM victims v
+    INSERT INTO job_attempts (job_id, attempt, worker_id, started_at, outcome, error_message, error_fingerprint,
+                              job_type)
+    SELECT v.id, v.attempts, v.worker_id, v.started_at, 'lost', 'worker lost', $4, v.type FROM victims v
 )
 SELECT * FROM upd
 """
@@ -516,7 +526,7 @@ async def rescue_lost_jobs(conn: asyncpg.Connection, me: str, lease_s: float,
     later writes are fenced out. Cancelled jobs of a lost worker end `cancelled`.
     """
     async with conn.transaction():
-        rows = await conn.fetch(_RESCUE, lease_s, me, [float(i) for i in intervals])
+        rows = await conn.fetch(_RESCUE, lease_s, me, [float(i) for i in intervals], fingerprint("worker lost"))
         cancelled = [r["id"] for r in rows if r["status"] == Status.CANCELLED]
         if cancelled:
             await _cancel_downstream(conn, cancelled)
@@ -580,6 +590,7 @@ async def audit(conn: asyncpg.Connection, actor: Actor, action: str, reason: str
     await _audit(conn, actor, action, job_ids, reason)
 
 
+_UPSTREAM_CANCELLED = "cancelled: an upstream job was cancelled"
 _DOWNSTREAM = """
 WITH RECURSIVE down(id) AS (
     SELECT job_id FROM job_dependencies WHERE depends_on_id = ANY($1::text[])
@@ -587,17 +598,19 @@ WITH RECURSIVE down(id) AS (
     SELECT e.job_id FROM job_dependencies e JOIN down ON e.depends_on_id = down.id
 )
 UPDATE jobs SET status = 'cancelled', is_active = false, updated_at = now(),
-                error_message = 'cancelled: an upstream job was cancelled'
+                error_message = $2, error_fingerprint = $3
  WHERE id IN (SELECT id FROM down) AND status IN ('queued', 'waiting_approval')
 RETURNING id
 """
 
 
 async def _cancel_downstream(conn: asyncpg.Connection, job_ids: Sequence[str]) -> list[str]:
-    return [r["id"] for r in await conn.fetch(_DOWNSTREAM, list(job_ids))]
+    return [r["id"] for r in await conn.fetch(_DOWNSTREAM, list(job_ids), _UPSTREAM_CANCELLED,
+                                              fingerprint(_UPSTREAM_CANCELLED))]
 
 
-async def cancel(conn: asyncpg.Connection, job_ids: Sequence[str], actor: Actor) -> list[str]:
+async def cancel(conn: asyncpg.Connection, job_ids: Sequence[str], actor: Actor, *,
+                 reason: str | None = None) -> list[str]:
     """Cancel jobs and everything downstream of them; return every id cancelled.
 
     Queued and waiting jobs become `cancelled` at once. A running job is flagged inactive and
@@ -617,21 +630,78 @@ async def cancel(conn: asyncpg.Connection, job_ids: Sequence[str], actor: Actor)
                 await conn.execute("SELECT pg_notify($1, $2)", CONTROL_CHANNEL,
                                    json.dumps({"cancel": job_id}))
         cascaded = await _cancel_downstream(conn, idle) if idle else []
-        await _audit(conn, actor, "cancel", [r["id"] for r in rows])
+        await _audit(conn, actor, "cancel", [r["id"] for r in rows], reason)
     return [*idle, *running, *cascaded]
 
 
-async def retry(conn: asyncpg.Connection, job_ids: Sequence[str], actor: Actor) -> list[str]:
+async def retry(conn: asyncpg.Connection, job_ids: Sequence[str], actor: Actor, *,
+                reason: str | None = None) -> list[str]:
     """Put failed or cancelled jobs back to `queued` with a fresh retry budget; history stays."""
     async with conn.transaction():
         rows = await _lock_and_check(conn, "retry", job_ids)
         ids = [r["id"] for r in rows]
         await conn.execute("""
             UPDATE jobs SET status = 'queued', is_active = true, retry_count = 0, next_retry_at = NULL, run_at = NULL,
-                            error_message = NULL, completed_at = NULL, worker_id = NULL, updated_at = now()
+                            error_message = NULL, error_fingerprint = NULL, completed_at = NULL,
+                            worker_id = NULL, updated_at = now()
              WHERE id = ANY($1::text[])""", ids)
-        await _audit(conn, actor, "retry", ids)
+        await _audit(conn, actor, "retry", ids, reason)
     return ids
+
+
+# -- bulk actions on a filter -------------------------------------------------------------------
+
+BULK_ACTIONS = ("retry", "cancel")
+BULK_CHUNK = 1000  # jobs per transaction (and per audit row) of a bulk action
+
+
+@dataclass(frozen=True)
+class BulkChunk:
+    """What one chunk of a bulk action did."""
+
+    picked: list[str]  # the matching jobs it acted on
+    changed: list[str]  # every job it changed (for cancel, dependants too)
+    next_seq: int | None  # where the next chunk starts (after this seq), None when done
+
+
+def bulk_filter(action: str, filt: JobFilter) -> JobFilter | None:
+    """The filter narrowed to the statuses `action` is legal from; None if none is left."""
+    if action not in BULK_ACTIONS:
+        raise InvalidJob(f"bulk {action} is not possible; bulk actions are {', '.join(BULK_ACTIONS)}")
+    legal = LEGAL_FROM[action] & filt.statuses if filt.statuses else LEGAL_FROM[action]
+    return replace(filt, statuses=frozenset(legal)) if legal else None
+
+
+async def bulk_chunk(conn: asyncpg.Connection, action: str, filt: JobFilter, actor: Actor, *,
+                     after_seq: int = 0, upto_seq: int | None = None, limit: int = BULK_CHUNK) -> BulkChunk:
+    """Retry or cancel the next `limit` jobs matching `filt` after `after_seq`, in one transaction
+    with one audit row.
+
+    Jobs are taken in enqueue order (keyset on `seq`), so a run of chunks meets every job once
+    however the table changes meanwhile, and only those the action is legal for; `upto_seq`
+    leaves out jobs enqueued after the run began.
+    """
+    if not 1 <= limit <= BULK_CHUNK:
+        raise InvalidJob(f"a bulk chunk holds 1 to {BULK_CHUNK} jobs, not {limit}")
+    narrowed = bulk_filter(action, filt)
+    if narrowed is None:
+        return BulkChunk([], [], None)
+    params: list[Any] = [after_seq]
+    where = narrowed.where(params)
+    if upto_seq is not None:
+        params.append(upto_seq)
+        where += f" AND seq <= ${len(params)}"
+    params.append(limit)
+    async with conn.transaction():
+        # FOR UPDATE re-checks the filter on rows that changed meanwhile, so only legal ones come back.
+        rows = await conn.fetch(f"SELECT id, seq FROM jobs WHERE seq > $1 AND {where} "
+                                f"ORDER BY seq LIMIT ${len(params)} FOR UPDATE", *params)
+        if not rows:
+            return BulkChunk([], [], None)
+        picked = [r["id"] for r in rows]
+        note = f"bulk: {filt.describe()}"
+        changed = await (retry if action == "retry" else cancel)(conn, picked, actor, reason=note)
+    return BulkChunk(picked, changed, rows[-1]["seq"] if len(rows) == limit else None)
 
 
 _FAILED_DOWNSTREAM = """
@@ -698,13 +768,14 @@ async def reject(conn: asyncpg.Connection, job_ids: Sequence[str], reason: str, 
     """Fail jobs held for approval, with the reason as their error."""
     if not reason or not reason.strip():
         raise InvalidJob("a rejection needs a reason")
+    error = f"rejected: {reason.strip()}"
     async with conn.transaction():
         rows = await _lock_and_check(conn, "reject", job_ids)
         ids = [r["id"] for r in rows]
         await conn.execute("""
-            UPDATE jobs SET status = 'failed', error_message = $2, updated_at = now(),
+            UPDATE jobs SET status = 'failed', error_message = $2, error_fingerprint = $3, updated_at = now(),
                             pending_next_jobs = NULL
-             WHERE id = ANY($1::text[])""", ids, f"rejected: {reason.strip()}")
+             WHERE id = ANY($1::text[])""", ids, error, fingerprint(error))
         await _audit(conn, actor, "reject", ids, reason.strip())
     return ids
 

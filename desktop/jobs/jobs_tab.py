@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from PySide6.QtCore import QEvent, QObject, Qt, QTimer, Signal
-from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QLineEdit, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QLineEdit, QToolButton, QVBoxLayout, QWidget
 
 from desktop.column_prefs import ColumnPrefs
 from desktop.connection import ConsoleConnection
@@ -47,6 +47,7 @@ class JobsTab(QWidget):
     selection_changed = Signal(list)  # the selected JobRows
     message = Signal(str)  # something to tell the user in the status bar
     query_failed = Signal(str)
+    counts_changed = Signal(object)  # the StatusCounts of the current filter
 
     def __init__(self, connection: ConsoleConnection) -> None:
         super().__init__()
@@ -99,6 +100,13 @@ class JobsTab(QWidget):
         for widget in (self.type_edit, self.pipeline_edit, self.user_edit, self.time_combo):
             fields.addWidget(widget)
         fields.addWidget(self.search_edit, 1)
+        # A Failures group shown in the table: its error fingerprint filters until cleared.
+        self.fingerprint: str | None = None
+        self.fingerprint_chip = QToolButton()
+        self.fingerprint_chip.setObjectName("filterChip")
+        self.fingerprint_chip.clicked.connect(lambda: self.show_fingerprint(None))
+        self.fingerprint_chip.hide()
+        fields.addWidget(self.fingerprint_chip)
 
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 4, 0, 0)
@@ -166,6 +174,7 @@ class JobsTab(QWidget):
             log.warning("status counts failed: %s", exc)
             return
         self._update_status_labels(counts)
+        self.counts_changed.emit(counts)
 
     def _update_status_labels(self, counts: StatusCounts) -> None:
         total = 0
@@ -209,7 +218,8 @@ class JobsTab(QWidget):
                          type_pattern=type_text if "*" in type_text else None,
                          pipeline_id=self.pipeline_edit.text().strip() or None,
                          user_id=int(user_text) if user_text.isdigit() else None,
-                         created_from=datetime.now(UTC) - span if span else None)
+                         created_from=datetime.now(UTC) - span if span else None,
+                         fingerprint=self.fingerprint)
         parsed = parse_search(self.search_edit.text(), base)
         problems = list(parsed.errors)
         if user_text and not user_text.isdigit():
@@ -229,6 +239,16 @@ class JobsTab(QWidget):
     def show_pipeline(self, pipeline_id: str) -> None:
         """Narrow the table to one pipeline's jobs."""
         self.pipeline_edit.setText(pipeline_id)
+        self.apply_filters()
+
+    def show_fingerprint(self, fingerprint: str | None) -> None:
+        """Narrow the table to the jobs whose error has this fingerprint (None: clear that)."""
+        self.fingerprint = fingerprint
+        self.fingerprint_chip.setVisible(fingerprint is not None)
+        if fingerprint is not None:
+            shown = fingerprint if len(fingerprint) <= 40 else fingerprint[:39] + "…"
+            self.fingerprint_chip.setText(f"error: {shown}  ✕")
+            self.fingerprint_chip.setToolTip(f"Only jobs whose error is “{fingerprint}”; click to clear")
         self.apply_filters()
 
     # -- selection --------------------------------------------------------------------------
