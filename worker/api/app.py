@@ -11,7 +11,7 @@ from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 
 from worker import __version__
-from worker.api import errors, routes_jobs, routes_pipelines, routes_system
+from worker.api import errors, routes_bulk, routes_jobs, routes_pipelines, routes_schedules, routes_system
 from worker.api.auth import Caller, TokenCache
 from worker.api.batcher import EnqueueBatcher
 from worker.api.body_limit import BodyLimitMiddleware
@@ -71,7 +71,8 @@ def create_app(service: JobService, dsn: str, *, settings: Settings | None = Non
                   description="Enqueue, follow and act on jobdesk jobs and pipelines.")
     app.state.ctx = ctx
     errors.install(app)
-    for router in (routes_jobs.router, routes_pipelines.router, routes_system.router):
+    for router in (routes_bulk.router, routes_jobs.router, routes_pipelines.router, routes_schedules.router,
+                   routes_system.router):
         app.include_router(router)
     if settings.JOBDESK_API_CORS_ORIGINS:
         app.add_middleware(CORSMiddleware, allow_origins=settings.JOBDESK_API_CORS_ORIGINS,

@@ -1,0 +1,60 @@
+"""/api/schedules: the periodic jobs, and pausing and resuming them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Depends
+from pydantic import BaseModel, Field
+
+from worker.api.auth import Caller, require
+from worker.api.errors import ApiError
+from worker.api.routes_jobs import ERRORS
+from worker.scheduler import ScheduleRecord
+
+router = APIRouter(prefix="/api/schedules", tags=["schedules"])
+
+
+class ScheduleOut(BaseModel):
+    name: str
+    cron: str | None = Field(description="a cron expression, in `timezone`; or null for an interval")
+    every_s: float | None = Field(description="the interval in seconds; or null for a cron expression")
+    expression: str = Field(description="how it ticks, in words")
+    timezone: str
+    type: str
+    input_data: dict[str, Any]
+    priority: int
+    misfire: str
+    overlap: str
+    paused: bool
+    next_run_at: str | None = Field(description="ISO 8601, UTC; null while paused")
+    last_run_at: str | None
+    last_job_id: str | None
+    source: str
+
+
+def _out(record: ScheduleRecord) -> ScheduleOut:
+    return ScheduleOut(**record.to_json())
+
+
+def _operator(caller: Caller) -> None:
+    """Schedules belong to the operators: a token bound to a user cannot pause or resume them."""
+    if caller.user_id is not None:
+        raise ApiError(403, "forbidden", "schedules are the operators': this token is bound to a user")
+
+
+@router.get("", response_model=list[ScheduleOut], responses=ERRORS)
+async def list_schedules(caller: Caller = Depends(require("read"))) -> list[ScheduleOut]:
+    return [_out(r) for r in await caller.service.schedules()]
+
+
+@router.post("/{name}/pause", response_model=ScheduleOut, responses=ERRORS)
+async def pause_schedule(name: str, caller: Caller = Depends(require("operate"))) -> ScheduleOut:
+    _operator(caller)
+    return _out(await caller.service.pause_schedule(name))
+
+
+@router.post("/{name}/resume", response_model=ScheduleOut, responses=ERRORS)
+async def resume_schedule(name: str, caller: Caller = Depends(require("operate"))) -> ScheduleOut:
+    _operator(caller)
+    return _out(await caller.service.resume_schedule(name))
