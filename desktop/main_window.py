@@ -26,6 +26,9 @@ from desktop.errors import EXPECTED
 from desktop.jobs.job_actions import JobActions
 from desktop.jobs.job_detail import JobDetail
 from desktop.jobs.jobs_tab import JobsTab
+from desktop.metrics.metrics_tab import MetricsTab, TableSizeLabel
+from desktop.notify.notifier import Notice, NotificationSettings, Notifier
+from desktop.notify.tray import AttentionPresenter
 from desktop.pipelines.pipelines_tab import PipelinesTab
 from desktop.tasks import spawn
 from desktop.theme import icon
@@ -52,6 +55,12 @@ class MainWindow(QMainWindow):
         self.job_actions = JobActions(self, connection.run)
         self.pipelines = PipelinesTab(connection, self.job_actions)
         self.workers = WorkersController(self, connection)  # Workers dock, worker log, Launch worker
+        self.metrics = MetricsTab(connection)
+        self.table_size = TableSizeLabel(connection)
+        self.statusBar().addPermanentWidget(self.table_size)
+        self.notification_settings = NotificationSettings(env_enabled=connection.settings.JOBDESK_NOTIFICATIONS)
+        self.notifier = Notifier(connection, self.notification_settings)
+        self.attention = AttentionPresenter(self, self.statusBar(), self.notification_settings)
         self._detail_task: asyncio.Task[None] | None = None
 
         self.banner = QLabel()
@@ -65,6 +74,7 @@ class MainWindow(QMainWindow):
         self.tabs.setDocumentMode(True)
         self.tabs.addTab(self.jobs, "Jobs")
         self.tabs.addTab(self.pipelines, "Pipelines")
+        self.tabs.addTab(self.metrics, "Metrics")
         split = QSplitter(Qt.Orientation.Horizontal)
         split.addWidget(self.tabs)
         split.addWidget(self.detail)
@@ -127,6 +137,13 @@ class MainWindow(QMainWindow):
         self.tabs.currentChanged.connect(lambda _i: self._sync_actions())
         self.refresh_action.triggered.connect(self.jobs.model.reload)
         self.connect_action.triggered.connect(self.choose_connection)
+        self.metrics.message.connect(self._show_message)
+        connection.jobs_changed.connect(self.notifier.on_jobs_changed)
+        self.notifier.notice.connect(self.attention.show_notice)
+        self.notifier.notice.connect(lambda _n: self.attention.known_types.update(self.notifier.known_types))
+        self.notifier.counts.connect(self.attention.show_counts)
+        self.attention.open_requested.connect(self.open_notice)
+        self.attention.show_window_requested.connect(self._raise)
 
     def closeEvent(self, event: QCloseEvent) -> None:  # noqa: N802
         if not self.workers.may_close():  # asks about the workers this console launched
@@ -143,6 +160,9 @@ class MainWindow(QMainWindow):
     def stop_timers(self) -> None:
         self.workers.stop()
         self.jobs.stop_timers()
+        self.metrics.stop_timers()
+        self.table_size.stop_timers()
+        self.notifier.stop_timers()
 
     # -- connection -------------------------------------------------------------------------
 
@@ -153,12 +173,17 @@ class MainWindow(QMainWindow):
         self.job_actions.set_connected(True)
         self.jobs.set_active(True)
         self.pipelines.set_active(True)
+        self.metrics.set_active(True)
+        self.table_size.set_active(True)
+        self.notifier.on_connected()
 
     def _on_disconnected(self, reason: str) -> None:
         self._set_banner(f"disconnected, retrying… ({reason})", "disconnected")
         self.job_actions.set_connected(False)
         self.jobs.set_active(False)
         self.pipelines.set_active(False)
+        self.metrics.set_active(False)
+        self.table_size.set_active(False)
 
     def _on_writable(self, writable: bool) -> None:
         self.job_actions.set_read_only(not writable)
@@ -232,6 +257,27 @@ class MainWindow(QMainWindow):
             return
         in_graph = self.pipelines.node(job_id) is not None
         self.jobs.select_when_shown(job_id, pipeline_id=self.pipelines.pipeline_id if in_graph else None)
+
+    def open_notice(self, notice: Notice) -> None:
+        """A notification was clicked: open its job, or the job table filtered to its jobs."""
+        self._raise()
+        if notice.job_id is not None:
+            self.activate_job(notice.job_id)
+            return
+        self.tabs.setCurrentWidget(self.jobs)
+        buttons = self.jobs.status_buttons
+        for status, button in buttons.items():
+            button.setChecked(status is not None and str(status) in notice.statuses)
+        buttons[None].setChecked(not notice.statuses)
+        self.jobs.type_edit.setText(notice.type or "")
+        self.jobs.pipeline_edit.clear()
+        self.jobs.search_edit.clear()
+        self.jobs.apply_filters()
+
+    def _raise(self) -> None:
+        self.showNormal()
+        self.raise_()
+        self.activateWindow()
 
     def select_job(self, job_id: str) -> None:
         """Select the job in the table if it is shown; else just show it in the detail pane."""

@@ -23,6 +23,7 @@ from worker.models import JobRecord, Status, short_id
 from worker.pipeline_queries import PipelineFilter, PipelineStatus
 from worker.service import Attempt, migrate_database, prepare_schema
 from worker.settings import Settings, load_settings
+from worker.stats_queries import BadWindow, Window, parse_window
 from worker.timefmt import relative, span
 from worker.transitions import WORKER_COMMANDS_LEGAL_FROM
 
@@ -53,6 +54,13 @@ def _status_arg(text: str) -> Status:
     except ValueError:
         raise argparse.ArgumentTypeError(
             f"unknown status {text!r}; use one of {', '.join(s.value for s in Status)}") from None
+
+
+def _window_arg(text: str) -> Window:
+    try:
+        return parse_window(text)
+    except BadWindow as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def build_parser() -> ArgumentParser:
@@ -111,6 +119,9 @@ def build_parser() -> ArgumentParser:
     p.add_argument("--limit", type=int, default=50)
     p = sub.add_parser("cancel-pipeline", parents=[common], help="cancel every unfinished job of a pipeline")
     p.add_argument("id", metavar="PIPELINE_ID")
+    p = sub.add_parser("stats", parents=[common], help="throughput, queue depth and wait/run times")
+    p.add_argument("--since", type=_window_arg, default=parse_window("1h"), metavar="SPAN",
+                   help="the window: 15m, 1h (default), 24h, 7d… up to 30d")
     p = sub.add_parser("worker-ctl", parents=[common], help="pause, resume, drain or stop a worker")
     p.add_argument("id", metavar="ID")
     p.add_argument("action", metavar="ACTION", choices=list(WORKER_COMMANDS_LEGAL_FROM),
@@ -403,11 +414,44 @@ async def cmd_cancel_pipeline(args: argparse.Namespace, settings: Settings) -> i
     return 0
 
 
+def _seconds(value: float | None) -> str:
+    if value is None:
+        return "-"
+    return f"{value * 1000:.0f}ms" if value < 1 else span(value)
+
+
+async def cmd_stats(args: argparse.Namespace, settings: Settings) -> int:
+    client = await _client(settings)
+    try:
+        metrics = await client.metrics(args.since)
+        size = await client.table_size()
+    finally:
+        await client.close()
+    if args.json:
+        _print_json({**metrics.to_json(), "table": size.__dict__})
+        return 0
+    minutes = metrics.window.span.total_seconds() / 60
+    print(f"last {metrics.window.label}: {metrics.completed:,} completed ({metrics.completed / minutes:.1f}/min), "
+          f"{metrics.failed:,} failed ({metrics.failed / minutes:.1f}/min)")
+    print("queue: " + ", ".join(f"{metrics.depth.now.get(s, 0):,} {s}" for s in
+                                ("queued", "in_progress", "waiting_approval", "failed", "completed", "cancelled")))
+    rows = f"~{size.estimated_rows:,}" if size.estimated_rows is not None else "unknown"
+    print(f"table jobs: {rows} rows, {size.total_bytes / 2**20:,.1f} MiB on disk")
+    if metrics.latency:
+        table = [("TYPE", "ATTEMPTS", "WAIT P50", "WAIT P95", "RUN P50", "RUN P95")]
+        table += [(lat.type, f"{lat.attempts:,}", _seconds(lat.wait_p50), _seconds(lat.wait_p95),
+                   _seconds(lat.run_p50), _seconds(lat.run_p95)) for lat in metrics.latency]
+        _print_rows(table)
+    else:
+        print("no attempts ended in this window")
+    return 0
+
+
 ASYNC_COMMANDS: dict[str, Callable[[argparse.Namespace, Settings], Coroutine[Any, Any, int]]] = {
     "migrate": cmd_migrate, "submit": cmd_submit, "jobs": cmd_jobs, "show": cmd_show,
     "cancel": cmd_action, "retry": cmd_action, "approve": cmd_action, "reject": cmd_action,
     "demo": cmd_demo, "worker": cmd_worker, "workers": cmd_workers, "worker-ctl": cmd_worker_ctl,
-    "pipelines": cmd_pipelines, "cancel-pipeline": cmd_cancel_pipeline,
+    "pipelines": cmd_pipelines, "cancel-pipeline": cmd_cancel_pipeline, "stats": cmd_stats,
 }
 
 

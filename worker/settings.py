@@ -52,6 +52,8 @@ class Settings(BaseSettings):
     LOG_LEVEL: str = "INFO"
     # Whether the console starts a worker by itself on the embedded database when no live worker exists.
     JOBDESK_AUTOSTART_WORKER: bool = True
+    # Whether the console shows desktop notifications and the tray icon (false turns them all off).
+    JOBDESK_NOTIFICATIONS: bool = True
 
     @field_validator("JOB_RETRY_INTERVALS", mode="before")
     @classmethod
