@@ -31,6 +31,7 @@ from tests import pg  # noqa: E402
 from worker.db import connect  # noqa: E402
 from worker.stats_queries import (  # noqa: E402
     COUNTS_SQL,
+    HIST_HOURS_DAYS_SQL,
     HIST_SQL,
     STATUS_COUNTS_SQL,
     WINDOWS,
@@ -90,8 +91,14 @@ async def measure(dsn: str, args: argparse.Namespace) -> None:
             since = await conn.fetchval("SELECT now() - $1::interval", window.span)
             await timed(f"throughput + depth changes (grain {window.counts_grain})",
                         lambda w=window, s=since: conn.fetch(COUNTS_SQL, w.counts_grain, s))
-            await timed(f"wait/run bins per type (grain {window.hist_grain})",
-                        lambda w=window, s=since: conn.fetch(HIST_SQL, w.hist_grain, s))
+            if window.hist_grain == "m":
+                await timed("wait/run bins per type (minutes)",
+                            lambda s=since: conn.fetch(HIST_SQL, "m", s, s + window.span + timedelta(minutes=1)))
+            else:
+                midnight = await conn.fetchval("SELECT date_trunc('day', $1::timestamptz, 'UTC') + interval '1 day'",
+                                               since)
+                await timed("wait/run bins per type (hours, then days)",
+                            lambda s=since, d=midnight: conn.fetch(HIST_HOURS_DAYS_SQL, s, d))
             metrics = await timed("fetch_metrics (all charts, one snapshot)",
                                   lambda w=window: fetch_metrics(conn, w))
             print(f"    completed {metrics.completed:,}, failed {metrics.failed:,}, "

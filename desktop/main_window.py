@@ -42,7 +42,8 @@ log = logging.getLogger("jobdesk.console")
 class MainWindow(QMainWindow):
     switch_requested = Signal(object, object)  # (Profile or None for embedded, URL with password)
 
-    def __init__(self, connection: ConsoleConnection, *, production: bool = False) -> None:
+    def __init__(self, connection: ConsoleConnection, *, production: bool = False,
+                 notification_settings: NotificationSettings | None = None) -> None:
         super().__init__()
         self.connection = connection
         self.production = production
@@ -58,7 +59,8 @@ class MainWindow(QMainWindow):
         self.metrics = MetricsTab(connection)
         self.table_size = TableSizeLabel(connection)
         self.statusBar().addPermanentWidget(self.table_size)
-        self.notification_settings = NotificationSettings(env_enabled=connection.settings.JOBDESK_NOTIFICATIONS)
+        self.notification_settings = notification_settings or NotificationSettings(
+            env_enabled=connection.settings.JOBDESK_NOTIFICATIONS)
         self.notifier = Notifier(connection, self.notification_settings)
         self.attention = AttentionPresenter(self, self.statusBar(), self.notification_settings)
         self._detail_task: asyncio.Task[None] | None = None
@@ -261,22 +263,25 @@ class MainWindow(QMainWindow):
     def open_notice(self, notice: Notice) -> None:
         """A notification was clicked: open its job, or the job table filtered to its jobs."""
         self._raise()
-        if notice.job_id is not None:
-            self.activate_job(notice.job_id)
-            return
         self.tabs.setCurrentWidget(self.jobs)
+        statuses = frozenset() if notice.job_id is not None else notice.statuses
         buttons = self.jobs.status_buttons
         for status, button in buttons.items():
-            button.setChecked(status is not None and str(status) in notice.statuses)
-        buttons[None].setChecked(not notice.statuses)
-        self.jobs.type_edit.setText(notice.type or "")
+            button.setChecked(status is not None and str(status) in statuses)
+        buttons[None].setChecked(not statuses)
+        self.jobs.type_edit.setText(notice.type or "" if notice.job_id is None else "")
         self.jobs.pipeline_edit.clear()
         self.jobs.search_edit.clear()
-        self.jobs.apply_filters()
+        if notice.job_id is not None:  # the table searches for it and selects it; the detail shows it now
+            self.jobs.select_when_shown(notice.job_id, pipeline_id=None)
+            self._load_detail(notice.job_id)
+        else:
+            self.jobs.apply_filters()
 
     def _raise(self) -> None:
-        self.showNormal()
-        self.raise_()
+        if self.isMinimized() or not self.isVisible():
+            self.showNormal()
+            self.raise_()
         self.activateWindow()
 
     def select_job(self, job_id: str) -> None:

@@ -8,7 +8,7 @@
 --                      failed, and the net change of the queued, in_progress and
 --                      waiting_approval counts (the queue depth of any past bucket is the
 --                      count now minus the changes since);
---   job_stats_hist     per minute and hour and type: how many attempts waited and ran how long,
+--   job_stats_hist     per minute, hour and day ('d') and type: how many attempts waited and ran how long,
 --                      in logarithmic bins (bin 0: under 1 ms; bin k: 2^((k-1)/2) to 2^(k/2) ms;
 --                      bin 55 holds everything from 2^27 ms, about 37 hours, up), from which
 --                      p50 and p95 are read to within the width of a bin.
@@ -101,7 +101,7 @@ BEGIN
            jobdesk_stats_bin(m.secs), count(*)
       FROM unnest(changes) c
      CROSS JOIN LATERAL (VALUES ('wait', c.wait_s), ('run', c.run_s)) m(metric, secs)
-     CROSS JOIN (VALUES ('m', 'minute'), ('h', 'hour')) g(grain, unit)
+     CROSS JOIN (VALUES ('m', 'minute'), ('h', 'hour'), ('d', 'day')) g(grain, unit)
      WHERE m.secs IS NOT NULL
      GROUP BY 1, 2, 3, 4, 5
     ON CONFLICT (grain, bucket, metric, type, bin) DO UPDATE SET n = t.n + EXCLUDED.n;

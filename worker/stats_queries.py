@@ -42,7 +42,7 @@ class Window:
         return "m" if self.span <= timedelta(days=1) else "h"
 
     @property
-    def hist_grain(self) -> str:  # wait/run bins: per hour beyond 6 hours, fewer rows to sum
+    def hist_grain(self) -> str:  # wait/run bins: per minute up to 6 hours, else hours then days
         return "m" if self.span <= timedelta(hours=6) else "h"
 
     @property
@@ -163,6 +163,7 @@ class Transition:
     type: str
     status: str
     updated_at: datetime
+    attempts: int = 0  # with the status, tells a new failure (after a retry) from the same one
 
 
 # -- queries ----------------------------------------------------------------------------------
@@ -182,7 +183,16 @@ SELECT bucket, sum(completed)::bigint AS completed, sum(failed)::bigint AS faile
 HIST_SQL = """
 SELECT type, metric, bin, sum(n)::bigint AS n
   FROM job_stats_hist
- WHERE grain = $1 AND bucket >= $2
+ WHERE grain = $1 AND bucket >= $2 AND bucket < $3
+ GROUP BY type, metric, bin
+"""
+
+# Beyond 6 hours: the hours before the first whole UTC day of the window, then whole days.
+HIST_HOURS_DAYS_SQL = """
+SELECT type, metric, bin, sum(n)::bigint AS n
+  FROM (SELECT type, metric, bin, n FROM job_stats_hist WHERE grain = 'h' AND bucket >= $1 AND bucket < $2
+        UNION ALL
+        SELECT type, metric, bin, n FROM job_stats_hist WHERE grain = 'd' AND bucket >= $2) x
  GROUP BY type, metric, bin
 """
 
@@ -200,7 +210,7 @@ SELECT (SELECT coalesce(sum(failed), 0) FROM job_stats
 """
 
 TRANSITIONS_SQL = """
-SELECT id, type, status, updated_at FROM jobs
+SELECT id, type, status, updated_at, attempts FROM jobs
  WHERE status = ANY($1::text[]) AND updated_at > $2
  ORDER BY updated_at DESC
  LIMIT $3
@@ -212,6 +222,12 @@ def _floor(at: datetime, step: timedelta) -> datetime:
     return epoch + (at - epoch) // step * step
 
 
+def _next_day(at: datetime) -> datetime:
+    """The first UTC midnight at or after `at`."""
+    day = _floor(at, timedelta(days=1))
+    return day if day == at else day + timedelta(days=1)
+
+
 async def fetch_metrics(conn: asyncpg.Connection, window: Window) -> Metrics:
     """Throughput, depth and latency over `window`, read in one snapshot."""
     async with conn.transaction(isolation="repeatable_read", readonly=True):
@@ -221,7 +237,10 @@ async def fetch_metrics(conn: asyncpg.Connection, window: Window) -> Metrics:
         hist_from = _floor(since, timedelta(minutes=1) if window.hist_grain == "m" else timedelta(hours=1))
         status_rows = await conn.fetch(STATUS_COUNTS_SQL)
         count_rows = await conn.fetch(COUNTS_SQL, window.counts_grain, counts_from)
-        hist_rows = await conn.fetch(HIST_SQL, window.hist_grain, hist_from)
+        if window.hist_grain == "m":
+            hist_rows = await conn.fetch(HIST_SQL, "m", hist_from, db_now + timedelta(minutes=1))
+        else:
+            hist_rows = await conn.fetch(HIST_HOURS_DAYS_SQL, hist_from, _next_day(hist_from))
     return Metrics(window, since, db_now, *_series(window, since, db_now, status_rows, count_rows),
                    latency_from_bins(hist_rows))
 
@@ -311,4 +330,4 @@ async def fetch_attention(conn: asyncpg.Connection) -> Attention:
 async def fetch_transitions(conn: asyncpg.Connection, since: datetime, *, limit: int = 500) -> list[Transition]:
     """Jobs that became failed or waiting_approval after `since` (newest first, at most `limit`)."""
     rows = await conn.fetch(TRANSITIONS_SQL, ["failed", "waiting_approval"], since, limit)
-    return [Transition(r["id"], r["type"], r["status"], r["updated_at"]) for r in rows]
+    return [Transition(r["id"], r["type"], r["status"], r["updated_at"], r["attempts"]) for r in rows]

@@ -108,7 +108,7 @@ class Notifier(QObject):
         self.baseline: datetime | None = None  # the database's clock when the console connected
         self.pending: list[Transition] = []
         self.known_types: set[str] = set()
-        self._seen: OrderedDict[tuple[str, datetime], None] = OrderedDict()
+        self._seen: OrderedDict[tuple[str, str, int], None] = OrderedDict()
         self._last_shown: float | None = None
         self._timer = QTimer(self, singleShot=True)
         self._timer.timeout.connect(self._flush)
@@ -154,7 +154,7 @@ class Notifier(QObject):
                 found = await self.connection.run(lambda jobs: jobs.transitions_since(since))
             else:
                 rows = await self.connection.run(lambda jobs: jobs.job_rows(sorted(ids)))
-                found = [Transition(r.id, r.type, str(r.status), r.updated_at) for r in rows
+                found = [Transition(r.id, r.type, str(r.status), r.updated_at, r.attempts) for r in rows
                          if str(r.status) in WATCHED and r.updated_at > since]
         except EXPECTED as exc:  # expected failures are messages; bugs reach the error hook
             log.warning("notification check failed: %s", reason(exc))
@@ -166,7 +166,7 @@ class Notifier(QObject):
         muted = self.settings.muted
         fresh = []
         for t in transitions:
-            key = (t.id, t.updated_at)
+            key = (t.id, t.status, t.attempts)  # one announcement per job, status and attempt
             if key in self._seen or t.status not in WATCHED:
                 continue
             self._seen[key] = None

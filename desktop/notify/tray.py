@@ -75,12 +75,15 @@ class AttentionPresenter(QObject):
         self.enabled_action.setEnabled(settings.env_enabled)  # JOBDESK_NOTIFICATIONS=false wins
         self.enabled_action.toggled.connect(self.set_enabled)
         self.menu.addAction(self.enabled_action)
-        self.set_enabled(settings.enabled)
+        self._apply_enabled()
 
     def set_enabled(self, on: bool) -> None:
-        """Notifications, the tray icon and the status-bar fallback, all on or off."""
+        """Notifications, the tray icon and the status-bar fallback, all on or off (remembered)."""
         if self.settings.env_enabled:
             self.settings.set_enabled(on)
+        self._apply_enabled()
+
+    def _apply_enabled(self) -> None:
         on = self.settings.enabled
         if on and self.has_tray and self.tray is None:
             self.tray = QSystemTrayIcon(badge_icon(self._base_icon, 0), self)
