@@ -11,7 +11,7 @@ os.environ.setdefault("PYQTGRAPH_QT_LIB", "PySide6")  # pyqtgraph must not pick 
 
 import pyqtgraph as pg  # noqa: E402
 from PySide6.QtCore import Qt, QTimer, Signal  # noqa: E402
-from PySide6.QtGui import QColor, QHideEvent, QPalette, QShowEvent  # noqa: E402
+from PySide6.QtGui import QHideEvent, QPalette, QShowEvent  # noqa: E402
 from PySide6.QtWidgets import QComboBox, QGridLayout, QHBoxLayout, QLabel, QVBoxLayout, QWidget  # noqa: E402
 
 from desktop.connection import ConsoleConnection  # noqa: E402
@@ -25,10 +25,11 @@ log = logging.getLogger("jobdesk.console")
 
 REFRESH_MS = 5000  # while the tab is shown
 WINDOW_LABELS = {"Last hour": "1h", "Last 24 hours": "24h", "Last 7 days": "7d"}
-LOG_FLOOR = -4.0  # bars of the latency charts start at 0.1 ms (log10 seconds)
+LOG_FLOOR = -3.5  # bars of the latency charts start at about 0.3 ms (log10 seconds)
 LATENCY_TICKS = [(-3.0, "1 ms"), (-2.0, "10 ms"), (-1.0, "100 ms"), (0.0, "1 s"), (1.0, "10 s"),
                  (math.log10(60), "1 min"), (math.log10(600), "10 min"), (math.log10(3600), "1 h"),
                  (math.log10(36000), "10 h")]
+DEPTH_NAMES = {"queued": "queued", "in_progress": "running", "waiting_approval": "waiting approval"}
 PERCENTILE_COLOURS = {"p50": "#1f6feb", "p95": "#d4a72c"}
 
 
@@ -60,11 +61,11 @@ class MetricsTab(QWidget):
         bar.addSpacing(12)
         bar.addWidget(self.summary, 1)
 
-        self.throughput_plot = self._time_plot("Jobs per minute")
+        self.throughput_plot = self._time_plot("Jobs per minute", {"completed": "#2da44e", "failed": "#cf222e"})
         self.completed_curve = self.throughput_plot.plot(name="completed", pen=pg.mkPen("#2da44e", width=2))
         self.failed_curve = self.throughput_plot.plot(name="failed", pen=pg.mkPen("#cf222e", width=2))
-        self.depth_plot = self._time_plot("Queue depth")
-        self.depth_curves = {s: self.depth_plot.plot(name=s.replace("_", " "), pen=pg.mkPen(_colour(s), width=2))
+        self.depth_plot = self._time_plot("Queue depth", {DEPTH_NAMES[s]: _colour(s) for s in QUEUE_STATUSES})
+        self.depth_curves = {s: self.depth_plot.plot(name=DEPTH_NAMES[s], pen=pg.mkPen(_colour(s), width=2))
                              for s in QUEUE_STATUSES}
         self.wait_plot, self.wait_bars = self._latency_plot("Wait time per type")
         self.run_plot, self.run_bars = self._latency_plot("Run time per type")
@@ -85,10 +86,9 @@ class MetricsTab(QWidget):
 
     # -- charts -----------------------------------------------------------------------------
 
-    def _time_plot(self, title: str) -> pg.PlotWidget:
+    def _time_plot(self, title: str, keys: dict[str, str]) -> pg.PlotWidget:
         plot = pg.PlotWidget(axisItems={"bottom": pg.DateAxisItem(orientation="bottom")})
-        plot.setTitle(title)
-        plot.addLegend(offset=(8, 8))
+        plot.keys = (title, keys)  # type: ignore[attr-defined]  # the title names the series in their colours
         plot.showGrid(x=True, y=True, alpha=0.2)
         plot.setMouseEnabled(x=False, y=False)
         plot.setMenuEnabled(False)
@@ -96,18 +96,18 @@ class MetricsTab(QWidget):
         return plot
 
     def _latency_plot(self, title: str) -> tuple[pg.PlotWidget, dict[str, pg.BarGraphItem]]:
+        # Horizontal bars on a log scale: one row per type, so long type names stay readable.
         plot = pg.PlotWidget()
-        plot.setTitle(title)
-        plot.addLegend(offset=(8, 8))
-        plot.showGrid(y=True, alpha=0.2)
+        plot.keys = (title, PERCENTILE_COLOURS)  # type: ignore[attr-defined]
+        plot.showGrid(x=True, alpha=0.2)
         plot.setMouseEnabled(x=False, y=False)
         plot.setMenuEnabled(False)
-        plot.getAxis("left").setTicks([LATENCY_TICKS])
+        plot.getAxis("bottom").setTicks([LATENCY_TICKS])
+        plot.getPlotItem().invertY(True)  # the first type on top
         bars = {}
         for i, name in enumerate(PERCENTILE_COLOURS):
-            item = pg.BarGraphItem(x=[], height=[], y0=LOG_FLOOR, width=0.38, brush=PERCENTILE_COLOURS[name],
-                                   pen=pg.mkPen(None), name=name)
-            item.setOpts(x=[], height=[])
+            item = pg.BarGraphItem(x0=LOG_FLOOR, y=[], width=[], height=0.38, brush=PERCENTILE_COLOURS[name],
+                                   pen=pg.mkPen(None))
             item.offset = -0.2 + 0.4 * i  # type: ignore[attr-defined]
             plot.addItem(item)
             bars[name] = item
@@ -125,11 +125,9 @@ class MetricsTab(QWidget):
                 ax = item.getAxis(axis)
                 ax.setPen(pg.mkPen(text))
                 ax.setTextPen(pg.mkPen(text))
-            item.titleLabel.setText(item.titleLabel.text, color=text.name())
-            legend = item.legend
-            if legend is not None:
-                legend.setLabelTextColor(text)
-                legend.setBrush(pg.mkBrush(QColor(base.red(), base.green(), base.blue(), 200)))
+            title, keys = plot.keys
+            names = " ".join(f"<span style='color:{colour}'>■ {name}</span>" for name, colour in keys.items())
+            item.setTitle(f"<b>{title}</b>&nbsp;&nbsp; {names}", color=text.name(), size="10pt")
 
     def plots(self) -> list[pg.PlotWidget]:
         return [self.throughput_plot, self.depth_plot, self.wait_plot, self.run_plot]
@@ -200,14 +198,14 @@ class MetricsTab(QWidget):
         for plot, bars, prefix in ((self.wait_plot, self.wait_bars, "wait"), (self.run_plot, self.run_bars, "run")):
             for name, item in bars.items():
                 values = [getattr(lat, f"{prefix}_{name}") for lat in metrics.latency]
-                heights = [max(0.0, math.log10(v) - LOG_FLOOR) if v else 0.0 for v in values]
-                item.setOpts(x=[i + item.offset for i in range(len(types))], height=heights, y0=LOG_FLOOR)
+                widths = [max(0.0, math.log10(v) - LOG_FLOOR) if v else 0.0 for v in values]
+                item.setOpts(y=[i + item.offset for i in range(len(types))], width=widths, x0=LOG_FLOOR)
                 item.seconds = values  # type: ignore[attr-defined]  # what the bars stand for, unscaled
-            plot.getAxis("bottom").setTicks(ticks)
-            plot.setXRange(-0.6, max(1, len(types)) - 0.4, padding=0)
+            plot.getAxis("left").setTicks(ticks)
+            plot.setYRange(-0.6, max(1, len(types)) - 0.4, padding=0)
             top = max([math.log10(v) for lat in metrics.latency
                        for v in (getattr(lat, f"{prefix}_p95"),) if v] or [0.0])
-            plot.setYRange(LOG_FLOOR, max(top + 0.3, -1.0), padding=0)
+            plot.setXRange(LOG_FLOOR, max(top + 0.3, -1.0), padding=0)
 
     def series(self) -> dict[str, list[float]]:
         """The plotted values, by name (for tests and the screenshot check)."""
@@ -227,10 +225,10 @@ class MetricsTab(QWidget):
 
 def describe_size(size: TableSize) -> str:
     """The status bar's words for the jobs table: "jobs ≈ 1,000,000 rows · 412 MB"."""
-    rows = f"≈ {size.estimated_rows:,} rows" if size.estimated_rows is not None else "rows not counted yet"
+    rows = f"≈ {size.estimated_rows:,} rows" if size.estimated_rows is not None else "rows not estimated yet"
     mb = size.total_bytes / 1_000_000
     shown = f"{mb:,.0f} MB" if mb >= 10 else f"{mb:.1f} MB"
-    return f"jobs {rows} · {shown}"
+    return f"jobs: {rows} · {shown}"
 
 
 class TableSizeLabel(QLabel):
