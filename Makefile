@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test venv worker demo db bench bench-console bench-dag bench-pipelines lint clean screenshots dist
+.PHONY: run test venv worker demo db bench bench-console bench-dag bench-pipelines bench-metrics lint clean screenshots dist
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -64,3 +64,7 @@ bench-dag: $(STAMP)
 ## bench-pipelines: the pipeline list's queries over a million jobs (prints figures)
 bench-pipelines: $(STAMP)
 	$(PY) benchmarks/pipelines_bench.py
+
+## bench-metrics: each Metrics chart's query over a million jobs (prints figures)
+bench-metrics: $(STAMP)
+	$(PY) benchmarks/metrics_bench.py
