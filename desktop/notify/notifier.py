@@ -26,6 +26,7 @@ BURST_S = 10.0  # at most one notification per this many seconds
 GATHER_S = 1.0  # the first one waits this long, so that one batch of failures makes one message
 SEEN_MAX = 20_000  # transitions remembered, so a job is not announced twice for one change
 COUNTS_EVERY_S = 2.0  # the tray's counts are read at most this often
+COUNTS_AGE_S = 60.0  # and at least this often
 
 
 @dataclass(frozen=True)
@@ -114,14 +115,19 @@ class Notifier(QObject):
         self._timer.timeout.connect(self._flush)
         self._counts_timer = QTimer(self, singleShot=True, interval=int(COUNTS_EVERY_S * 1000))
         self._counts_timer.timeout.connect(lambda: spawn(self.refresh_counts(), "attention-counts"))
+        # "Failed in the last hour" falls as failures age, with no change to announce it.
+        self._clock = QTimer(self, interval=int(COUNTS_AGE_S * 1000))
+        self._clock.timeout.connect(lambda: spawn(self.refresh_counts(), "attention-counts"))
 
     def stop_timers(self) -> None:
         self._timer.stop()
         self._counts_timer.stop()
+        self._clock.stop()
 
     # -- input ------------------------------------------------------------------------------
 
     def on_connected(self) -> None:
+        self._clock.start()
         spawn(self._start(), "notifier-start")
 
     async def _start(self) -> None:
