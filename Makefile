@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test venv worker demo db bench bench-backlog bench-enqueue bench-console bench-dag bench-pipelines bench-bulk bench-failures lint clean screenshots dist
+.PHONY: run test venv worker demo db bench bench-backlog bench-enqueue bench-console bench-dag bench-pipelines bench-bulk bench-failures bench-metrics lint clean screenshots dist
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -80,3 +80,7 @@ bench-bulk: $(STAMP)
 ## bench-failures: the Failures view's load over a million jobs with 50,000 failures (prints figures)
 bench-failures: $(STAMP)
 	QT_QPA_PLATFORM=offscreen $(PY) benchmarks/failures_bench.py
+
+## bench-metrics: each Metrics chart's query over a million jobs (prints figures)
+bench-metrics: $(STAMP)
+	$(PY) benchmarks/metrics_bench.py

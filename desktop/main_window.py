@@ -34,6 +34,9 @@ from desktop.jobs.job_actions import JobActions
 from desktop.jobs.job_detail import JobDetail
 from desktop.jobs.jobs_tab import JobsTab
 from desktop.jobs.new_job_dialog import NewJobDialog
+from desktop.metrics.metrics_tab import MetricsTab, TableSizeLabel
+from desktop.notify.notifier import Notice, NotificationSettings, Notifier
+from desktop.notify.tray import AttentionPresenter
 from desktop.pipelines.pipelines_tab import PipelinesTab
 from desktop.schedules.schedules_tab import SchedulesTab
 from desktop.shortcuts import ShortcutsDialog, add_shortcut, move_in
@@ -49,7 +52,8 @@ log = logging.getLogger("jobdesk.console")
 class MainWindow(QMainWindow):
     switch_requested = Signal(object, object)  # (Profile or None for embedded, URL with password)
 
-    def __init__(self, connection: ConsoleConnection, *, production: bool = False) -> None:
+    def __init__(self, connection: ConsoleConnection, *, production: bool = False,
+                 notification_settings: NotificationSettings | None = None) -> None:
         super().__init__()
         self.connection = connection
         self.production = production
@@ -69,6 +73,13 @@ class MainWindow(QMainWindow):
         self.workers = WorkersController(self, connection)  # Workers dock, worker log, Launch worker
         self.bulk = BulkActions(self, connection, self.jobs.current_filter)  # "Retry all N matching…"
         self.failures = FailuresTab(connection)
+        self.metrics = MetricsTab(connection)
+        self.table_size = TableSizeLabel(connection)
+        self.statusBar().addPermanentWidget(self.table_size)
+        self.notification_settings = notification_settings or NotificationSettings(
+            env_enabled=connection.settings.JOBDESK_NOTIFICATIONS)
+        self.notifier = Notifier(connection, self.notification_settings)
+        self.attention = AttentionPresenter(self, self.statusBar(), self.notification_settings)
         self._detail_task: asyncio.Task[None] | None = None
 
         self.banner = QLabel()
@@ -85,6 +96,7 @@ class MainWindow(QMainWindow):
         self.tabs.addTab(self.schedules, "Schedules")
         self.tabs.addTab(self.approvals, "Approvals")
         self.tabs.addTab(self.failures, "Failures")
+        self.tabs.addTab(self.metrics, "Metrics")
         split = QSplitter(Qt.Orientation.Horizontal)
         split.addWidget(self.tabs)
         split.addWidget(self.detail)
@@ -176,6 +188,13 @@ class MainWindow(QMainWindow):
         self.approvals.title_changed.connect(
             lambda text: self.tabs.setTabText(self.tabs.indexOf(self.approvals), text))
         self.approvals.query_failed.connect(lambda text: self._show_message(f"query failed: {text}"))
+        self.metrics.message.connect(self._show_message)
+        connection.jobs_changed.connect(self.notifier.on_jobs_changed)
+        self.notifier.notice.connect(self.attention.show_notice)
+        self.notifier.notice.connect(lambda _n: self.attention.known_types.update(self.notifier.known_types))
+        self.notifier.counts.connect(self.attention.show_counts)
+        self.attention.open_requested.connect(self.open_notice)
+        self.attention.show_window_requested.connect(self._raise)
 
     def _add_shortcuts(self) -> None:
         """Keys without modifiers (not while typing in a text field), and the list of them all."""
@@ -202,6 +221,9 @@ class MainWindow(QMainWindow):
         self.schedules.stop_timers()
         self.approvals.stop_timers()
         self.failures.stop_timers()
+        self.metrics.stop_timers()
+        self.table_size.stop_timers()
+        self.notifier.stop_timers()
 
     # -- connection -------------------------------------------------------------------------
 
@@ -217,6 +239,9 @@ class MainWindow(QMainWindow):
         self._update_new_job()
         self.failures.set_active(True)
         self.bulk.set_state(connected=True)
+        self.metrics.set_active(True)
+        self.table_size.set_active(True)
+        self.notifier.on_connected()
 
     def _on_disconnected(self, reason: str) -> None:
         self._set_banner(f"disconnected, retrying… ({reason})", "disconnected")
@@ -228,6 +253,8 @@ class MainWindow(QMainWindow):
         self._update_new_job()
         self.failures.set_active(False)
         self.bulk.set_state(connected=False)
+        self.metrics.set_active(False)
+        self.table_size.set_active(False)
 
     def _on_writable(self, writable: bool) -> None:
         self.job_actions.set_read_only(not writable)
@@ -362,6 +389,30 @@ class MainWindow(QMainWindow):
             return
         in_graph = self.pipelines.node(job_id) is not None
         self.jobs.select_when_shown(job_id, pipeline_id=self.pipelines.pipeline_id if in_graph else None)
+
+    def open_notice(self, notice: Notice) -> None:
+        """A notification was clicked: open its job, or the job table filtered to its jobs."""
+        self._raise()
+        self.tabs.setCurrentWidget(self.jobs)
+        statuses = frozenset() if notice.job_id is not None else notice.statuses
+        buttons = self.jobs.status_buttons
+        for status, button in buttons.items():
+            button.setChecked(status is not None and str(status) in statuses)
+        buttons[None].setChecked(not statuses)
+        self.jobs.type_edit.setText(notice.type or "" if notice.job_id is None else "")
+        self.jobs.pipeline_edit.clear()
+        self.jobs.search_edit.clear()
+        if notice.job_id is not None:  # the table searches for it and selects it; the detail shows it now
+            self.jobs.select_when_shown(notice.job_id, pipeline_id=None)
+            self._load_detail(notice.job_id)
+        else:
+            self.jobs.apply_filters()
+
+    def _raise(self) -> None:
+        if self.isMinimized() or not self.isVisible():
+            self.showNormal()
+            self.raise_()
+        self.activateWindow()
 
     def select_job(self, job_id: str) -> None:
         """Select the job in the table if it is shown; else just show it in the detail pane."""

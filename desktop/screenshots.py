@@ -28,7 +28,7 @@ from desktop.theme import apply_style  # noqa: E402
 from worker.embedded import EmbeddedServer  # noqa: E402
 from worker.service import migrate_database  # noqa: E402
 from worker.settings import load_settings  # noqa: E402
-from worker.showcase import showcase  # noqa: E402
+from worker.showcase import metrics_history, showcase  # noqa: E402
 
 
 async def shoot(app: QApplication, dsn: str, out: Path) -> list[Path]:
@@ -71,7 +71,31 @@ async def shoot(app: QApplication, dsn: str, out: Path) -> list[Path]:
         saved.append(await shoot_failures(window, out / f"failures-{'dark' if dark else 'light'}.png"))
         await connection.close()
         window.close()
+    await metrics_history(dsn)  # after the other pictures, which it would change
+    for dark in (False, True):
+        saved.append(await shoot_metrics(app, dsn, dark, out / f"metrics-{'dark' if dark else 'light'}.png"))
     return saved
+
+
+async def shoot_metrics(app: QApplication, dsn: str, dark: bool, path: Path) -> Path:
+    """The Metrics tab over the last hour."""
+    apply_style(app, dark)
+    connection = ConsoleConnection(dsn, load_settings(DATABASE_URL=dsn, JOBDESK_AUTOSTART_WORKER=False),
+                                   embedded=True)
+    window = MainWindow(connection)
+    window.resize(1280, 900)
+    window.show()
+    connection.start()
+    window.tabs.setCurrentWidget(window.metrics)
+    for _ in range(200):
+        if window.metrics.metrics is not None:
+            break
+        await asyncio.sleep(0.05)
+    await asyncio.sleep(0.8)
+    window.grab().save(str(path))
+    await connection.close()
+    window.close()
+    return path
 
 
 async def shoot_pipelines(window: MainWindow, path: Path) -> Path:

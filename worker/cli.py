@@ -26,6 +26,7 @@ from worker.retention import PRUNABLE
 from worker.schedules import MISFIRE_POLICIES, OVERLAP_POLICIES, Schedule
 from worker.service import Attempt, migrate_database, prepare_schema
 from worker.settings import Settings, load_settings
+from worker.stats_queries import BadWindow, Window, parse_window
 from worker.timefmt import relative, span
 from worker.transitions import BULK_ACTIONS, WORKER_COMMANDS_LEGAL_FROM
 
@@ -66,6 +67,13 @@ def _duration_arg(text: str) -> float:
     if seconds is None:
         raise argparse.ArgumentTypeError("--older-than forever would prune nothing; give a duration like 7d")
     return seconds
+
+
+def _window_arg(text: str) -> Window:
+    try:
+        return parse_window(text)
+    except BadWindow as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def build_parser() -> ArgumentParser:
@@ -148,6 +156,9 @@ def build_parser() -> ArgumentParser:
                    help="instead of the JOB_RETENTION_* settings: 90s, 12h, 7d, ...")
     p.add_argument("--status", action="extend", nargs="+", default=[], metavar="S", choices=PRUNABLE,
                    help=f"only these ({', '.join(PRUNABLE)}; default all)")
+    p = sub.add_parser("stats", parents=[common], help="throughput, queue depth and wait/run times")
+    p.add_argument("--since", type=_window_arg, default=parse_window("1h"), metavar="SPAN",
+                   help="the window: 15m, 1h (default), 24h, 7d… up to 30d")
     p = sub.add_parser("worker-ctl", parents=[common], help="pause, resume, drain or stop a worker")
     p.add_argument("id", metavar="ID")
     p.add_argument("action", metavar="ACTION", choices=list(WORKER_COMMANDS_LEGAL_FROM),
@@ -712,12 +723,45 @@ async def cmd_prune(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+def _seconds(value: float | None) -> str:
+    if value is None:
+        return "-"
+    return f"{value * 1000:.0f}ms" if value < 1 else span(value)
+
+
+async def cmd_stats(args: argparse.Namespace, settings: Settings) -> int:
+    client = await _client(settings)
+    try:
+        metrics = await client.metrics(args.since)
+        size = await client.table_size()
+    finally:
+        await client.close()
+    if args.json:
+        _print_json({**metrics.to_json(), "table": size.__dict__})
+        return 0
+    minutes = metrics.window.span.total_seconds() / 60
+    print(f"last {metrics.window.label}: {metrics.completed:,} completed ({metrics.completed / minutes:.1f}/min), "
+          f"{metrics.failed:,} failed ({metrics.failed / minutes:.1f}/min)")
+    print("queue: " + ", ".join(f"{metrics.depth.now.get(s, 0):,} {s}" for s in
+                                ("queued", "in_progress", "waiting_approval", "failed", "completed", "cancelled")))
+    rows = f"~{size.estimated_rows:,}" if size.estimated_rows is not None else "unknown"
+    print(f"table jobs: {rows} rows, {size.total_bytes / 2**20:,.1f} MiB on disk")
+    if metrics.latency:
+        table = [("TYPE", "ATTEMPTS", "WAIT P50", "WAIT P95", "RUN P50", "RUN P95")]
+        table += [(lat.type, f"{lat.attempts:,}", _seconds(lat.wait_p50), _seconds(lat.wait_p95),
+                   _seconds(lat.run_p50), _seconds(lat.run_p95)) for lat in metrics.latency]
+        _print_rows(table)
+    else:
+        print("no attempts ended in this window")
+    return 0
+
+
 ASYNC_COMMANDS: dict[str, Callable[[argparse.Namespace, Settings], Coroutine[Any, Any, int]]] = {
     "migrate": cmd_migrate, "submit": cmd_submit, "jobs": cmd_jobs, "show": cmd_show,
     "cancel": cmd_action, "retry": cmd_action, "approve": cmd_action, "reject": cmd_action,
     "demo": cmd_demo, "worker": cmd_worker, "workers": cmd_workers, "worker-ctl": cmd_worker_ctl,
     "pipelines": cmd_pipelines, "cancel-pipeline": cmd_cancel_pipeline, "schedule": cmd_schedule, "token": cmd_token,
-    "prune": cmd_prune,
+    "prune": cmd_prune, "stats": cmd_stats,
 }
 
 

@@ -31,6 +31,7 @@ from worker import (
     pipeline_queries,
     retention,
     scheduler,
+    stats_queries,
     tokens,
     transitions,
 )
@@ -46,6 +47,7 @@ from worker.pipeline_queries import GraphNode, PipelineFilter, PipelineRow, Pipe
 from worker.scheduler import ScheduledJob, ScheduleRecord
 from worker.schedules import Schedule
 from worker.settings import Settings, load_settings
+from worker.stats_queries import Attention, Metrics, TableSize, Transition, Window
 from worker.tokens import TokenRecord
 
 
@@ -421,6 +423,32 @@ class JobService:
         """The failed and cancelled jobs of a pipeline, in enqueue order."""
         async with self.pool.acquire() as conn:
             return await pipeline_queries.retryable_in(conn, pipeline_id)
+
+    # -- metrics ----------------------------------------------------------------------------
+
+    async def metrics(self, window: Window) -> Metrics:
+        """Throughput, queue depth and wait/run percentiles per type over `window` (all users)."""
+        async with self.pool.acquire() as conn:
+            return await stats_queries.fetch_metrics(conn, window)
+
+    async def table_size(self) -> TableSize:
+        """The jobs table's estimated row count and its size on disk, indexes included."""
+        async with self.pool.acquire() as conn:
+            return await stats_queries.fetch_table_size(conn)
+
+    async def attention(self) -> Attention:
+        """Jobs failed for good in the last hour and jobs waiting for approval, and the database's clock."""
+        async with self.pool.acquire() as conn:
+            return await stats_queries.fetch_attention(conn)
+
+    async def transitions_since(self, since: datetime, *, limit: int = 500) -> list[Transition]:
+        """Jobs that failed for good or started waiting for approval after `since`."""
+        async with self.pool.acquire() as conn:
+            found = await stats_queries.fetch_transitions(conn, since, limit=limit)
+        if self.user_id is None:
+            return found
+        mine = {r.id for r in await self.job_rows([t.id for t in found])}
+        return [t for t in found if t.id in mine]
 
     # -- workers ----------------------------------------------------------------------------
 

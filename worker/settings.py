@@ -95,6 +95,8 @@ class Settings(BaseSettings):
     JOBDESK_API_MAX_BODY: int = Field(1_048_576, ge=1)
     # Browser origins allowed to call the API (CORS), comma-separated; none by default.
     JOBDESK_API_CORS_ORIGINS: Annotated[list[str], NoDecode] = []
+    # Whether the console shows desktop notifications and the tray icon (false turns them all off).
+    JOBDESK_NOTIFICATIONS: bool = True
 
     @field_validator("JOB_RETRY_INTERVALS", mode="before")
     @classmethod

@@ -90,3 +90,40 @@ async def _seed_fleet(dsn: str) -> None:
                                "heartbeat_at = now() - make_interval(secs => $2) WHERE id = $1", worker_id, age_s)
     finally:
         await conn.close()
+
+
+async def metrics_history(dsn: str) -> None:
+    """An hour of finished work for the Metrics pictures: jobs of four types that completed (and
+    some failed) minute by minute, with their wait and run times, through plain INSERTs that the
+    rollup triggers count; and a backlog of queued jobs that built up and drained 40 to 15 minutes
+    ago, written into the rollup as the triggers would have recorded it."""
+    conn = await connect(dsn)
+    try:
+        await conn.execute("""
+            INSERT INTO jobs (type, input_data, status, created_at, started_at, completed_at, updated_at,
+                              attempts, error_message)
+            SELECT t.type, jsonb_build_object('n', g), s.status, f.at - t.run - t.wait, f.at - t.run,
+                   CASE WHEN s.status = 'completed' THEN f.at END, f.at, 1,
+                   CASE WHEN s.status = 'failed' THEN 'TimeoutError: upstream took too long' END
+              FROM generate_series(1, 2400) g
+             CROSS JOIN LATERAL (SELECT (ARRAY['echo', 'pdf.render', 'video.render', 'email.send'])[1 + g % 4]
+                                        AS type) k
+             CROSS JOIN LATERAL (SELECT k.type,
+                    make_interval(secs => CASE k.type WHEN 'echo' THEN 0.004 WHEN 'pdf.render' THEN 0.8
+                                              WHEN 'video.render' THEN 6 ELSE 0.3 END * (0.5 + (g % 13) / 8.0)) AS run,
+                    make_interval(secs => CASE WHEN g % 60 BETWEEN 20 AND 45 THEN 20 ELSE 0.5 END
+                                          * (0.2 + (g % 7) / 5.0)) AS wait) t
+             CROSS JOIN LATERAL (SELECT now() - make_interval(secs => 3600 * (g % 600) / 600.0
+                                        + 30 * sin(g / 40.0)) AS at) f
+             CROSS JOIN LATERAL (SELECT CASE WHEN k.type = 'email.send' AND g % 9 = 0 THEN 'failed'
+                                             WHEN k.type = 'pdf.render' AND g % 31 = 0 THEN 'failed'
+                                             ELSE 'completed' END AS status) s
+             WHERE f.at < now()""")
+        await conn.execute("""
+            INSERT INTO job_stats AS t (grain, bucket, type, d_queued)
+            SELECT 'm', date_trunc('minute', now(), 'UTC') - make_interval(mins => m), 'pdf.render',
+                   CASE WHEN m >= 28 THEN 15 ELSE -15 END
+              FROM generate_series(15, 40) m
+            ON CONFLICT (grain, bucket, type) DO UPDATE SET d_queued = t.d_queued + EXCLUDED.d_queued""")
+    finally:
+        await conn.close()
