@@ -185,3 +185,16 @@ async def test_rescue_takes_back_a_lost_workers_jobs_at_once(conn: asyncpg.Conne
     assert {(r["id"], r["lost_worker"]) for r in rows} == {(fresh.id, "gone"), (stale.id, "never-registered")}
     assert await status_of(conn, orphan.id) == "in_progress"
     assert await status_of(conn, fresh.id) == "queued"
+
+
+@pytest.mark.parametrize(("input_data", "problem"), [
+    ({"name": "a\x00b"}, "NUL character"), ({"k\x00": 1}, "NUL character"), ({"name": "\udad4"}, "unpaired surrogate")])
+async def test_enqueue_refuses_json_postgresql_cannot_store(conn: asyncpg.Connection, input_data: dict[str, object],
+                                                           problem: str) -> None:
+    with pytest.raises(InvalidJob, match=f"input_data contains an? {problem}"):
+        await transitions.enqueue(conn, [JobCreate("echo", {"fine": "\\u0000 as text is fine"}),
+                                         JobCreate("echo", input_data)])
+    assert await conn.fetchval("SELECT count(*) FROM jobs") == 0
+    [job_id] = await transitions.enqueue(conn, [JobCreate("echo", {"fine": "\\u0000 as text", "é": "ü"})])
+    assert await conn.fetchval("SELECT input_data FROM jobs WHERE id = $1", job_id) == {
+        "fine": "\\u0000 as text", "é": "ü"}

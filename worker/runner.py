@@ -56,16 +56,16 @@ def _check_result(job: Job, result: Any) -> ProcessorResult:
     if not isinstance(result.result_data, dict):
         raise InvalidResult("result_data must be a dict")
     try:
-        json.dumps(result.result_data)
-    except (TypeError, ValueError) as exc:
-        raise InvalidResult(f"result_data is not JSON: {exc}") from None
+        transitions.json_text(result.result_data, "result_data")
+    except InvalidJob as exc:
+        raise InvalidResult(str(exc)) from None
     for child in result.next_jobs:
         if not isinstance(child, JobCreate):
             raise InvalidResult("next_jobs must hold JobCreate objects")
         try:
-            json.dumps(child.input_data)
-        except (TypeError, ValueError) as exc:
-            raise InvalidResult(f"input_data of next job {child.type!r} is not JSON: {exc}") from None
+            transitions.json_text(child.input_data, f"input_data of next job {child.type!r}")
+        except InvalidJob as exc:
+            raise InvalidResult(str(exc)) from None
     return result
 
 

@@ -14,6 +14,7 @@ import functools
 import getpass
 import json
 import logging
+import re
 import traceback as tb_module
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
@@ -72,12 +73,27 @@ class Actor:
         return cls(source, user)
 
 
-def _dumps(value: object) -> str:
-    """JSON text for a jsonb parameter inside an array (asyncpg would read a list as a dimension)."""
+_NUL = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")  # an escaped NUL, not an escaped backslash before "u0000"
+
+
+def json_text(value: object, what: str = "the value", *, job_id: str | None = None, field: str | None = None) -> str:
+    """JSON text for a jsonb parameter inside an array (asyncpg would read a list as a dimension).
+
+    Refuses what JSON allows but PostgreSQL's jsonb cannot store: a NUL character, and unpaired
+    UTF-16 surrogates (which are not Unicode text)."""
     try:
-        return json.dumps(value)
+        text = json.dumps(value, ensure_ascii=False)
     except (TypeError, ValueError) as exc:
-        raise InvalidJob(f"not JSON: {exc}") from None
+        raise InvalidJob(f"{what} is not JSON: {exc}", job_id=job_id, field=field) from None
+    if "\\u0000" in text and _NUL.search(text):
+        raise InvalidJob(f"{what} contains a NUL character (\\u0000), which PostgreSQL cannot store",
+                         job_id=job_id, field=field)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidJob(f"{what} contains an unpaired surrogate (like \\ud800), which is not Unicode text",
+                         job_id=job_id, field=field) from None
+    return text
 
 
 def is_legal(action: str, status: Status | str) -> bool:
@@ -97,7 +113,29 @@ SELECT id, type, COALESCE(user_id, $8), pipeline_id, input_data::jsonb, dependen
 """
 
 
+def storable_text(text: str) -> bool:
+    """Whether PostgreSQL can store this string: no NUL character, no unpaired surrogate."""
+    if "\x00" in text:
+        return False
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _check_text_fields(job: JobCreate) -> None:
+    named = [("type", job.type), ("id", job.id), ("pipeline_id", job.pipeline_id)]
+    named += [("dependent_on_jobs", d) for d in (job.dependent_on_jobs if isinstance(job.dependent_on_jobs, list)
+                                                   else []) if isinstance(d, str)]
+    for field, value in named:
+        if isinstance(value, str) and not storable_text(value):
+            raise InvalidJob(f"{field} contains a NUL character or an unpaired surrogate, which PostgreSQL "
+                             f"cannot store", job_id=job.id if field != "id" else None, field=field)
+
+
 def _check_new_job(job: JobCreate) -> None:
+    _check_text_fields(job)
     if not isinstance(job.type, str) or not job.type.strip():
         raise InvalidJob("a job needs a non-empty type", job_id=job.id, field="type")
     if len(job.type) > 255:
@@ -139,8 +177,9 @@ async def enqueue(conn: asyncpg.Connection, jobs: Sequence[JobCreate]) -> list[s
         await conn.execute(
             _INSERT,
             [j.id for j in ordered], [j.type for j in ordered], [j.user_id for j in ordered],
-            [j.pipeline_id for j in ordered], [_dumps(j.input_data) for j in ordered],
-            [_dumps(list(j.dependent_on_jobs)) for j in ordered], [j.priority for j in ordered],
+            [j.pipeline_id for j in ordered],
+            [json_text(j.input_data, "input_data", job_id=j.id, field="input_data") for j in ordered],
+            [json_text(list(j.dependent_on_jobs)) for j in ordered], [j.priority for j in ordered],
             DEFAULT_USER_ID)
     except asyncpg.UniqueViolationError as exc:
         raise InvalidJob(f"a job with this id already exists ({exc.detail or exc})", field="id") from None
@@ -286,10 +325,10 @@ async def complete_and_claim(conn: asyncpg.Connection, worker_id: str, types: Se
     types = list(types)
     if finished and (limit <= 0 or not types):
         rows = await conn.fetch(_COMPLETE, worker_id, [j.id for j, _ in finished],
-                                [_dumps(r.result_data) for _, r in finished], [j.attempt for j, _ in finished])
+                                [json_text(r.result_data) for _, r in finished], [j.attempt for j, _ in finished])
     elif finished:
         rows = await conn.fetch(_exchange_sql(len(types)), worker_id, types, limit, _walk_limit(limit),
-                                [j.id for j, _ in finished], [_dumps(r.result_data) for _, r in finished],
+                                [j.id for j, _ in finished], [json_text(r.result_data) for _, r in finished],
                                 [j.attempt for j, _ in finished])
     elif limit > 0 and types:
         rows = await conn.fetch(_claim_sql(len(types)), worker_id, types, limit, _walk_limit(limit))

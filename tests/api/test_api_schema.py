@@ -56,7 +56,7 @@ def test_no_server_error_and_every_answer_fits_the_schema(api_server: tuple[str,
         operation = result.ok()
 
         @given(case=operation.as_strategy())
-        @settings(max_examples=4, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True,
+        @settings(max_examples=30, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True,
                   database=None)
         def check(case) -> None:  # type: ignore[no-untyped-def]
             response = case.call(headers={"Authorization": f"Bearer {token}"}, timeout=10)

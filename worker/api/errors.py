@@ -6,6 +6,7 @@ import asyncio
 import logging
 from collections.abc import Sequence
 
+import asyncpg
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
@@ -79,6 +80,12 @@ def install(app: FastAPI) -> None:
         path = getattr(exc, "path", None) or "body"
         return error_response(422, "invalid", f"{path}: {exc}")
 
+    async def on_data_error(request: Request, exc: Exception) -> JSONResponse:
+        # A value PostgreSQL refuses (a NUL in a path parameter, a number out of range): the
+        # request's fault, not the server's.
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        return error_response(422, "invalid", f"{request.url.path}: the database refused a value: {first}")
+
     async def on_unavailable(_: Request, exc: Exception) -> JSONResponse:
         log.warning("database unavailable: %s", str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
         return unavailable()
@@ -94,6 +101,7 @@ def install(app: FastAPI) -> None:
     app.add_exception_handler(IllegalTransition, on_illegal)
     app.add_exception_handler(IdempotencyConflict, on_idempotency)
     app.add_exception_handler(InvalidJob, on_invalid)
+    app.add_exception_handler(asyncpg.DataError, on_data_error)
     kinds: list[type[Exception]] = [DatabaseUnavailable, TimeoutError, asyncio.TimeoutError,
                                     *(k for k in CONNECTION_ERRORS if issubclass(k, Exception))]
     for kind in kinds:
