@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 
 from tests.api.conftest import Api
@@ -133,3 +134,37 @@ async def test_healthz_metrics_ping_and_docs(api: Api) -> None:
     schema = (await api.client.get("/openapi.json")).json()
     assert "/api/jobs/{job_id}/events" in schema["paths"]
     assert (await api.client.get("/docs")).status_code == 200
+
+
+async def test_sse_and_long_poll_follow_a_job_a_worker_runs(api: Api, dsn: str) -> None:
+    """A real worker picks the job up and completes it: the stream shows each status within a
+    second of the worker's commit, then ends; a long-poll answers with the change."""
+    from tests.helpers import RunningWorker
+    from worker.processors.builtin import SleepProcessor
+
+    job = (await api.client.post("/api/jobs", json={"type": "sleep", "input_data": {"seconds": 0.6}})).json()
+    seen: list[tuple[float, str]] = []
+
+    async def follow() -> None:
+        async with api.client.stream("GET", f"/api/jobs/{job['id']}/events") as resp:
+            async for line in resp.aiter_lines():
+                if line.startswith("data: "):
+                    seen.append((time.monotonic(), json.loads(line[6:])["status"]))
+
+    stream = asyncio.create_task(follow())
+    polled = asyncio.create_task(api.client.get(f"/api/jobs/{job['id']}?wait=20&status=queued"))
+    await asyncio.sleep(0.3)
+    worker = RunningWorker(dsn, {"sleep": SleepProcessor()})
+    try:
+        await asyncio.wait_for(stream, 20)
+        assert (await polled).json()["status"] in ("in_progress", "completed")
+    finally:
+        await worker.stop()
+    statuses = [s for _, s in seen]
+    assert statuses[0] == "queued" and statuses[-1] == "completed" and "in_progress" in statuses
+    async with api.service.pool.acquire() as conn:
+        row = await conn.fetchrow("SELECT started_at, completed_at FROM jobs WHERE id = $1", job["id"])
+    done_at = next(t for t, s in seen if s == "completed")
+    running_at = next(t for t, s in seen if s == "in_progress")
+    ran_s = (row["completed_at"] - row["started_at"]).total_seconds()
+    assert abs((done_at - running_at) - ran_s) < 1.0, "each change arrived within a second of its commit"
