@@ -11,9 +11,11 @@ FOREVER = "forever"
 
 
 def parse_duration(text: str) -> float | None:
-    """Seconds, or None for `forever`; ValueError for anything else."""
+    """Seconds, or None for `forever`; ValueError for anything else (a unit is required)."""
     if text.strip().lower() == FOREVER:
         return None
+    if text.strip()[-1:].isdigit():
+        raise ValueError(f"{text!r} has no unit; write it like 90s, 30m, 12h or 7d, or 'forever'")
     return parse_seconds(text)
 
 

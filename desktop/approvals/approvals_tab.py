@@ -129,9 +129,12 @@ class ApprovalsTab(QWidget):
     def _keep_a_job_selected(self) -> None:
         """After the current job was approved or rejected (or on the first load), select the job
         that took its place."""
-        if self.selected_rows() or self.model.rowCount() == 0:
-            if self.model.rowCount() == 0:
-                self._show(None)
+        selected = self.selected_rows()
+        if selected:  # rows above it may have gone: remember where it is now
+            self._row = self.model.row_of(selected[0].id) or 0
+            return
+        if self.model.rowCount() == 0:
+            self._show(None)
             return
         self.table.selectRow(min(self._row, self.model.rowCount() - 1))
 

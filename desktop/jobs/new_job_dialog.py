@@ -96,20 +96,19 @@ class NewJobDialog(QDialog):
         layout.addLayout(form, 1)
         layout.addWidget(self.submit_error)
         layout.addWidget(self.buttons)
-        self.set_types(sorted(models))
         self.type_combo.setCurrentText("")
         self.validate()
 
     # -- types ------------------------------------------------------------------------------
 
     async def load_types(self, lease_timeout_s: float) -> None:
-        """Offer the types live workers serve (and those with a known input model)."""
+        """Offer the types live workers serve; any other type can be typed in."""
         try:
             view = await self.connection.run(lambda jobs: jobs.workers_view(lease_timeout_s))
         except EXPECTED as exc:  # expected failures are messages; bugs reach the error hook
             self._note(f"cannot list the types workers serve: {reason(exc)}")
             return
-        self.set_types(sorted(set(view.served) | set(self.models)))
+        self.set_types(sorted(view.served))
         if not view.served:
             self._note("no live worker serves any type yet; a job waits until one does")
 
