@@ -122,6 +122,19 @@ class _KeyRace(Exception):
     """A unique key was taken by a concurrent enqueue between the look-up and the insert."""
 
 
+def _storable(text: str) -> bool:
+    """Whether PostgreSQL can store this text: no NUL, no lone surrogate."""
+    return "\x00" not in text and text.isascii() or "\x00" not in text and _encodes(text)
+
+
+def _encodes(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _check_new_job(job: JobCreate) -> None:
     if not isinstance(job.type, str) or not job.type.strip():
         raise InvalidJob("a job needs a non-empty type", job_id=job.id, field="type")
@@ -129,6 +142,11 @@ def _check_new_job(job: JobCreate) -> None:
         raise InvalidJob(f"job type is longer than 255 characters: {job.type[:40]}…", job_id=job.id, field="type")
     if not isinstance(job.id, str) or not job.id or len(job.id) > 36:
         raise InvalidJob(f"job id must be a string of 1 to 36 characters, got {job.id!r}", field="id")
+    for name in ("type", "id", "pipeline_id", "unique_key"):
+        value = getattr(job, name)
+        if isinstance(value, str) and not _storable(value):
+            raise InvalidJob(f"{name} of job {job.id!r} holds a NUL or an unpaired surrogate character",
+                             job_id=job.id, field=name)
     if not isinstance(job.input_data, dict):
         raise InvalidJob(f"input_data of job {job.id} must be a JSON object", job_id=job.id,
                          field="input_data")
@@ -246,6 +264,11 @@ async def _insert(conn: asyncpg.Connection, jobs: Sequence[JobCreate]) -> set[st
     except asyncpg.ForeignKeyViolationError as exc:
         users = sorted({str(j.user_id) for j in ordered if j.user_id is not None})
         raise InvalidJob(f"unknown user {', '.join(users) or '?'} ({exc.detail or exc})", field="user_id") from None
+    except (asyncpg.UntranslatableCharacterError, asyncpg.CharacterNotInRepertoireError,
+            asyncpg.InvalidTextRepresentationError) as exc:
+        # jsonb stores neither \u0000 nor an unpaired surrogate, which JSON text (json.dumps) may hold.
+        raise InvalidJob(f"input_data holds a character PostgreSQL cannot store ({exc})",
+                         field="input_data") from None
     except asyncpg.PostgresError as exc:
         if getattr(exc, "sqlstate", "").startswith("JD"):
             raise InvalidJob(str(exc)) from None
