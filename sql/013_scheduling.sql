@@ -24,6 +24,30 @@ CREATE TABLE type_limits (
     updated_at  timestamptz  NOT NULL DEFAULT now()
 );
 
+-- How many jobs of a type a claim may take: at most `want`, and no more than leave `fleet_max`
+-- (the type's max_running, which the calling statement has locked; NULL: no global limit) and
+-- `own_cap` (the claiming worker's own cap; NULL: none) in progress. VOLATILE, so the count is
+-- read with a snapshot taken now, after the locks are held, and sees every claim committed
+-- before; the calling statement's own snapshot may be older. `done_ids`/`done_attempts` are jobs
+-- of the worker that the calling statement completes: not counted, as they are finishing.
+CREATE FUNCTION jobdesk_type_room(worker varchar, job_type text, fleet_max integer, own_cap integer,
+                                  want integer, done_ids text[] DEFAULT '{}',
+                                  done_attempts integer[] DEFAULT '{}') RETURNS integer
+LANGUAGE plpgsql VOLATILE AS $$
+DECLARE
+    total integer;
+    mine  integer;
+BEGIN
+    IF own_cap IS NOT NULL THEN  -- the worker's own claims of the type, one at a time
+        PERFORM pg_advisory_xact_lock(hashtext('jobdesk.type_cap.' || worker || '.' || job_type));
+    END IF;
+    SELECT count(*), count(*) FILTER (WHERE worker_id = worker) INTO total, mine
+      FROM jobs j WHERE status = 'in_progress' AND type = job_type
+       AND NOT (j.worker_id = worker AND j.is_active
+                AND (j.id, j.attempts) IN (SELECT * FROM unnest(done_ids, done_attempts)));
+    RETURN GREATEST(0, LEAST(want, fleet_max - total, own_cap - mine));
+END $$;
+
 CREATE OR REPLACE FUNCTION jobdesk_jobs_before_insert() RETURNS trigger
 LANGUAGE plpgsql AS $$
 DECLARE

@@ -397,42 +397,62 @@ def _walk_limit(limit: int) -> int:
     return 4 * limit + 8
 
 
-# A limited type is claimed apart, one type per statement, in a transaction that first locks
-# the type's type_limits row (and, for this worker's own caps, an advisory lock of its own, as
-# the worker's two pumps claim at once). The claim statement's snapshot is taken after the lock
-# is held, so the jobs in progress it counts include every claim committed before: no two claims
-# can both see the same free slot. Types without a limit never come here.
-_LOCK_LIMITS = "SELECT type, max_running FROM type_limits WHERE type = ANY($1::text[]) ORDER BY type FOR UPDATE"
-_LOCK_OWN_CAPS = ("SELECT count(pg_advisory_xact_lock(hashtext('jobdesk.type_cap.' || $1 || '.' || t))) "
-                  "FROM (SELECT unnest($2::text[]) AS t ORDER BY 1) caps")
+# A limited type is claimed apart, one statement per type: it locks the type's type_limits row,
+# then asks jobdesk_type_room (sql/013) how many it may take; that function counts the jobs in
+# progress with a fresh snapshot, after the lock is held, so two claims never both see the same
+# free slot. A worker's own cap is kept the same way, under an advisory lock of its own (its two
+# pumps claim at once). Types without a limit never come here.
+@functools.lru_cache(maxsize=1)
+def _limited_claim_sql() -> str:
+    """The claim of one type ($2[1]): at most $3 jobs, within its global limit and this
+    worker's cap $5 (NULL for none)."""
+    room = """lk AS (
+    SELECT max_running FROM type_limits WHERE type = ($2::text[])[1] FOR UPDATE
+), room AS MATERIALIZED (
+    SELECT jobdesk_type_room($1::varchar, ($2::text[])[1], (SELECT max_running FROM lk), $5::int, $3::int) AS n
+), async_commit AS ("""
+    sql = _claim_sql(1).replace("WITH async_commit AS (", f"WITH {room}", 1)
+    return sql.replace("LIMIT $3", "LIMIT (SELECT n FROM room)")
+
+
+_LK_ROOM = """lk AS (
+    SELECT max_running FROM type_limits WHERE type = ($2::text[])[1] FOR UPDATE
+), room AS MATERIALIZED (
+    SELECT jobdesk_type_room($1::varchar, ($2::text[])[1], (SELECT max_running FROM lk), $8::int, $3::int,
+                             $5::text[], $7::int[]) AS n
+)"""
 
 
 @functools.lru_cache(maxsize=1)
-def _limited_claim_sql() -> str:
-    """The claim of one type ($2[1]): at most $3 jobs, and no more than leave $5 (the global
-    limit, NULL for none) and $6 (this worker's cap, NULL for none) jobs in progress."""
-    room = ("(SELECT GREATEST(0, LEAST($3::int, $5::int - count(*)::int, "
-            "$6::int - (count(*) FILTER (WHERE worker_id = $1::varchar))::int)) "
-            "FROM jobs WHERE status = 'in_progress' AND type = ($2::text[])[1])")
-    return _claim_sql(1).replace("LIMIT $3", f"LIMIT {room}")
+def _limited_exchange_sql() -> str:
+    """`_exchange_sql` for one limited type: the jobs it completes free their slots at once.
+    $8 is this worker's cap (NULL for none)."""
+    sql = _exchange_sql(1).replace("), due AS (", f"), {_LK_ROOM}, due AS (", 1)
+    return sql.replace("LIMIT $3", "LIMIT (SELECT n FROM room)")
 
 
 async def claim_limited(conn: asyncpg.Connection, worker_id: str, types: Sequence[str], limit: int,
-                        own_caps: Mapping[str, int]) -> list[asyncpg.Record]:
-    """Claim up to `limit` jobs of limited types, within their limits, in one transaction."""
+                        own_caps: Mapping[str, int],
+                        finished: Sequence[tuple[Job, ProcessorResult]] = ()) -> tuple[set[str], list[asyncpg.Record]]:
+    """Record plain results (with the first type's claim) and claim up to `limit` jobs of
+    limited types, within their limits. Returns the ids completed and the rows claimed."""
     rows: list[asyncpg.Record] = []
-    async with conn.transaction():
-        fleet = {r["type"]: r["max_running"] for r in await conn.fetch(_LOCK_LIMITS, list(types))}
-        capped = [t for t in types if t in own_caps]
-        if capped:
-            await conn.execute(_LOCK_OWN_CAPS, worker_id, capped)
-        for job_type in types:
-            left = limit - len(rows)
-            if left <= 0:
-                break
-            rows.extend(await conn.fetch(_limited_claim_sql(), worker_id, [job_type], left, _walk_limit(left),
-                                         fleet.get(job_type), own_caps.get(job_type)))
-    return rows
+    written: set[str] = set()
+    if finished and types:
+        first = types[0]
+        out = await conn.fetch(_limited_exchange_sql(), worker_id, [first], limit, _walk_limit(limit),
+                               [j.id for j, _ in finished], [_dumps(r.result_data) for _, r in finished],
+                               [j.attempt for j, _ in finished], own_caps.get(first))
+        written = {r["id"] for r in out if not r["claimed"]}
+        rows = [r for r in out if r["claimed"]]
+        types = types[1:]
+    for job_type in types:
+        left = limit - len(rows)
+        if left <= 0:
+            break
+        rows.extend(await conn.fetch(_limited_claim_sql(), worker_id, [job_type], left, _walk_limit(left),
+                                     own_caps.get(job_type)))
+    return written, rows
 
 
 def _claimed_jobs(claimed: list[asyncpg.Record]) -> list[Job]:
@@ -454,9 +474,15 @@ async def complete_and_claim(conn: asyncpg.Connection, worker_id: str, types: Se
     limited = limits.limited(types) if limits is not None and limit > 0 else []
     if limited and limits is not None:
         free = [t for t in types if t not in limited]
-        written, jobs = await complete_and_claim(conn, worker_id, free, limit, finished)
-        if len(jobs) < limit:
-            more = _claimed_jobs(await claim_limited(conn, worker_id, limited, limit - len(jobs), limits.local))
+        written: set[str] = set()
+        jobs: list[Job] = []
+        if free or not finished:
+            written, jobs = await complete_and_claim(conn, worker_id, free, limit, finished)
+            finished = ()
+        if len(jobs) < limit or finished:
+            done, rows = await claim_limited(conn, worker_id, limited, limit - len(jobs), limits.local, finished)
+            written |= done
+            more = _claimed_jobs(rows)
             jobs = sorted([*jobs, *more], key=lambda j: -j.priority) if jobs else more
         return written, jobs
     types = list(types)
