@@ -1,6 +1,7 @@
 """Backlog benchmark: a worker's throughput on its own type with jobs it cannot take ahead of it.
 
-    python benchmarks/backlog_bench.py [--jobs 20000] [--backlog 100000] [--runs 1]
+    python benchmarks/backlog_bench.py [--jobs 20000] [--backlog 100000] [--scheduled 1000000] [--runs 1]
+                                       [--cases baseline,scheduled]
 
 Each case runs on a fresh database of a private embedded PostgreSQL (durable settings): the
 backlog is inserted first, so that it sits ahead of the worker's jobs in enqueue order, then
@@ -15,7 +16,12 @@ CHECKPOINT, and one `jobdesk worker` (MAX_CONCURRENT_JOBS=10) is launched; jobs/
 * 20 types: a worker serving 20 types (the N jobs spread over them) behind all of the above
   at once (100,000 unserved over 50 types and 100,000 future retries);
 * stale stats: the 20-type case again, but the statistics were taken on the empty table, so
-  the planner never saw the backlog.
+  the planner never saw the backlog;
+* scheduled: 1,000,000 (`--scheduled`) queued jobs of the worker's own type scheduled for an
+  hour from now (`scheduled_at`, plain SQL);
+* limit 10: nothing ahead, but `JOB_TYPE_LIMITS=bench.noop=10` (the worker's own type, at its
+  own concurrency, so every claim takes the limited path and the limit binds);
+* limit other: nothing ahead, `JOB_TYPE_LIMITS` limits a type the worker does not serve.
 
 Autovacuum is off for `jobs` in every case (`--autovacuum` leaves it on): a vacuum of the
 backlog's table during a run of a few seconds costs the same whatever the claim does, and on
@@ -61,12 +67,20 @@ async def add_future_retries(conn: asyncpg.Connection, n: int) -> None:
           FROM generate_series(1, $1)""", n)
 
 
+async def add_scheduled(conn: asyncpg.Connection, n: int) -> None:
+    await conn.execute("""
+        INSERT INTO jobs (type, user_id, input_data, scheduled_at)
+        SELECT 'bench.noop', 1, '{}'::jsonb, now() + interval '1 hour' FROM generate_series(1, $1)""", n)
+
+
 @dataclass(frozen=True)
 class Case:
     name: str
     backlog: Callable[[asyncpg.Connection, int], Awaitable[None]] | None
     types: int = 1  # how many types the worker's jobs are spread over (and it serves)
     stale: bool = False
+    scheduled: bool = False  # the backlog is --scheduled jobs, not --backlog
+    env: tuple[tuple[str, str], ...] = ()  # more settings for the worker
 
 
 async def _both(conn: asyncpg.Connection, n: int) -> None:
@@ -81,6 +95,9 @@ CASES = [
     Case("retry in 1 h", add_future_retries),
     Case("20 types", _both, types=MANY_TYPES),
     Case("stale stats", _both, types=MANY_TYPES, stale=True),
+    Case("scheduled", add_scheduled, scheduled=True),
+    Case("limit 10", None, env=(("JOB_TYPE_LIMITS", "bench.noop=10"),)),
+    Case("limit other", None, env=(("JOB_TYPE_LIMITS", "bench.other=10"),)),
 ]
 
 
@@ -108,6 +125,7 @@ async def run_case(server_dsn: str, case: Case, n: int, backlog: int, autovacuum
         await conn.execute("CHECKPOINT")
         env = worker_env(dsn)
         env["BENCH_TYPES"] = str(MANY_TYPES)
+        env.update(case.env)
         start = time.time()
         proc = subprocess.Popen([sys.executable, "-m", "worker.cli", "worker", "--processors", PROCESSORS],
                                 env=env, cwd=ROOT)
@@ -139,6 +157,8 @@ async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--jobs", type=int, default=20_000)
     parser.add_argument("--backlog", type=int, default=100_000)
+    parser.add_argument("--scheduled", type=int, default=1_000_000, help="jobs scheduled for later (scheduled case)")
+    parser.add_argument("--cases", default="", help="comma-separated case names to run (baseline always runs)")
     parser.add_argument("--runs", type=int, default=1, help="runs per case, interleaved; the median is shown")
     parser.add_argument("--autovacuum", action="store_true", help="leave autovacuum on (not in the stale case)")
     args = parser.parse_args()
@@ -149,15 +169,21 @@ async def main() -> None:
         print(f"jobdesk backlog benchmark: {args.jobs:,} no-op jobs behind {args.backlog:,}-job backlogs, "
               f"MAX_CONCURRENT_JOBS=10, one worker, {os.cpu_count()} cores, autovacuum "
               f"{'on' if args.autovacuum else 'off'}", flush=True)
-        results: dict[str, list[float]] = {c.name: [] for c in CASES}
+        wanted = {c.strip() for c in args.cases.split(",") if c.strip()}
+        unknown = wanted - {c.name for c in CASES}
+        if unknown:
+            raise SystemExit(f"--cases: unknown case(s) {', '.join(sorted(unknown))}")
+        cases = [c for c in CASES if not wanted or c.name in wanted or c.name == "baseline"]
+        results: dict[str, list[float]] = {c.name: [] for c in cases}
         for i in range(args.runs):
-            for case in CASES:
-                rate = await run_case(server.dsn, case, args.jobs, args.backlog, args.autovacuum)
+            for case in cases:
+                size = args.scheduled if case.scheduled else args.backlog
+                rate = await run_case(server.dsn, case, args.jobs, size, args.autovacuum)
                 results[case.name].append(rate)
                 print(f"  run {i + 1} {case.name:<14} {rate:8,.0f} jobs/s", flush=True)
         base = statistics.median(results["baseline"])
         print(f"{'case':<14} {'jobs/s':>8}  share of baseline")
-        for case in CASES:
+        for case in cases:
             rate = statistics.median(results[case.name])
             print(f"{case.name:<14} {rate:8,.0f}  {rate / base:5.2f}")
     finally:

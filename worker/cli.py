@@ -9,7 +9,7 @@ import logging
 import os
 import sys
 from collections.abc import Callable, Coroutine, Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, NoReturn
 
 import asyncpg
@@ -20,7 +20,7 @@ from worker.db import resolve_target
 from worker.durations import parse_duration, parse_seconds
 from worker.errors import InvalidJob, JobdeskError
 from worker.job_queries import JobFilter
-from worker.models import JobRecord, Status, short_id
+from worker.models import JobRecord, Status, new_job_id, short_id
 from worker.pipeline_queries import PipelineFilter, PipelineStatus
 from worker.retention import PRUNABLE
 from worker.schedules import MISFIRE_POLICIES, OVERLAP_POLICIES, Schedule
@@ -29,6 +29,7 @@ from worker.settings import Settings, load_settings
 from worker.stats_queries import BadWindow, Window, parse_window
 from worker.timefmt import relative, span
 from worker.transitions import BULK_ACTIONS, WORKER_COMMANDS_LEGAL_FROM
+from worker.type_limits import parse_type_limit
 
 EXIT_ERROR = 1
 EXIT_USAGE = 2
@@ -57,6 +58,29 @@ def _status_arg(text: str) -> Status:
     except ValueError:
         raise argparse.ArgumentTypeError(
             f"unknown status {text!r}; use one of {', '.join(s.value for s in Status)}") from None
+
+
+def _at_arg(text: str) -> datetime:
+    try:
+        when = datetime.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"--at {text!r} is not an ISO time; write it like 2026-03-01T02:00 or 2026-03-01T02:00:00+01:00") from None
+    return when if when.tzinfo else when.astimezone()  # no offset: this machine's local time
+
+
+def _in_arg(text: str) -> float:
+    try:
+        return parse_seconds(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"--in {exc}") from None
+
+
+def _limit_arg(text: str) -> dict[str, int]:
+    try:
+        return parse_type_limit(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"--limit {exc}") from None
 
 
 def _duration_arg(text: str) -> float:
@@ -97,6 +121,8 @@ def build_parser() -> ArgumentParser:
     p.add_argument("--concurrency", type=int, metavar="N", help="override MAX_CONCURRENT_JOBS")
     p.add_argument("--metrics-port", type=int, metavar="P",
                    help="serve Prometheus metrics on this port (overrides JOB_METRICS_PORT)")
+    p.add_argument("--limit", type=_limit_arg, action="append", default=[], metavar="TYPE=N",
+                   help="run at most N jobs of TYPE at once in this worker (repeatable)")
 
     p = sub.add_parser("demo", parents=[common], help="enqueue the demo 'generate video' pipeline")
     p.add_argument("--topic", help="what the demo video is about")
@@ -110,6 +136,13 @@ def build_parser() -> ArgumentParser:
     p.add_argument("--user", type=int, metavar="ID")
     p.add_argument("--pipeline", metavar="ID")
     p.add_argument("--priority", type=int, default=0, help="higher runs first")
+    when = p.add_mutually_exclusive_group()
+    when.add_argument("--at", type=_at_arg, metavar="ISO-TIME",
+                      help="run no earlier than this (local time without an offset)")
+    when.add_argument("--in", dest="in_", type=_in_arg, metavar="DURATION",
+                      help="run no earlier than this long from now (10m)")
+    p.add_argument("--unique-key", metavar="KEY",
+                   help="create nothing if an unfinished job has this key; print that job's id")
     p.add_argument("--processors", action="append", default=[], metavar="MODULE",
                    help="module with a PROCESSOR_MAP whose input models check --input (repeatable)")
 
@@ -238,11 +271,23 @@ def _print_table(records: Sequence[JobRecord]) -> None:
     rows = [("ID", "TYPE", "STATUS", "TRIES", "CREATED", "ERROR")]
     for r in records:
         error = (r.error_message or "").splitlines()[0][:60] if r.error_message else ""
-        rows.append((short_id(r.id), r.type[:24], r.status.value, str(r.retry_count), _ago(r.created_at), error))
+        status = f"scheduled {_ago(r.scheduled_at)}" if _is_scheduled(r) else r.status.value
+        rows.append((short_id(r.id), r.type[:24], status, str(r.retry_count), _ago(r.created_at), error))
     _print_rows(rows)
 
 
-def _print_job(record: JobRecord, attempts: list[Attempt], dependants: list[str]) -> None:
+def _is_scheduled(record: JobRecord) -> bool:
+    """Queued with a scheduled time still to come."""
+    return (record.status == Status.QUEUED and record.scheduled_at is not None
+            and record.scheduled_at > datetime.now(UTC))
+
+
+def _when(at: datetime | None) -> str:
+    return f"{at.astimezone():%Y-%m-%d %H:%M:%S %z} ({_ago(at)})" if at else "-"
+
+
+def _print_job(record: JobRecord, attempts: list[Attempt], dependants: list[str],
+               waiting: str | None = None) -> None:
     fields = [("id", record.id), ("type", record.type), ("status", record.status.value),
               ("user", record.user_id), ("pipeline", record.pipeline_id or "-"),
               ("retries", record.retry_count), ("attempts", record.attempts),
@@ -251,8 +296,14 @@ def _print_job(record: JobRecord, attempts: list[Attempt], dependants: list[str]
               ("updated", f"{record.updated_at:%Y-%m-%d %H:%M:%S} ({_ago(record.updated_at)})")]
     if record.completed_at:
         fields.append(("completed", f"{record.completed_at:%Y-%m-%d %H:%M:%S} ({_ago(record.completed_at)})"))
+    if record.scheduled_at:
+        fields.append(("scheduled", _when(record.scheduled_at)))
+    if record.unique_key is not None:
+        fields.append(("unique key", record.unique_key))
     if record.next_retry_at and record.status == Status.QUEUED:
         fields.append(("next retry", _ago(record.next_retry_at)))
+    if waiting:
+        fields.append(("waiting", waiting))
     if record.dependent_on_jobs:
         fields.append(("depends on", ", ".join(record.dependent_on_jobs)))
     if dependants:
@@ -296,17 +347,23 @@ async def cmd_submit(args: argparse.Namespace, settings: Settings) -> int:
     # The same processors a worker would load: their input models check the input before enqueueing.
     modules = [*settings.JOB_PROCESSOR_MODULES, *args.processors]
     make_validator(load_processor_classes(modules, settings.JOB_PROCESSOR_PATH))(args.type, args.input)
+    scheduled_at = args.at if args.in_ is None else datetime.now(UTC) + timedelta(seconds=args.in_)
+    new_id = new_job_id()
     client = await _client(settings)
     try:
-        job_id = await client.enqueue(args.type, args.input, depends_on=args.depends_on,
-                                      user_id=args.user, pipeline_id=args.pipeline, priority=args.priority)
+        job_id = await client.enqueue(args.type, args.input, depends_on=args.depends_on, user_id=args.user,
+                                      pipeline_id=args.pipeline, priority=args.priority, id=new_id,
+                                      scheduled_at=scheduled_at, unique_key=args.unique_key)
         record = await client.get_job(job_id)
     finally:
         await client.close()
+    duplicate = job_id != new_id  # the unfinished job holding the unique key stands for it
     if args.json:
-        _print_json(record.to_json())
+        _print_json({**record.to_json(), "duplicate": duplicate})
     else:
-        print(f"{job_id} {record.status.value}")
+        when = f" (scheduled for {_when(record.scheduled_at)})" if _is_scheduled(record) else ""
+        note = f" (duplicate: job {job_id} holds key {args.unique_key!r}; nothing created)" if duplicate else ""
+        print(f"{job_id} {record.status.value}{when}{note}")
     return 0
 
 
@@ -332,9 +389,9 @@ async def cmd_show(args: argparse.Namespace, settings: Settings) -> int:
         await client.close()
     if args.json:
         _print_json({**detail.job.to_json(), "history": [a.to_json() for a in detail.attempts],
-                     "dependants": detail.dependants})
+                     "dependants": detail.dependants, "waiting_reason": detail.waiting_reason})
     else:
-        _print_job(detail.job, detail.attempts, detail.dependants)
+        _print_job(detail.job, detail.attempts, detail.dependants, detail.waiting_reason)
     return 0
 
 
@@ -445,7 +502,8 @@ async def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
         from worker.embedded import embedded_server
 
         revive = embedded_server().revive
-    worker = Worker(settings, target.dsn, processors, revive=revive)
+    caps = {name: n for limit in args.limit for name, n in limit.items()}
+    worker = Worker(settings, target.dsn, processors, revive=revive, type_caps=caps)
     worker.install_signal_handlers()
     await worker.run()
     return 0

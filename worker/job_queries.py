@@ -19,7 +19,7 @@ from worker.models import JobRecord, Status
 
 # Columns of a job list row: what a table shows, without the large JSON documents.
 ROW_COLUMNS = ("id, type, status, user_id, pipeline_id, retry_count, attempts, is_active, created_at, "
-               "updated_at, started_at, completed_at, next_retry_at, seq, "
+               "updated_at, started_at, completed_at, next_retry_at, scheduled_at, seq, "
                "split_part(error_message, E'\\n', 1) AS error_line")
 
 # Sort keys the server can order by; `seq` breaks ties, so every key is unique and pages are stable.
@@ -147,6 +147,7 @@ class JobRow:
     started_at: datetime | None
     completed_at: datetime | None
     next_retry_at: datetime | None
+    scheduled_at: datetime | None
     seq: int
     error_line: str | None
 

@@ -56,15 +56,22 @@ class JobCreate:
     user_id: int | None = None
     pipeline_id: str | None = None
     priority: int = 0
+    scheduled_at: datetime | None = None  # runs no earlier than this (timezone-aware)
+    unique_key: str | None = None  # at most one unfinished job per key
 
     def to_json(self) -> dict[str, Any]:
         return {"type": self.type, "input_data": self.input_data, "id": self.id,
                 "dependent_on_jobs": list(self.dependent_on_jobs), "user_id": self.user_id,
-                "pipeline_id": self.pipeline_id, "priority": self.priority}
+                "pipeline_id": self.pipeline_id, "priority": self.priority,
+                "scheduled_at": self.scheduled_at.isoformat() if self.scheduled_at else None,
+                "unique_key": self.unique_key}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> JobCreate:
-        return cls(**data)
+        values = dict(data)
+        if isinstance(values.get("scheduled_at"), str):
+            values["scheduled_at"] = datetime.fromisoformat(values["scheduled_at"])
+        return cls(**values)
 
 
 @dataclass
@@ -121,10 +128,12 @@ class JobRecord:
     attempts: int
     worker_id: str | None
     started_at: datetime | None
+    scheduled_at: datetime | None = None
+    unique_key: str | None = None
 
     COLUMNS = ("id, type, status, user_id, pipeline_id, input_data, result_data, error_message, "
                "dependent_on_jobs, retry_count, next_retry_at, is_active, created_at, updated_at, "
-               "completed_at, priority, pending_deps, attempts, worker_id, started_at")
+               "completed_at, priority, pending_deps, attempts, worker_id, started_at, scheduled_at, unique_key")
 
     @classmethod
     def from_row(cls, row: Any) -> JobRecord:

@@ -16,12 +16,13 @@ import socket
 import time
 import uuid
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import asyncpg
 
-from worker import scheduler, transitions
+from worker import scheduler, transitions, type_limits
 from worker.alerts import Alert, AlertSender, job_failed
 from worker.db import CONNECTION_ERRORS, create_pool
 from worker.errors import InvalidJob, JobdeskError, PermanentJobError
@@ -32,6 +33,7 @@ from worker.processor import BaseProcessor
 from worker.retention import Pruner
 from worker.settings import Settings
 from worker.supervisor import Supervisor
+from worker.type_limits import ClaimLimits
 
 if TYPE_CHECKING:
     from worker.worker_metrics import WorkerMetrics
@@ -73,8 +75,10 @@ class Worker:
     """One worker process's engine. `run()` returns after a stop request, once drained."""
 
     def __init__(self, settings: Settings, dsn: str, processors: dict[str, BaseProcessor],
-                 *, worker_id: str | None = None, revive: Callable[[], bool] | None = None) -> None:
-        """`revive`, given for the embedded database, starts it again when it is gone."""
+                 *, worker_id: str | None = None, revive: Callable[[], bool] | None = None,
+                 type_caps: Mapping[str, int] | None = None) -> None:
+        """`revive`, given for the embedded database, starts it again when it is gone;
+        `type_caps` caps how many jobs of a type this worker runs at once (`--limit`)."""
         self.settings = settings
         self.revive = revive
         self._next_revive = 0.0
@@ -82,6 +86,7 @@ class Worker:
         self.processors = processors
         self.types = sorted(processors)
         self.concurrency = settings.MAX_CONCURRENT_JOBS
+        self.limits = ClaimLimits(local=dict(type_caps or {}))
         self.worker_id = worker_id or f"{socket.gethostname()[:40]}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         self.pool: asyncpg.Pool | None = None
         self._listener: Listener | None = None
@@ -182,6 +187,8 @@ class Worker:
             await self._listen()
             self.alerts.start()
             await self.supervisor.start()
+            await self.db_call(lambda c: type_limits.declare(c, self.settings.JOB_TYPE_LIMITS))
+            await self.refresh_limits()
             log.info("worker %s ready: %d slot(s), types %s", self.worker_id, self.concurrency,
                      ", ".join(self.types) or "(none)")
             self._tasks = [asyncio.create_task(self._pump(), name="jobdesk-pump-1"),
@@ -381,6 +388,15 @@ class Worker:
 
     # -- claiming and completing ------------------------------------------------------------
 
+    async def refresh_limits(self) -> None:
+        """Learn which of this worker's types have a global limit (another worker may have set
+        one since): those are claimed under their limit, every other type as before."""
+        fleet = await self.db_call(lambda c: type_limits.global_limits(c, self.types))
+        if frozenset(fleet) != self.limits.fleet:
+            self.limits = replace(self.limits, fleet=frozenset(fleet))
+            if fleet:
+                log.info("type limits: %s", ", ".join(f"{t}={n}" for t, n in sorted(fleet.items())))
+
     def _capacity(self) -> int:
         """Slots plus a small local queue, used only while jobs are short.
 
@@ -413,8 +429,9 @@ class Worker:
             writing = {j.id for j, _ in finished}
             self._writing |= writing
             try:
+                limits = self.limits if self.limits.fleet or self.limits.local else None
                 written, jobs = await self.db_call(lambda c: transitions.complete_and_claim(
-                    c, self.worker_id, self.types, free, finished))
+                    c, self.worker_id, self.types, free, finished, limits))
             finally:
                 self._reserved -= free
                 self._writing -= writing

@@ -34,6 +34,7 @@ from worker import (
     stats_queries,
     tokens,
     transitions,
+    waiting,
 )
 from worker.dag import dependency_order
 from worker.db import connect, create_pool, resolve_target
@@ -49,6 +50,7 @@ from worker.schedules import Schedule
 from worker.settings import Settings, load_settings
 from worker.stats_queries import Attention, Metrics, TableSize, Transition, Window
 from worker.tokens import TokenRecord
+from worker.waiting import WaitingReason
 
 
 async def ensure_schema(conn: asyncpg.Connection, *, embedded: bool) -> None:
@@ -109,6 +111,11 @@ class JobDetail:
     attempts: list[Attempt] = field(default_factory=list)
     dependencies: list[str] = field(default_factory=list)
     dependants: list[str] = field(default_factory=list)
+    waiting: WaitingReason | None = None  # why a queued job has not started; None when not queued
+
+    @property
+    def waiting_reason(self) -> str | None:
+        return self.waiting.text if self.waiting is not None else None
 
 
 @dataclass
@@ -230,10 +237,12 @@ class JobService:
 
     async def enqueue(self, type: str, input_data: dict[str, Any], *, depends_on: Sequence[str] = (),
                       user_id: int | None = None, pipeline_id: str | None = None, priority: int = 0,
-                      id: str | None = None) -> str:
-        """Enqueue one job; return its id."""
+                      id: str | None = None, scheduled_at: datetime | None = None,
+                      unique_key: str | None = None) -> str:
+        """Enqueue one job; return its id (that of the unfinished job holding `unique_key`, if one does)."""
         job = JobCreate(type, input_data, dependent_on_jobs=list(depends_on), user_id=user_id,
-                        pipeline_id=pipeline_id, priority=priority)
+                        pipeline_id=pipeline_id, priority=priority, scheduled_at=scheduled_at,
+                        unique_key=unique_key)
         if id is not None:
             job.id = id
         return (await self.enqueue_many([job]))[0]
@@ -260,9 +269,9 @@ class JobService:
                 job.user_id = self.user_id
             await self._check_visible(conn, [d for j in jobs for d in j.dependent_on_jobs
                                              if d not in {x.id for x in jobs}])
-        ids = await transitions.enqueue(conn, jobs)
-        await transitions.audit_submissions(conn, [(self.actor, ids)])
-        return await self._records(conn, ids)
+        out = await transitions.enqueue_detailed(conn, jobs)
+        await transitions.audit_submissions(conn, [(self.actor, [i for i, dup in out if not dup])])
+        return await self._records(conn, [i for i, _ in out])
 
     async def _records(self, conn: asyncpg.Connection, ids: Sequence[str]) -> list[JobRecord]:
         rows = await conn.fetch(f"SELECT {JobRecord.COLUMNS} FROM jobs WHERE id = ANY($1::text[])", list(ids))
@@ -279,9 +288,11 @@ class JobService:
         jobs = [job for _, job in entries]
         try:
             async with self.pool.acquire() as conn, conn.transaction():
-                ids = await transitions.enqueue(conn, jobs)
-                await transitions.audit_submissions(conn, [(actor, [job.id]) for actor, job in entries])
-                return list(await self._records(conn, ids))
+                placed = await transitions.enqueue_detailed(conn, jobs)
+                # A duplicate created nothing: only the jobs inserted are audited as submitted.
+                await transitions.audit_submissions(conn, [(actor, [job_id]) for (actor, _), (job_id, dup)
+                                                           in zip(entries, placed) if not dup])
+                return list(await self._records(conn, [i for i, _ in placed]))
         except InvalidJob:
             if len(entries) == 1:
                 raise
@@ -289,9 +300,9 @@ class JobService:
         for actor, job in entries:
             try:
                 async with self.pool.acquire() as conn, conn.transaction():
-                    ids = await transitions.enqueue(conn, [job])
-                    await transitions.audit_submissions(conn, [(actor, ids)])
-                    out.extend(await self._records(conn, ids))
+                    [(job_id, dup)] = await transitions.enqueue_detailed(conn, [job])
+                    await transitions.audit_submissions(conn, [] if dup else [(actor, [job_id])])
+                    out.extend(await self._records(conn, [job_id]))
             except InvalidJob as exc:
                 out.append(exc)
         return out
@@ -338,9 +349,19 @@ class JobService:
                 SELECT e.job_id, e.depends_on_id FROM job_dependencies e JOIN jobs j
                     ON j.id = CASE WHEN e.job_id = $1 THEN e.depends_on_id ELSE e.job_id END
                  WHERE e.job_id = $1 OR e.depends_on_id = $1 ORDER BY j.seq""", job_id)
+            reason = await waiting.waiting_reason(conn, job_id, self.settings.JOB_LEASE_TIMEOUT) \
+                if row["status"] == Status.QUEUED else None
         return JobDetail(JobRecord.from_row(row), [Attempt(**dict(a)) for a in attempts],
                          [e["depends_on_id"] for e in edges if e["job_id"] == job_id],
-                         [e["job_id"] for e in edges if e["depends_on_id"] == job_id])
+                         [e["job_id"] for e in edges if e["depends_on_id"] == job_id], reason)
+
+    async def waiting_reason(self, job_id: str) -> WaitingReason | None:
+        """Why this queued job has not started; None when it is not queued."""
+        async with self.pool.acquire() as conn:
+            owner = await conn.fetchrow("SELECT user_id FROM jobs WHERE id = $1", job_id)
+            if owner is None or not self._owns(owner["user_id"]):
+                raise JobNotFound(f"no job with id {job_id}")
+            return await waiting.waiting_reason(conn, job_id, self.settings.JOB_LEASE_TIMEOUT)
 
     async def job_records_page(self, filt: JobFilter, *, before_seq: int | None = None,
                                limit: int = 50) -> tuple[list[JobRecord], int | None]:

@@ -9,6 +9,7 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from worker.durations import parse_duration, parse_seconds
 from worker.errors import SettingsError
+from worker.type_limits import parse_type_limits
 
 
 def _duration_seconds(value: object) -> object:
@@ -49,6 +50,8 @@ class Settings(BaseSettings):
     JOB_PROCESSOR_POLL_INTERVAL: float = Field(0.1, gt=0)
     # Jobs one worker runs at once.
     MAX_CONCURRENT_JOBS: int = Field(10, ge=1, le=10_000)
+    # Most jobs of a type in progress at once across every worker: `video.render=2,image.generate=4`.
+    JOB_TYPE_LIMITS: Annotated[dict[str, int], NoDecode] = {}
     # Seconds to wait before each retry; N intervals mean N retries.
     JOB_RETRY_INTERVALS: Annotated[list[float], NoDecode] = [10, 30, 60, 120, 240, 240, 240, 240, 240, 240]
     # Connections in each process's pool.
@@ -109,6 +112,11 @@ class Settings(BaseSettings):
         if any(v < 0 for v in value):
             raise ValueError("intervals must be zero or more seconds")
         return value
+
+    @field_validator("JOB_TYPE_LIMITS", mode="before")
+    @classmethod
+    def _parse_type_limits(cls, value: object) -> object:
+        return parse_type_limits(value) if isinstance(value, str) else value
 
     @field_validator("JOBDESK_EMBEDDED_IDLE_STOP", mode="before")
     @classmethod

@@ -53,6 +53,10 @@ class Supervised(Protocol):
 
     def pause(self) -> None: ...
 
+    async def refresh_limits(self) -> None:
+        """Read which of its types have a global limit."""
+        ...
+
     def resume(self) -> None: ...
 
     def drain(self) -> None:
@@ -129,6 +133,7 @@ class Supervisor:
         if orphans:
             log.warning("gave back %d job(s) whose claim answer was lost with the connection", len(orphans))
             w.kick()
+        await w.refresh_limits()
         await self.rescue()
 
     def apply(self, command: str) -> None:

@@ -26,3 +26,12 @@ def span(seconds: float) -> str:
     if seconds < 3600:
         return f"{int(seconds // 60)}m{int(seconds % 60):02d}s"
     return f"{int(seconds // 3600)}h{int(seconds % 3600 // 60):02d}m"
+
+
+def until(when: datetime, now: datetime | None = None) -> str:
+    """How long until a future time, in words: "in 40 s", "in 4 min", "in 3 h", "in 2 d"."""
+    seconds = max((when - (now or datetime.now(UTC))).total_seconds(), 0)
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= size:
+            return f"in {int(seconds // size)} {unit}"
+    return f"in {int(seconds)} s"

@@ -16,8 +16,9 @@ import json
 import logging
 import re
 import traceback as tb_module
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from datetime import UTC, datetime
 from typing import Any
 
 import asyncpg
@@ -27,6 +28,7 @@ from worker.errors import IllegalTransition, InvalidJob, JobNotFound
 from worker.fingerprint import fingerprint
 from worker.job_queries import JobFilter
 from worker.models import Job, JobCreate, ProcessorResult, Status
+from worker.type_limits import ClaimLimits
 
 log = logging.getLogger(__name__)
 
@@ -112,6 +114,29 @@ SELECT id, type, COALESCE(user_id, $8), pipeline_id, input_data::jsonb, dependen
  ORDER BY ord
 """
 
+UNFINISHED = "('queued', 'in_progress', 'waiting_approval')"  # the statuses a unique_key is held in
+# The arbiter of jobs_unique_key_idx: a job whose key an unfinished job holds is not inserted.
+UNIQUE_CONFLICT = f"ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL AND status IN {UNFINISHED} DO NOTHING"
+
+# With a time or a key: two more columns, and the ids actually inserted come back.
+_INSERT_FULL = f"""
+INSERT INTO jobs (id, type, user_id, pipeline_id, input_data, dependent_on_jobs, priority, scheduled_at,
+                  unique_key)
+SELECT id, type, COALESCE(user_id, $8), pipeline_id, input_data::jsonb, dependent_on_jobs::jsonb,
+       priority, scheduled_at, unique_key
+  FROM unnest($1::text[], $2::text[], $3::int[], $4::text[], $5::text[], $6::text[], $7::int[],
+              $9::timestamptz[], $10::text[])
+       WITH ORDINALITY AS t(id, type, user_id, pipeline_id, input_data, dependent_on_jobs,
+                            priority, scheduled_at, unique_key, ord)
+ ORDER BY ord
+{UNIQUE_CONFLICT}
+RETURNING id
+"""
+
+
+class _KeyRace(Exception):
+    """A unique key was taken by a concurrent enqueue between the look-up and the insert."""
+
 
 def storable_text(text: str) -> bool:
     """Whether PostgreSQL can store this string: no NUL character, no unpaired surrogate."""
@@ -125,7 +150,7 @@ def storable_text(text: str) -> bool:
 
 
 def _check_text_fields(job: JobCreate) -> None:
-    named = [("type", job.type), ("id", job.id), ("pipeline_id", job.pipeline_id)]
+    named = [("type", job.type), ("id", job.id), ("pipeline_id", job.pipeline_id), ("unique_key", job.unique_key)]
     named += [("dependent_on_jobs", d) for d in (job.dependent_on_jobs if isinstance(job.dependent_on_jobs, list)
                                                    else []) if isinstance(d, str)]
     for field, value in named:
@@ -152,18 +177,87 @@ def _check_new_job(job: JobCreate) -> None:
     if job.pipeline_id is not None and (not isinstance(job.pipeline_id, str) or len(job.pipeline_id) > 36):
         raise InvalidJob(f"pipeline id must be a string of at most 36 characters, got {job.pipeline_id!r}",
                          job_id=job.id, field="pipeline_id")
+    if job.scheduled_at is not None:
+        if not isinstance(job.scheduled_at, datetime):
+            raise InvalidJob(f"scheduled_at of job {job.id} must be a datetime", job_id=job.id, field="scheduled_at")
+        try:  # a naive time is the local time of this machine
+            job.scheduled_at = job.scheduled_at.astimezone(UTC)
+        except (OverflowError, ValueError):
+            raise InvalidJob(f"scheduled_at of job {job.id} is out of range", job_id=job.id,
+                             field="scheduled_at") from None
+    if job.unique_key is not None and (not isinstance(job.unique_key, str) or not 1 <= len(job.unique_key) <= 255
+                                       or "\x00" in job.unique_key):
+        raise InvalidJob(f"unique_key of job {job.id} must be a string of 1 to 255 characters (no NUL)", job_id=job.id,
+                         field="unique_key")
 
 
 async def enqueue(conn: asyncpg.Connection, jobs: Sequence[JobCreate]) -> list[str]:
-    """Insert jobs, parents before children, in one statement; return their ids.
+    """Insert jobs, parents before children, in one statement; return, per job given, the id
+    that stands for it: its own, or that of the unfinished job that holds its unique key.
 
     Refuses (InvalidJob, nothing inserted) a malformed job, an id already taken, an unknown
     user, a dependency on an unknown job, and a cycle.
+    """
+    return [job_id for job_id, _ in await enqueue_detailed(conn, jobs)]
+
+
+KEY_RACE_ATTEMPTS = 5
+
+
+async def enqueue_detailed(conn: asyncpg.Connection, jobs: Sequence[JobCreate]) -> list[tuple[str, bool]]:
+    """`enqueue`, telling duplicates apart: per job given, (the id that stands for it, whether
+    it was a duplicate of an unfinished job with the same unique key, so nothing was created).
+
+    Jobs of the batch that depend on a duplicate depend on the job that holds the key instead.
     """
     if not jobs:
         return []
     for job in jobs:
         _check_new_job(job)
+    if all(j.unique_key is None for j in jobs):
+        await _insert(conn, jobs)
+        return [(j.id, False) for j in jobs]
+    for attempt in range(KEY_RACE_ATTEMPTS):
+        try:
+            # A savepoint (or a transaction): a lost race leaves nothing behind.
+            async with conn.transaction():
+                return await _enqueue_unique(conn, jobs, last=attempt == KEY_RACE_ATTEMPTS - 1)
+        except _KeyRace:
+            continue
+    raise InvalidJob("unique keys kept changing hands while enqueueing; try again", field="unique_key")
+
+
+async def _enqueue_unique(conn: asyncpg.Connection, jobs: Sequence[JobCreate], *, last: bool) -> list[tuple[str, bool]]:
+    keys = sorted({j.unique_key for j in jobs if j.unique_key is not None})
+    holders = {r["unique_key"]: r["id"] for r in await conn.fetch(
+        f"SELECT unique_key, id FROM jobs WHERE unique_key = ANY($1::text[]) AND status IN {UNFINISHED}", keys)}
+    stands: dict[str, str] = {}  # id of a duplicate -> id of the job that holds its key
+    fresh: list[JobCreate] = []
+    for job in jobs:
+        key = job.unique_key
+        if key is not None and key in holders:
+            stands[job.id] = holders[key]
+            continue
+        if key is not None:
+            holders[key] = job.id  # a later job of the batch with this key is its duplicate
+        fresh.append(job)
+    if stands:
+        fresh = [replace(j, dependent_on_jobs=list(dict.fromkeys(stands.get(d, d) for d in j.dependent_on_jobs)))
+                 if any(d in stands for d in j.dependent_on_jobs) else j for j in fresh]
+    if fresh:
+        try:
+            inserted = await _insert(conn, fresh)
+        except InvalidJob:
+            if last:
+                raise
+            raise _KeyRace from None  # a dependant of a job that lost its key to a concurrent enqueue
+        if inserted is not None and len(inserted) < len(fresh):
+            raise _KeyRace
+    return [(stands.get(j.id, j.id), j.id in stands) for j in jobs]
+
+
+async def _insert(conn: asyncpg.Connection, jobs: Sequence[JobCreate]) -> set[str] | None:
+    """Insert checked jobs in one statement; the ids inserted when any has a time or a key."""
     ordered, outside = order_batch(jobs)
     if outside:
         known = {r["id"] for r in await conn.fetch("SELECT id FROM jobs WHERE id = ANY($1::text[])",
@@ -173,14 +267,19 @@ async def enqueue(conn: asyncpg.Connection, jobs: Sequence[JobCreate]) -> list[s
             child = next(j.id for j in ordered if missing[0] in j.dependent_on_jobs)
             raise InvalidJob(f"dependency {missing[0]} of job {child} is not a known job", job_id=child,
                              field="dependent_on_jobs")
+    full = any(j.scheduled_at is not None or j.unique_key is not None for j in ordered)
+    args: list[Any] = [
+        [j.id for j in ordered], [j.type for j in ordered], [j.user_id for j in ordered],
+        [j.pipeline_id for j in ordered],
+        [json_text(j.input_data, "input_data", job_id=j.id, field="input_data") for j in ordered],
+        [json_text(list(j.dependent_on_jobs)) for j in ordered], [j.priority for j in ordered], DEFAULT_USER_ID]
     try:
-        await conn.execute(
-            _INSERT,
-            [j.id for j in ordered], [j.type for j in ordered], [j.user_id for j in ordered],
-            [j.pipeline_id for j in ordered],
-            [json_text(j.input_data, "input_data", job_id=j.id, field="input_data") for j in ordered],
-            [json_text(list(j.dependent_on_jobs)) for j in ordered], [j.priority for j in ordered],
-            DEFAULT_USER_ID)
+        if not full:
+            await conn.execute(_INSERT, *args)
+            return None
+        rows = await conn.fetch(_INSERT_FULL, *args, [j.scheduled_at for j in ordered],
+                                [j.unique_key for j in ordered])
+        return {r["id"] for r in rows}
     except asyncpg.UniqueViolationError as exc:
         raise InvalidJob(f"a job with this id already exists ({exc.detail or exc})", field="id") from None
     except asyncpg.ForeignKeyViolationError as exc:
@@ -190,7 +289,6 @@ async def enqueue(conn: asyncpg.Connection, jobs: Sequence[JobCreate]) -> list[s
         if getattr(exc, "sqlstate", "").startswith("JD"):
             raise InvalidJob(str(exc)) from None
         raise
-    return [j.id for j in jobs]
 
 
 # -- worker side ----------------------------------------------------------------------------
@@ -249,8 +347,8 @@ due AS (
 
 _CLAIM_SET = """status = 'in_progress', worker_id = $1, attempts = j.attempts + 1, run_at = NULL,
            started_at = now(), updated_at = now()"""
-# Seconds a claimed job waited: from its enqueue, or from its retry time, to now (its start).
-_WAITED = "extract(epoch FROM now() - GREATEST(j.created_at, j.next_retry_at))::float8 AS waited_s"
+# Seconds a claimed job waited: from its enqueue, its scheduled time or its retry time, to now (its start).
+_WAITED = "extract(epoch FROM now() - GREATEST(j.created_at, j.next_retry_at, j.scheduled_at))::float8 AS waited_s"
 _CLAIM_RETURNING = """j.id, j.type, j.input_data, j.user_id, j.pipeline_id, j.retry_count, j.attempts,
               j.priority, j.seq, """ + _WAITED
 
@@ -315,13 +413,94 @@ def _walk_limit(limit: int) -> int:
     return 4 * limit + 8
 
 
+# A limited type is claimed apart, one statement per type: it locks the type's type_limits row,
+# then asks jobdesk_type_room (sql/013) how many it may take; that function counts the jobs in
+# progress with a fresh snapshot, after the lock is held, so two claims never both see the same
+# free slot. A worker's own cap is kept the same way, under an advisory lock of its own (its two
+# pumps claim at once). Types without a limit never come here.
+@functools.lru_cache(maxsize=1)
+def _limited_claim_sql() -> str:
+    """The claim of one type ($2[1]): at most $3 jobs, within its global limit and this
+    worker's cap $5 (NULL for none)."""
+    room = """lk AS (
+    SELECT max_running FROM type_limits WHERE type = ($2::text[])[1] FOR UPDATE
+), room AS MATERIALIZED (
+    SELECT jobdesk_type_room($1::varchar, ($2::text[])[1], (SELECT max_running FROM lk), $5::int, $3::int) AS n
+), async_commit AS ("""
+    sql = _claim_sql(1).replace("WITH async_commit AS (", f"WITH {room}", 1)
+    return sql.replace("LIMIT $3", "LIMIT (SELECT n FROM room)")
+
+
+_LK_ROOM = """lk AS (
+    SELECT max_running FROM type_limits WHERE type = ($2::text[])[1] FOR UPDATE
+), room AS MATERIALIZED (
+    SELECT jobdesk_type_room($1::varchar, ($2::text[])[1], (SELECT max_running FROM lk), $8::int, $3::int,
+                             $5::text[], $7::int[]) AS n
+)"""
+
+
+@functools.lru_cache(maxsize=1)
+def _limited_exchange_sql() -> str:
+    """`_exchange_sql` for one limited type: the jobs it completes free their slots at once.
+    $8 is this worker's cap (NULL for none)."""
+    sql = _exchange_sql(1).replace("), due AS (", f"), {_LK_ROOM}, due AS (", 1)
+    return sql.replace("LIMIT $3", "LIMIT (SELECT n FROM room)")
+
+
+async def claim_limited(conn: asyncpg.Connection, worker_id: str, types: Sequence[str], limit: int,
+                        own_caps: Mapping[str, int],
+                        finished: Sequence[tuple[Job, ProcessorResult]] = ()) -> tuple[set[str], list[asyncpg.Record]]:
+    """Record plain results (with the first type's claim) and claim up to `limit` jobs of
+    limited types, within their limits. Returns the ids completed and the rows claimed."""
+    rows: list[asyncpg.Record] = []
+    written: set[str] = set()
+    if finished and types:
+        first = types[0]
+        out = await conn.fetch(_limited_exchange_sql(), worker_id, [first], limit, _walk_limit(limit),
+                               [j.id for j, _ in finished], [json_text(r.result_data) for _, r in finished],
+                               [j.attempt for j, _ in finished], own_caps.get(first))
+        written = {r["id"] for r in out if not r["claimed"]}
+        rows = [r for r in out if r["claimed"]]
+        types = types[1:]
+    for job_type in types:
+        left = limit - len(rows)
+        if left <= 0:
+            break
+        rows.extend(await conn.fetch(_limited_claim_sql(), worker_id, [job_type], left, _walk_limit(left),
+                                     own_caps.get(job_type)))
+    return written, rows
+
+
+def _claimed_jobs(claimed: list[asyncpg.Record]) -> list[Job]:
+    if len(claimed) > 1:
+        claimed.sort(key=lambda r: (-r["priority"], r["seq"]))
+    return [Job(r["id"], r["type"], r["input_data"], r["user_id"], r["pipeline_id"],
+                r["retry_count"], r["attempts"], r["priority"], waited_s=r["waited_s"]) for r in claimed]
+
+
 async def complete_and_claim(conn: asyncpg.Connection, worker_id: str, types: Sequence[str], limit: int,
-                             finished: Sequence[tuple[Job, ProcessorResult]] = ()) -> tuple[set[str], list[Job]]:
+                             finished: Sequence[tuple[Job, ProcessorResult]] = (),
+                             limits: ClaimLimits | None = None) -> tuple[set[str], list[Job]]:
     """Record plain results (no next jobs, no approval) and claim up to `limit` runnable jobs
     of the given types, oldest first, atomically. Returns the ids completed and the jobs claimed.
 
-    A finished job this worker no longer owns (or that was cancelled) is not completed.
+    A finished job this worker no longer owns (or that was cancelled) is not completed. Types
+    `limits` names are claimed within their limits, after the others (see `claim_limited`).
     """
+    limited = limits.limited(types) if limits is not None and limit > 0 else []
+    if limited and limits is not None:
+        free = [t for t in types if t not in limited]
+        written: set[str] = set()
+        jobs: list[Job] = []
+        if free or not finished:
+            written, jobs = await complete_and_claim(conn, worker_id, free, limit, finished)
+            finished = ()
+        if len(jobs) < limit or finished:
+            done, rows = await claim_limited(conn, worker_id, limited, limit - len(jobs), limits.local, finished)
+            written |= done
+            more = _claimed_jobs(rows)
+            jobs = sorted([*jobs, *more], key=lambda j: -j.priority) if jobs else more
+        return written, jobs
     types = list(types)
     if finished and (limit <= 0 or not types):
         rows = await conn.fetch(_COMPLETE, worker_id, [j.id for j, _ in finished],
@@ -335,11 +514,7 @@ async def complete_and_claim(conn: asyncpg.Connection, worker_id: str, types: Se
     else:
         return set(), []
     written = {r["id"] for r in rows if not r["claimed"]}
-    claimed = [r for r in rows if r["claimed"]]
-    if len(claimed) > 1:
-        claimed.sort(key=lambda r: (-r["priority"], r["seq"]))
-    return written, [Job(r["id"], r["type"], r["input_data"], r["user_id"], r["pipeline_id"],
-                         r["retry_count"], r["attempts"], r["priority"], waited_s=r["waited_s"]) for r in claimed]
+    return written, _claimed_jobs([r for r in rows if r["claimed"]])
 
 
 _HOLD_FOR_APPROVAL = """
@@ -679,11 +854,16 @@ async def retry(conn: asyncpg.Connection, job_ids: Sequence[str], actor: Actor, 
     async with conn.transaction():
         rows = await _lock_and_check(conn, "retry", job_ids)
         ids = [r["id"] for r in rows]
-        await conn.execute("""
-            UPDATE jobs SET status = 'queued', is_active = true, retry_count = 0, next_retry_at = NULL, run_at = NULL,
-                            error_message = NULL, error_fingerprint = NULL, completed_at = NULL,
-                            worker_id = NULL, updated_at = now()
-             WHERE id = ANY($1::text[])""", ids)
+        try:
+            async with conn.transaction():
+                await conn.execute("""
+                    UPDATE jobs SET status = 'queued', is_active = true, retry_count = 0, next_retry_at = NULL,
+                                    run_at = NULL, error_message = NULL, error_fingerprint = NULL,
+                                    completed_at = NULL, worker_id = NULL, updated_at = now()
+                     WHERE id = ANY($1::text[])""", ids)
+        except asyncpg.UniqueViolationError as exc:
+            raise IllegalTransition(f"cannot retry: another unfinished job holds the same unique key "
+                                    f"({exc.detail or exc})") from None
         await _audit(conn, actor, "retry", ids, reason)
     return ids
 

@@ -3,6 +3,7 @@ dependencies. Large JSON documents are shown lazily and truncated, so they never
 
 from __future__ import annotations
 
+import html
 import json
 from datetime import UTC, datetime
 from typing import Any
@@ -28,6 +29,7 @@ from desktop.theme import STATUS_COLOURS, status_label
 from worker import service
 from worker.models import short_id
 from worker.timefmt import relative
+from worker.waiting import WaitingReason
 
 RAW_LIMIT = 200_000  # characters of raw JSON shown; the rest is cut with a note
 CHILD_LIMIT = 500  # children shown per JSON node
@@ -112,7 +114,7 @@ class JobDetail(QWidget):
         self.meta = QFormLayout()
         self.meta_labels: dict[str, QLabel] = {}
         for key in ("Status", "Type", "Pipeline", "User", "Attempts", "Created", "Started", "Finished",
-                    "Next retry", "Worker", "Depends on", "Dependants"):
+                    "Next retry", "Scheduled", "Waiting", "Worker", "Depends on", "Dependants"):
             label = QLabel("")
             label.setTextInteractionFlags(Qt.TextInteractionFlag.TextBrowserInteraction)
             label.setWordWrap(True)
@@ -179,6 +181,8 @@ class JobDetail(QWidget):
                                            else None)
         self._set("Finished", _when(finished, now))
         self._set("Next retry", _when(record.next_retry_at, now) if record.status.value == "queued" else "—")
+        self._set("Scheduled", _when(record.scheduled_at, now))
+        self._set("Waiting", _waiting(detail.waiting))
         self._set("Worker", record.worker_id or "—")
         self._set("Depends on", ", ".join(_link(d) for d in record.dependent_on_jobs) or "—")
         self._set("Dependants", ", ".join(_link(d) for d in dependants) or "—")
@@ -214,6 +218,16 @@ class JobDetail(QWidget):
 
     def _set(self, key: str, html: str) -> None:
         self.meta_labels[key].setText(html)
+
+
+def _waiting(why: WaitingReason | None) -> str:
+    """Why a queued job has not started; the jobs it waits for are links."""
+    if why is None:
+        return "—"
+    if why.kind == "dependencies":
+        noun = "dependency" if len(why.dependencies) == 1 else "dependencies"
+        return f"waiting for {len(why.dependencies)} {noun}: " + ", ".join(_link(d) for d in why.dependencies)
+    return html.escape(why.text)
 
 
 def _link(job_id: str) -> str:

@@ -18,7 +18,7 @@ from desktop.table_model import Index, PagedTableModel, Query
 from desktop.theme import status_label
 from worker.job_queries import JobFilter, JobRow, glob_matches
 from worker.models import Status, short_id
-from worker.timefmt import relative, span
+from worker.timefmt import relative, span, until
 
 log = logging.getLogger("jobdesk.console")
 
@@ -94,6 +94,8 @@ class JobTableModel(PagedTableModel):
         if col == COL_TYPE:
             return row.type
         if col == COL_STATUS:
+            if row.status == Status.QUEUED and row.scheduled_at and row.scheduled_at > self.now:
+                return f"scheduled · {until(row.scheduled_at, self.now)}"
             return status_label(row.status, symbol=False)
         if col == COL_PIPELINE:
             return short_id(row.pipeline_id)

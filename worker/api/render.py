@@ -10,7 +10,7 @@ from worker.service import Attempt, JobDetail, PipelineSteps
 
 _JOB_FIELDS = ("id", "type", "status", "user_id", "pipeline_id", "input_data", "result_data", "error_message",
                "dependent_on_jobs", "retry_count", "next_retry_at", "is_active", "created_at", "updated_at",
-               "completed_at", "priority", "worker_id", "started_at")
+               "completed_at", "priority", "worker_id", "started_at", "scheduled_at", "unique_key")
 
 
 def iso(value: datetime | None) -> str | None:
@@ -32,7 +32,8 @@ def attempt_json(a: Attempt) -> dict[str, Any]:
 
 
 def detail_json(detail: JobDetail) -> dict[str, Any]:
-    return {**job_json(detail.job), "attempts": [attempt_json(a) for a in detail.attempts]}
+    return {**job_json(detail.job), "attempts": [attempt_json(a) for a in detail.attempts],
+            "waiting_reason": detail.waiting_reason}
 
 
 def version(job: JobRecord) -> str:

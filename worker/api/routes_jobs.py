@@ -14,11 +14,11 @@ from fastapi.responses import StreamingResponse
 from worker.api.auth import Caller, require
 from worker.api.errors import ApiError
 from worker.api.render import detail_json, job_json, version
-from worker.api.schemas import ErrorOut, JobDetailOut, JobIn, JobOut, JobPage, RejectIn
+from worker.api.schemas import ErrorOut, JobCreatedOut, JobDetailOut, JobIn, JobPage, RejectIn
 from worker.errors import InvalidJob
 from worker.idempotency import fingerprint
 from worker.job_queries import JobFilter
-from worker.models import TERMINAL_STATUSES, JobCreate, Status
+from worker.models import TERMINAL_STATUSES, JobCreate, JobRecord, Status
 
 router = APIRouter(prefix="/api/jobs", tags=["jobs"])
 MAX_WAIT_S = 60
@@ -45,7 +45,8 @@ def _json(body: Any, status: int = 200) -> Response:
     return Response(json.dumps(body), status_code=status, media_type="application/json")
 
 
-@router.post("", status_code=201, response_model=JobOut, responses={**ERRORS, 200: {"model": JobOut}})
+@router.post("", status_code=201, response_model=JobCreatedOut,
+             responses={**ERRORS, 200: {"model": JobCreatedOut, "description": "a replay, or a duplicate"}})
 async def create_job(body: JobIn, request: Request, caller: Caller = Depends(require("submit")),
                      idempotency_key: Annotated[str | None, Header(max_length=255)] = None) -> Response:
     ctx = request.app.state.ctx
@@ -55,20 +56,27 @@ async def create_job(body: JobIn, request: Request, caller: Caller = Depends(req
         raise locate(InvalidJob(str(exc), field="input_data"), "body") from None
     job = JobCreate(body.type, body.input_data, dependent_on_jobs=list(body.dependent_on_jobs),
                     user_id=caller.user_id if caller.user_id is not None else body.user_id,
-                    pipeline_id=body.pipeline_id, priority=body.priority)
+                    pipeline_id=body.pipeline_id, priority=body.priority, scheduled_at=body.scheduled_at,
+                    unique_key=body.unique_key)
+
+    def created(record: JobRecord) -> dict[str, Any]:
+        # A new job keeps the id it was given; a duplicate is answered with the job holding its key.
+        return {**job_json(record), "duplicate": record.id != job.id}
+
     try:
         if idempotency_key:
             done = await caller.service.enqueue_once(
                 caller.owner, idempotency_key, fingerprint("POST /api/jobs", body.model_dump(mode="json")), [job],
-                lambda records: job_json(records[0]))
-            return _json(done.body, 200 if done.replayed else 201)
+                lambda records: created(records[0]))
+            return _json(done.body, 200 if done.replayed or done.body.get("duplicate") else 201)
         if caller.user_id is not None and job.dependent_on_jobs:
             record = (await caller.service.enqueue_records([job]))[0]  # checks the user may see the dependencies
         else:
             record = await ctx.batcher.submit(caller.actor, job)
     except InvalidJob as exc:
         raise locate(exc, "body") from None
-    return _json(job_json(record), 201)
+    body_out = created(record)
+    return _json(body_out, 200 if body_out["duplicate"] else 201)
 
 
 def _cursor(text: str | None) -> int | None:

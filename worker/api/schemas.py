@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
 
 class Strict(BaseModel):
@@ -18,6 +18,8 @@ class JobIn(Strict):
     pipeline_id: str | None = Field(None, min_length=1, max_length=36)
     user_id: int | None = Field(None, ge=1, le=2**31 - 1)
     priority: int = Field(0, ge=-(2**31), le=2**31 - 1)
+    scheduled_at: AwareDatetime | None = None  # runs no earlier than this (ISO 8601 with an offset)
+    unique_key: str | None = Field(None, min_length=1, max_length=255)
 
 
 class PipelineJobIn(Strict):
@@ -65,10 +67,17 @@ class JobOut(BaseModel):
     priority: int
     worker_id: str | None
     started_at: str | None
+    scheduled_at: str | None
+    unique_key: str | None
+
+
+class JobCreatedOut(JobOut):
+    duplicate: bool  # true: an unfinished job held the unique key; this is that job, nothing was created
 
 
 class JobDetailOut(JobOut):
     attempts: list[AttemptOut]
+    waiting_reason: str | None  # why a queued job has not started; null when it is not queued
 
 
 class JobPage(BaseModel):
