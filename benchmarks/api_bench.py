@@ -86,8 +86,9 @@ def main() -> int:
                     break
             except httpx.HTTPError:
                 time.sleep(0.1)
+        worker_log = Path(tempfile.mkdtemp(prefix="jdapiw-")) / "worker.log"
         procs.append(subprocess.Popen([*JOBDESK, "worker"], env=cli_env(dsn, MAX_CONCURRENT_JOBS="50"),
-                                      text=True, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+                                      text=True, cwd=ROOT, stdout=worker_log.open("w"), stderr=subprocess.STDOUT))
         job_id = httpx.post(f"{url}/api/jobs", json={"type": "noop", "input_data": {}},
                             headers={"Authorization": f"Bearer {token}"}).json()["id"]
         ceiling = hey(binary, args.seconds, f"{url}/api/ping", token)
@@ -105,6 +106,8 @@ def main() -> int:
         print(f"enqueue / ceiling {enqueue['rps'] / ceiling['rps']:.0%} (target 50%), "
               f"GET / ceiling {get['rps'] / ceiling['rps']:.0%} (target 70%)")
         print(f"worker: {total - left} of {total} jobs completed" + ("" if left == 0 else " (NOT ALL)"))
+        if left:
+            print("worker log (last lines):\n" + "\n".join(worker_log.read_text().splitlines()[-15:]))
         return 0 if left == 0 else 1
     finally:
         for proc in procs:

@@ -180,6 +180,19 @@ class BulkResult:
     chunks: int = 0  # transactions, one audit row each
 
 
+# A job with its attempts and both ends of its edges (in enqueue order), in one statement.
+_DETAIL = f"""
+SELECT {JobRecord.COLUMNS},
+       ARRAY(SELECT e.depends_on_id FROM job_dependencies e JOIN jobs p ON p.id = e.depends_on_id
+              WHERE e.job_id = j.id ORDER BY p.seq) AS dependency_ids,
+       ARRAY(SELECT e.job_id FROM job_dependencies e JOIN jobs c ON c.id = e.job_id
+              WHERE e.depends_on_id = j.id ORDER BY c.seq) AS dependant_ids,
+       (SELECT array_agg(ROW(a.attempt, a.worker_id, a.started_at, a.finished_at, a.outcome, a.error_message,
+                             a.traceback) ORDER BY a.attempt, a.id)
+          FROM job_attempts a WHERE a.job_id = j.id) AS attempt_rows
+  FROM jobs j WHERE j.id = $1"""
+
+
 class JobService:
     """Reads and actions on jobs, pipelines and workers, over one pool."""
 
@@ -337,23 +350,18 @@ class JobService:
         return JobRecord.from_row(row)
 
     async def job_detail(self, job_id: str) -> JobDetail:
-        """The job, its attempts, what it depends on and what depends on it."""
+        """The job, its attempts, what it depends on and what depends on it: one round trip (and
+        one more for a queued job's waiting reason)."""
         async with self.pool.acquire() as conn:
-            row = await conn.fetchrow(f"SELECT {JobRecord.COLUMNS} FROM jobs WHERE id = $1", job_id)
+            row = await conn.fetchrow(_DETAIL, job_id)
             if row is None or not self._owns(row["user_id"]):
                 raise JobNotFound(f"no job with id {job_id}")
-            attempts = await conn.fetch(
-                "SELECT attempt, worker_id, started_at, finished_at, outcome, error_message, traceback "
-                "FROM job_attempts WHERE job_id = $1 ORDER BY attempt, id", job_id)
-            edges = await conn.fetch("""
-                SELECT e.job_id, e.depends_on_id FROM job_dependencies e JOIN jobs j
-                    ON j.id = CASE WHEN e.job_id = $1 THEN e.depends_on_id ELSE e.job_id END
-                 WHERE e.job_id = $1 OR e.depends_on_id = $1 ORDER BY j.seq""", job_id)
             reason = await waiting.waiting_reason(conn, job_id, self.settings.JOB_LEASE_TIMEOUT) \
                 if row["status"] == Status.QUEUED else None
-        return JobDetail(JobRecord.from_row(row), [Attempt(**dict(a)) for a in attempts],
-                         [e["depends_on_id"] for e in edges if e["job_id"] == job_id],
-                         [e["job_id"] for e in edges if e["depends_on_id"] == job_id], reason)
+        values = dict(row)
+        attempts = [Attempt(*a) for a in values.pop("attempt_rows") or []]
+        dependencies, dependants = values.pop("dependency_ids"), values.pop("dependant_ids")
+        return JobDetail(JobRecord.from_row(values), attempts, list(dependencies), list(dependants), reason)
 
     async def waiting_reason(self, job_id: str) -> WaitingReason | None:
         """Why this queued job has not started; None when it is not queued."""
