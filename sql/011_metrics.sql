@@ -60,6 +60,8 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
                 ELSE least(55, 1 + floor(2 * ln(secs * 1000) / ln(2)))::smallint END
 $$;
 
+-- Rows are upserted in key order, so that two statements never take the same rollup rows in
+-- opposite orders (which would deadlock).
 CREATE FUNCTION jobdesk_stats_record(changes jobdesk_job_change[]) RETURNS void
 LANGUAGE plpgsql AS $$
 BEGIN
@@ -70,6 +72,7 @@ BEGIN
             SELECT c.old_status, -1 FROM unnest(changes) c WHERE c.old_status IS NOT NULL) x
      GROUP BY s
     HAVING sum(d) <> 0
+     ORDER BY s
     ON CONFLICT (status, shard) DO UPDATE SET n = t.n + EXCLUDED.n;
 
     INSERT INTO job_stats AS t (grain, bucket, type, completed, failed, d_queued, d_in_progress, d_waiting)
@@ -91,6 +94,7 @@ BEGIN
              WHERE c.new_status IN ('completed', 'failed')) e
      CROSS JOIN (VALUES ('m', 'minute'), ('h', 'hour')) g(grain, unit)
      GROUP BY 1, 2, 3
+     ORDER BY 1, 2, 3
     ON CONFLICT (grain, bucket, type) DO UPDATE
        SET completed = t.completed + EXCLUDED.completed, failed = t.failed + EXCLUDED.failed,
            d_queued = t.d_queued + EXCLUDED.d_queued, d_in_progress = t.d_in_progress + EXCLUDED.d_in_progress,
@@ -104,6 +108,7 @@ BEGIN
      CROSS JOIN (VALUES ('m', 'minute'), ('h', 'hour'), ('d', 'day')) g(grain, unit)
      WHERE m.secs IS NOT NULL
      GROUP BY 1, 2, 3, 4, 5
+     ORDER BY 1, 2, 4, 3, 5
     ON CONFLICT (grain, bucket, metric, type, bin) DO UPDATE SET n = t.n + EXCLUDED.n;
 END $$;
 

@@ -350,7 +350,8 @@ class Worker:
         asyncio.get_running_loop().call_later(CANCEL_GRACE_S, lambda: task.done() or task.cancel())
 
     async def db_call(self, fn: Any) -> Any:  # noqa: ANN401
-        """Run fn(conn), retrying with backoff while the database is unreachable."""
+        """Run fn(conn), retrying with backoff while the database is unreachable, and after a
+        deadlock or serialization failure (the transaction was rolled back whole)."""
         assert self.pool is not None
         delay = 0.1
         while True:
@@ -363,6 +364,14 @@ class Worker:
                         self.metrics.db_reconnects += 1
                     log.warning("database is back")
                 return result
+            except asyncpg.TransactionRollbackError as exc:
+                # A deadlock or a serialization failure rolled the whole transaction back: doing
+                # it again is safe, and the worker must not stop over it.
+                if self.metrics is not None:
+                    self.metrics.db_errors += 1
+                log.warning("database rolled back a transaction (%s); trying again", str(exc).splitlines()[0])
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, MAX_BACKOFF_S)
             except CONNECTION_ERRORS as exc:
                 if self.metrics is not None:
                     self.metrics.db_errors += 1
