@@ -14,6 +14,7 @@ from PySide6.QtWidgets import (
     QMainWindow,
     QMenu,
     QMessageBox,
+    QScrollArea,
     QSplitter,
     QTableView,
     QTabWidget,
@@ -99,7 +100,11 @@ class MainWindow(QMainWindow):
         self.tabs.addTab(self.metrics, "Metrics")
         split = QSplitter(Qt.Orientation.Horizontal)
         split.addWidget(self.tabs)
-        split.addWidget(self.detail)
+        detail_area = QScrollArea()  # the pane scrolls rather than push the docks off a small screen
+        detail_area.setWidget(self.detail)
+        detail_area.setWidgetResizable(True)
+        detail_area.setFrameShape(QScrollArea.Shape.NoFrame)
+        split.addWidget(detail_area)
         split.setStretchFactor(0, 3)
         split.setStretchFactor(1, 2)
         split.setSizes([800, 480])
