@@ -4,7 +4,8 @@
 
 Fills a private embedded PostgreSQL with `--jobs` jobs of `--types` types finished over the last
 7 days (mostly completed, 3 % failed, 0.3 % queued, running or waiting), through plain
-INSERTs, so the rollup triggers fill the rollup as they would in production. Then it times, for
+INSERTs, and adds them to the rollup through the workers' own writer (`stats_rollup`), with a
+queue-depth count for every minute of the 7 days, as a fleet would have left it. Then it times, for
 each window (1h, 24h, 7d), the query behind each chart (throughput and depth share one), the
 whole `fetch_metrics`, the status bar's table size and the tray's counts; and, for comparison,
 the same percentiles computed straight from `jobs` for the 7-day window.
@@ -28,9 +29,11 @@ import asyncpg
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from tests import pg  # noqa: E402
+from worker import stats_rollup  # noqa: E402
 from worker.db import connect  # noqa: E402
 from worker.stats_queries import (  # noqa: E402
     COUNTS_SQL,
+    DEPTH_SQL,
     HIST_HOURS_DAYS_SQL,
     HIST_SQL,
     STATUS_COUNTS_SQL,
@@ -48,7 +51,7 @@ async def fill(conn: asyncpg.Connection, jobs: int, types: int) -> None:
     span = 7 * 86400
     for first in range(0, jobs, CHUNK):
         last = min(jobs, first + CHUNK) - 1
-        await conn.execute("""
+        rows = await conn.fetch("""
             INSERT INTO jobs (type, input_data, status, created_at, started_at, completed_at, updated_at,
                               attempts)
             SELECT 'type.' || (g % $3), '{}'::jsonb, s.status, t.created, t.started,
@@ -61,12 +64,28 @@ async def fill(conn: asyncpg.Connection, jobs: int, types: int) -> None:
              CROSS JOIN LATERAL (SELECT now() - make_interval(secs => $5 * (1 - g::float8 / $4)) AS finished) f
              CROSS JOIN LATERAL (SELECT f.finished - make_interval(secs => 0.01 + (g % 97) * 0.05) AS started) st
              CROSS JOIN LATERAL (SELECT st.started - make_interval(secs => (g % 61) * 0.2) AS created,
-                                        st.started, f.finished) t""",
-                           first, last, types, jobs, span)
+                                        st.started, f.finished) t
+            RETURNING type, status, extract(epoch FROM updated_at)::float8 AS at,
+                      extract(epoch FROM started_at - created_at)::float8 AS wait_s,
+                      extract(epoch FROM updated_at - started_at)::float8 AS run_s""",
+                                first, last, types, jobs, span)
+        rollup = stats_rollup.Rollup()
+        for r in rows:
+            if r["status"] in ("completed", "failed"):
+                rollup.attempt_ended(r["type"], r["wait_s"], r["run_s"], completed=r["status"] == "completed",
+                                     failed=r["status"] == "failed", at=r["at"])
+        await stats_rollup.write(conn, rollup.take())
+    await conn.execute("""
+        INSERT INTO job_queue_depth (bucket, status, n)
+        SELECT date_trunc('minute', now(), 'UTC') - make_interval(mins => m), s.status, (m * 7919) % 1000
+          FROM generate_series(1, 7 * 1440) m CROSS JOIN unnest($1::text[]) s(status)""",
+                       list(stats_rollup.QUEUE_STATUSES))
     await conn.execute("VACUUM ANALYZE jobs")
     await conn.execute("VACUUM ANALYZE job_stats")
     await conn.execute("VACUUM ANALYZE job_stats_hist")
-    rollup = await conn.fetchval("SELECT (SELECT count(*) FROM job_stats) + (SELECT count(*) FROM job_stats_hist)")
+    await conn.execute("VACUUM ANALYZE job_queue_depth")
+    rollup = await conn.fetchval("SELECT (SELECT count(*) FROM job_stats) + (SELECT count(*) FROM job_stats_hist)"
+                                 " + (SELECT count(*) FROM job_queue_depth)")
     print(f"filled {jobs:,} jobs of {types} types in {time.perf_counter() - t0:.1f} s "
           f"(rollup: {rollup:,} rows)", flush=True)
 
@@ -85,12 +104,14 @@ async def measure(dsn: str, args: argparse.Namespace) -> None:
     conn = await connect(dsn)
     try:
         await fill(conn, args.jobs, args.types)
-        await timed("queue depth now (job_status_counts)", lambda: conn.fetch(STATUS_COUNTS_SQL))
+        await timed("queue depth now (counted through jobs_status_idx)",
+                    lambda: conn.fetch(STATUS_COUNTS_SQL, list(stats_rollup.QUEUE_STATUSES)))
         for label, window in WINDOWS.items():
             print(f"window {label}:")
             since = await conn.fetchval("SELECT now() - $1::interval", window.span)
-            await timed(f"throughput + depth changes (grain {window.counts_grain})",
+            await timed(f"throughput (grain {window.counts_grain})",
                         lambda w=window, s=since: conn.fetch(COUNTS_SQL, w.counts_grain, s))
+            await timed("queue depth counts (per minute)", lambda s=since: conn.fetch(DEPTH_SQL, s))
             if window.hist_grain == "m":
                 await timed("wait/run bins per type (minutes)",
                             lambda s=since: conn.fetch(HIST_SQL, "m", s, s + window.span + timedelta(minutes=1)))

@@ -168,6 +168,7 @@ async def test_pause_resume_and_drain_through_the_control_channel(dsn: str, conn
         sleeper = json.loads(run_cli("submit", "sleep", "--input", '{"seconds": 1}', "--json", dsn=dsn).stdout)["id"]
         await wait_for(lambda: conn.fetchval("SELECT status = 'in_progress' FROM jobs WHERE id = $1", sleeper),
                        what="the sleep job to start")
+        await asyncio.sleep(0.3)  # claimed is not yet started: the claim's answer may still be on its way
         assert run_cli("worker-ctl", worker_id, "drain", dsn=dsn).returncode == 0
         assert worker.wait(20) == 0, "a drained worker exits"
         assert await status(conn, sleeper) == "completed", "drain finishes running jobs"

@@ -800,8 +800,7 @@ async def cmd_stats(args: argparse.Namespace, settings: Settings) -> int:
     minutes = metrics.window.span.total_seconds() / 60
     print(f"last {metrics.window.label}: {metrics.completed:,} completed ({metrics.completed / minutes:.1f}/min), "
           f"{metrics.failed:,} failed ({metrics.failed / minutes:.1f}/min)")
-    print("queue: " + ", ".join(f"{metrics.depth.now.get(s, 0):,} {s}" for s in
-                                ("queued", "in_progress", "waiting_approval", "failed", "completed", "cancelled")))
+    print("queue now: " + ", ".join(f"{n:,} {s}" for s, n in metrics.depth.now.items()))
     rows = f"~{size.estimated_rows:,}" if size.estimated_rows is not None else "unknown"
     print(f"table jobs: {rows} rows, {size.total_bytes / 2**20:,.1f} MiB on disk")
     if metrics.latency:

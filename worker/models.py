@@ -97,6 +97,7 @@ class Job:
     priority: int = 0
     cancel_event: asyncio.Event | None = None
     waited_s: float = 0.0  # from enqueue, or from the retry time, to this attempt's start
+    run_s: float | None = None  # how long this attempt's processor ran, once it has returned
 
     @property
     def cancelled(self) -> bool:

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import asyncpg
 
-from worker import scheduler, transitions, type_limits
+from worker import scheduler, stats_rollup, transitions, type_limits
 from worker.alerts import Alert, AlertSender, job_failed
 from worker.db import CONNECTION_ERRORS, create_pool
 from worker.errors import InvalidJob, JobdeskError, PermanentJobError
@@ -44,6 +44,7 @@ NEW_JOBS_CHANNEL = "jobdesk_new_jobs"
 CANCEL_GRACE_S = 0.5  # a cancelled processor may stop cleanly this long before its task is cancelled
 MAX_BACKOFF_S = 5.0
 REVIVE_EVERY_S = 2.0  # how often a worker on the embedded database tries to start it again
+ROLLUP_LAST_FLUSH_S = 5.0  # how long a stopping worker tries to write its last metrics
 PREFETCH_BELOW_S = 0.05  # claim ahead only while jobs average less than this
 
 
@@ -112,6 +113,7 @@ class Worker:
         self._tasks: list[asyncio.Task[None]] = []
         self._db_down = False
         self.stats = {"completed": 0, "failed_attempts": 0, "claimed": 0, "rounds": 0}
+        self.rollup = stats_rollup.Rollup()  # this worker's share of the metrics rollup
         self.metrics: WorkerMetrics | None = None
         if settings.JOB_METRICS_PORT is not None:
             from worker.worker_metrics import WorkerMetrics  # only workers that serve metrics load it
@@ -197,14 +199,19 @@ class Worker:
                            asyncio.create_task(self._listener_watch(), name="jobdesk-listener"),
                            asyncio.create_task(Pruner(self.pool, self.settings, self.worker_id).run(),
                                                name="jobdesk-pruner"),
-                           asyncio.create_task(self.supervisor.run(), name="jobdesk-supervisor"),
-                           asyncio.create_task(scheduler.run_loop(self.db_call, self._stop), name="jobdesk-scheduler")]
+                           asyncio.create_task(scheduler.run_loop(self.db_call, self._stop), name="jobdesk-scheduler"),
+                           asyncio.create_task(stats_rollup.run_loop(self.db_call, self.rollup, self._stop),
+                                               name="jobdesk-rollup"),
+                           supervising := asyncio.create_task(self.supervisor.run(), name="jobdesk-supervisor")]
             for task in self._tasks:
                 task.add_done_callback(self._task_died)
             await self._stop.wait()
             await self._drain()
+            try:  # what finished last goes into the metrics too, unless the database is away
+                await asyncio.wait_for(stats_rollup.flush(self.db_call, self.rollup), ROLLUP_LAST_FLUSH_S)
+            except TimeoutError:
+                log.warning("the last second of metrics was not written: the database did not answer")
             # A heartbeat still in flight would write "running" over the "stopped" below.
-            supervising = self._tasks[-1]
             supervising.cancel()
             await asyncio.gather(supervising, return_exceptions=True)
             await self.supervisor.stop()
@@ -230,10 +237,14 @@ class Worker:
             log.error("internal task %s crashed: %r; stopping", task.get_name(), exc, exc_info=exc)
             self.request_stop()
 
-    async def _drain(self) -> None:
+    async def _unclaim_ready(self) -> None:
+        """Give back the jobs claimed but not started: a stopping worker starts nothing new."""
         if self._ready:
             unstarted, self._ready = [j.id for j in self._ready], deque()
             await self.db_call(lambda c: transitions.unclaim(c, self.worker_id, unstarted))
+
+    async def _drain(self) -> None:
+        await self._unclaim_ready()
         if self._running:
             loop = asyncio.get_running_loop()
             deadline = loop.time() + self.settings.JOB_SHUTDOWN_TIMEOUT if self._put_back_on_timeout else None
@@ -252,6 +263,7 @@ class Worker:
         # The pump writes what finished meanwhile, then returns.
         self._kick.set()
         await asyncio.wait(self._tasks[:2], timeout=self.settings.JOB_SHUTDOWN_TIMEOUT + 5)
+        await self._unclaim_ready()  # what a claim in flight when the stop came brought back
         await self._flush_all()
         if self._side_tasks:
             await asyncio.gather(*self._side_tasks, return_exceptions=True)
@@ -495,20 +507,25 @@ class Worker:
 
     async def _run_job_inner(self, job: Job) -> None:
         processor = self.processors[job.type]
+        began = time.monotonic()
         try:
             check_job_input(processor, job)  # a mismatch is permanent: no retry can fix the input
             result = _check_result(job, await processor.process(job))
         except asyncio.CancelledError:
+            job.run_s = time.monotonic() - began
             if job.cancelled:
                 await self._record_cancelled(job)
                 return
             raise
         except PermanentJobError as exc:
+            job.run_s = time.monotonic() - began
             await self._record_failure(job, exc, permanent=True)
             return
         except Exception as exc:
+            job.run_s = time.monotonic() - began
             await self._record_failure(job, exc, permanent=False)
             return
+        job.run_s = time.monotonic() - began
         if job.cancelled:
             await self._record_cancelled(job)
         elif result.next_jobs or result.requires_approval:
@@ -532,6 +549,7 @@ class Worker:
         if not outcome.written:
             log.warning("job %s: lost ownership before its failure was recorded", job.id)
             return
+        self.rollup.attempt_ended(job.type, job.waited_s, job.run_s, failed=outcome.status == "failed")
         if self.metrics is not None:
             stats = self.metrics.of(job.type)
             if outcome.status == "failed":
@@ -589,8 +607,12 @@ class Worker:
         """`written`: the jobs whose outcome was recorded; `completed`, those of them that
         completed (all of them unless given)."""
         self.stats["completed"] += len(written)
+        done = written if completed is None else completed
+        ended = self.rollup.attempt_ended
+        for job, result in batch:
+            if job.id in done:
+                ended(job.type, job.waited_s, job.run_s, completed=not result.requires_approval)
         if self.metrics is not None:
-            done = written if completed is None else completed
             for job, _ in batch:
                 if job.id in done:
                     self.metrics.of(job.type).completed += 1

@@ -9,7 +9,7 @@ import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from worker import fleet, transitions
+from worker import fleet, stats_rollup, transitions
 from worker.db import connect
 from worker.job_queries import JobFilter
 from worker.models import Job, JobCreate, ProcessorResult, Status
@@ -94,12 +94,12 @@ async def _seed_fleet(dsn: str) -> None:
 
 async def metrics_history(dsn: str) -> None:
     """An hour of finished work for the Metrics pictures: jobs of four types that completed (and
-    some failed) minute by minute, with their wait and run times, through plain INSERTs that the
-    rollup triggers count; and a backlog of queued jobs that built up and drained 40 to 15 minutes
-    ago, written into the rollup as the triggers would have recorded it."""
+    some failed) minute by minute, with their wait and run times, inserted with plain SQL and
+    added to the rollup as the workers that ran them would have; and a backlog of queued jobs that
+    built up and drained 40 to 15 minutes ago, as the workers' depth counts saw it."""
     conn = await connect(dsn)
     try:
-        await conn.execute("""
+        rows = await conn.fetch("""
             INSERT INTO jobs (type, input_data, status, created_at, started_at, completed_at, updated_at,
                               attempts, error_message)
             SELECT t.type, jsonb_build_object('n', g), s.status, f.at - t.run - t.wait, f.at - t.run,
@@ -118,12 +118,21 @@ async def metrics_history(dsn: str) -> None:
              CROSS JOIN LATERAL (SELECT CASE WHEN k.type = 'email.send' AND g % 9 = 0 THEN 'failed'
                                              WHEN k.type = 'pdf.render' AND g % 31 = 0 THEN 'failed'
                                              ELSE 'completed' END AS status) s
-             WHERE f.at < now()""")
+             WHERE f.at < now()
+            RETURNING type, status, extract(epoch FROM updated_at)::float8 AS at,
+                      extract(epoch FROM started_at - created_at)::float8 AS wait_s,
+                      extract(epoch FROM updated_at - started_at)::float8 AS run_s""")
+        rollup = stats_rollup.Rollup()
+        for r in rows:
+            rollup.attempt_ended(r["type"], r["wait_s"], r["run_s"], completed=r["status"] == "completed",
+                                 failed=r["status"] == "failed", at=r["at"])
+        await stats_rollup.write(conn, rollup.take())
+        # Minute by minute: 15 more queued each minute from 40 to 28 minutes ago, 15 fewer after.
         await conn.execute("""
-            INSERT INTO job_stats AS t (grain, bucket, type, d_queued)
-            SELECT 'm', date_trunc('minute', now(), 'UTC') - make_interval(mins => m), 'pdf.render',
-                   CASE WHEN m >= 28 THEN 15 ELSE -15 END
-              FROM generate_series(15, 40) m
-            ON CONFLICT (grain, bucket, type) DO UPDATE SET d_queued = t.d_queued + EXCLUDED.d_queued""")
+            INSERT INTO job_queue_depth (bucket, status, n)
+            SELECT date_trunc('minute', now(), 'UTC') - make_interval(mins => m), s.status,
+                   CASE WHEN s.status = 'queued' AND m BETWEEN 15 AND 40 THEN 15 * least(41 - m, m - 14) ELSE 0 END
+              FROM generate_series(1, 60) m
+             CROSS JOIN unnest($1::text[]) s(status)""", list(stats_rollup.QUEUE_STATUSES))
     finally:
         await conn.close()

@@ -1,8 +1,10 @@
-"""Queue metrics from the rollup tables of `sql/011_metrics.sql`: throughput, queue depth and
-wait/run percentiles per type over a window, the table's size, and what needs an operator.
+"""Queue metrics from the rollup the workers keep (`worker/stats_rollup.py`): throughput, queue
+depth and wait/run percentiles per type over a window, the table's size, and what needs an operator.
 
-Every query reads the small rollup (one row per minute or hour and type), never `jobs` itself,
-so its cost depends on the window and the number of types, not on how many jobs there are.
+The charts read the small rollup (one row per minute or hour and type), never the finished jobs,
+so their cost depends on the window and the number of types, not on how many jobs there are.
+Only the depth now is counted from `jobs`, through the status index: it reads the unfinished
+jobs, not the finished ones.
 """
 
 from __future__ import annotations
@@ -17,10 +19,9 @@ from typing import Any
 import asyncpg
 
 from worker.errors import JobdeskError
+from worker.stats_rollup import BINS, QUEUE_STATUSES
 
-QUEUE_STATUSES = ("queued", "in_progress", "waiting_approval")
 MAX_SPAN = timedelta(days=30)
-BINS = 56  # see job_stats_hist in sql/011_metrics.sql
 
 _SPAN = re.compile(r"^\s*(\d+)\s*([mhd])\s*$")
 _UNITS = {"m": 60, "h": 3600, "d": 86400}
@@ -168,16 +169,20 @@ class Transition:
 
 # -- queries ----------------------------------------------------------------------------------
 
-STATUS_COUNTS_SQL = "SELECT status, sum(n)::bigint AS n FROM job_status_counts GROUP BY status"
+STATUS_COUNTS_SQL = """
+SELECT status, count(*) AS n FROM jobs WHERE status = ANY($1::text[]) GROUP BY status
+"""
 
 COUNTS_SQL = """
-SELECT bucket, sum(completed)::bigint AS completed, sum(failed)::bigint AS failed,
-       sum(d_queued)::bigint AS d_queued, sum(d_in_progress)::bigint AS d_in_progress,
-       sum(d_waiting)::bigint AS d_waiting
+SELECT bucket, sum(completed)::bigint AS completed, sum(failed)::bigint AS failed
   FROM job_stats
  WHERE grain = $1 AND bucket >= $2
  GROUP BY bucket
  ORDER BY bucket
+"""
+
+DEPTH_SQL = """
+SELECT bucket, status, n FROM job_queue_depth WHERE bucket >= $1 ORDER BY bucket
 """
 
 HIST_SQL = """
@@ -202,10 +207,10 @@ SELECT CASE WHEN c.reltuples < 0 THEN NULL ELSE c.reltuples::bigint END AS estim
   FROM pg_class c WHERE c.oid = 'jobs'::regclass
 """
 
+# Both through indexes (jobs_finished_idx, jobs_status_idx): they read the jobs they count only.
 ATTENTION_SQL = """
-SELECT (SELECT coalesce(sum(failed), 0) FROM job_stats
-         WHERE grain = 'm' AND bucket >= date_trunc('minute', now() - interval '1 hour', 'UTC'))::bigint AS failed,
-       (SELECT coalesce(sum(n), 0) FROM job_status_counts WHERE status = 'waiting_approval')::bigint AS waiting,
+SELECT (SELECT count(*) FROM jobs WHERE status = 'failed' AND updated_at >= now() - interval '1 hour') AS failed,
+       (SELECT count(*) FROM jobs WHERE status = 'waiting_approval') AS waiting,
        now() AS db_now
 """
 
@@ -215,6 +220,9 @@ SELECT id, type, status, updated_at, attempts FROM jobs
  ORDER BY updated_at DESC
  LIMIT $3
 """
+
+
+DEPTH_LOOKBACK = timedelta(hours=1)  # a count this far before the window still gives its first steps
 
 
 def _floor(at: datetime, step: timedelta) -> datetime:
@@ -235,46 +243,45 @@ async def fetch_metrics(conn: asyncpg.Connection, window: Window) -> Metrics:
         since = db_now - window.span
         counts_from = _floor(since, timedelta(minutes=1) if window.counts_grain == "m" else timedelta(hours=1))
         hist_from = _floor(since, timedelta(minutes=1) if window.hist_grain == "m" else timedelta(hours=1))
-        status_rows = await conn.fetch(STATUS_COUNTS_SQL)
+        status_rows = await conn.fetch(STATUS_COUNTS_SQL, list(QUEUE_STATUSES))
         count_rows = await conn.fetch(COUNTS_SQL, window.counts_grain, counts_from)
+        depth_rows = await conn.fetch(DEPTH_SQL, _floor(since, timedelta(minutes=1)) - DEPTH_LOOKBACK)
         if window.hist_grain == "m":
             hist_rows = await conn.fetch(HIST_SQL, "m", hist_from, db_now + timedelta(minutes=1))
         else:
             hist_rows = await conn.fetch(HIST_HOURS_DAYS_SQL, hist_from, _next_day(hist_from))
-    return Metrics(window, since, db_now, *_series(window, since, db_now, status_rows, count_rows),
+    return Metrics(window, since, db_now, *_series(window, since, db_now, status_rows, count_rows, depth_rows),
                    latency_from_bins(hist_rows))
 
 
 def _series(window: Window, since: datetime, until: datetime, status_rows: Sequence[Any],
-            count_rows: Sequence[Any]) -> tuple[Throughput, Depth]:
+            count_rows: Sequence[Any], depth_rows: Sequence[Any]) -> tuple[Throughput, Depth]:
     step = window.step
     start = _floor(since, step)
     n = int((until - start) // step) + 1
     times = [start + i * step for i in range(n)]
     completed, failed = [0] * n, [0] * n
-    deltas = {s: [0] * n for s in QUEUE_STATUSES}
-    after: dict[str, int] = dict.fromkeys(QUEUE_STATUSES, 0)  # changes recorded in later buckets
     for row in count_rows:
-        i = int((row["bucket"] - start) // step)
-        if i < 0:
-            i = 0  # the partial first bucket of the grain is shown with the first step
-        if i >= n:
-            for status, col in zip(QUEUE_STATUSES, ("d_queued", "d_in_progress", "d_waiting"), strict=True):
-                after[status] += row[col]
-            continue
+        i = min(n - 1, max(0, int((row["bucket"] - start) // step)))  # a partial first bucket joins step 0
         completed[i] += row["completed"]
         failed[i] += row["failed"]
-        for status, col in zip(QUEUE_STATUSES, ("d_queued", "d_in_progress", "d_waiting"), strict=True):
-            deltas[status][i] += row[col]
-    now_counts = {r["status"]: int(r["n"]) for r in status_rows if r["n"]}
-    series: dict[str, list[int]] = {}
+    now_counts = {status: 0 for status in QUEUE_STATUSES}
+    now_counts.update({r["status"]: int(r["n"]) for r in status_rows})
+    # The depth at the end of each step: the last count taken before that end, carried over steps
+    # without one (no worker counted then); the last step is the depth now.
+    series = {status: [0] * n for status in QUEUE_STATUSES}
+    level = dict.fromkeys(QUEUE_STATUSES, 0)
+    rows = iter(depth_rows)
+    row = next(rows, None)
+    for i in range(n):
+        end = times[i] + step
+        while row is not None and row["bucket"] < end:
+            level[row["status"]] = int(row["n"])
+            row = next(rows, None)
+        for status in QUEUE_STATUSES:
+            series[status][i] = level.get(status, 0)
     for status in QUEUE_STATUSES:
-        level = now_counts.get(status, 0) - after[status]
-        values = [0] * n
-        for i in range(n - 1, -1, -1):  # the depth at the end of step i: now, less what came after
-            values[i] = max(0, level)
-            level -= deltas[status][i]
-        series[status] = values
+        series[status][-1] = now_counts[status]
     return Throughput(step, times, completed, failed), Depth(now_counts, times, series)
 
 

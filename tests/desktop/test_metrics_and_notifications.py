@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from pathlib import Path
 
 import asyncpg
@@ -15,6 +16,7 @@ from desktop.main_window import MainWindow
 from desktop.notify.notifier import Notice, NotificationSettings
 from tests import pg
 from tests.desktop.qt_helpers import run_qasync, until
+from worker import stats_rollup
 from worker.errors import SettingsError
 from worker.models import Status
 from worker.settings import load_settings
@@ -36,6 +38,15 @@ def open_window(qtbot, dsn: str, settings: NotificationSettings) -> MainWindow: 
     return window
 
 
+async def record(conn: asyncpg.Connection, job_type: str, n: int, *, wait_s: float | None, run_s: float | None,
+                 completed: bool = False, failed: bool = False, at: float | None = None) -> None:
+    """Add n attempts to the rollup, as the worker that ran them would."""
+    rollup = stats_rollup.Rollup()
+    for _ in range(n):
+        rollup.attempt_ended(job_type, wait_s, run_s, completed=completed, failed=failed, at=at)
+    await stats_rollup.write(conn, rollup.take())
+
+
 def store(tmp_path: Path) -> QSettings:
     return QSettings(str(tmp_path / "jobdesk.ini"), QSettings.Format.IniFormat)
 
@@ -54,6 +65,10 @@ def test_metrics_tab_plots_the_database(qapp: QApplication, qtbot, test_db: str,
                            "SELECT 'mail', '{}', 'failed', now() FROM generate_series(1, 3)")
         await conn.execute("INSERT INTO jobs (type, input_data) SELECT 'mail', '{}' FROM generate_series(1, 4)")
         await conn.execute("ANALYZE jobs")
+        # What the workers that ran them added to the rollup.
+        await record(conn, "pdf.render", 12, wait_s=2.0, run_s=0.5, completed=True, at=time.time() - 600)
+        await record(conn, "mail", 3, wait_s=None, run_s=None, failed=True)
+        await stats_rollup.sample_depth(conn)
         window = open_window(qtbot, test_db, NotificationSettings(store(tmp_path)))
         await until(lambda: window.connection.is_connected, what="connection")
         assert not window.metrics._timer.isActive(), "hidden: no reads"
@@ -74,8 +89,7 @@ def test_metrics_tab_plots_the_database(qapp: QApplication, qtbot, test_db: str,
         # Live while shown: a new completion shows at the next read.
         window.metrics._timer.setInterval(200)
         window.metrics._timer.start()
-        await conn.execute("INSERT INTO jobs (type, input_data, status, completed_at, started_at, updated_at) "
-                           "VALUES ('pdf.render', '{}', 'completed', now(), now(), now())")
+        await record(conn, "pdf.render", 1, wait_s=0.0, run_s=0.0, completed=True)
         await until(lambda: sum(window.metrics.series()["completed"]) == 13, what="the live update")
         # The 7-day window reads the hourly rollup.
         window.metrics.window_combo.setCurrentText("Last 7 days")

@@ -11,6 +11,7 @@ from PySide6.QtCore import QPoint, QPointF, Qt
 from PySide6.QtGui import QWheelEvent
 from PySide6.QtWidgets import QApplication
 
+from desktop import tasks
 from desktop.connection import ConsoleConnection
 from desktop.main_window import MainWindow
 from tests import pg
@@ -202,6 +203,12 @@ def test_clicks_navigation_and_pipeline_actions(qapp: QApplication, qtbot, test_
         assert await conn.fetchval("SELECT count(*) FROM jobs WHERE pipeline_id = 'p-1' AND status = 'queued'") == 2
         assert await tab.retry_pipeline("p-2") == []  # nothing failed there: a message, no question
         assert len(asked) == 1
+        # Let the reads the actions above set off finish while the tab is shown: a read already
+        # in flight when the tab hides may still land, and would count as a query made hidden.
+        await asyncio.sleep(0.6)
+        await until(lambda: tab.model._loading is None and not tab._graph_loading
+                    and not any(t.get_name().startswith("pipeline") for t in tasks._running),
+                    what="the pipeline tab idle")
         menu["Show its jobs in the job table"].trigger()
         assert window.tabs.currentIndex() == 0 and window.jobs.pipeline_edit.text() == "p-1"
 
