@@ -188,3 +188,27 @@ async def test_each_insert_statement_notifies_once_on_both_channels(conn: asyncp
     assert heard == [("jobdesk_job_changes", "r1"), ("jobdesk_new_jobs", ""), ("jobdesk_job_changes", "r2"),
                      ("jobdesk_job_changes", "*"), ("jobdesk_new_jobs", ""),
                      ("jobdesk_new_jobs", "")]
+
+
+async def test_a_transaction_of_row_by_row_inserts_notifies_like_one_batch(conn: asyncpg.Connection,
+                                                                           dsn: str) -> None:
+    listener = await connect(dsn)
+    heard: list[tuple[str, str]] = []
+    for channel in ("jobdesk_new_jobs", "jobdesk_job_changes"):
+        await listener.add_listener(channel, lambda *args: heard.append((args[2], args[3])))
+    try:
+        async with conn.transaction():
+            await conn.executemany("INSERT INTO jobs (id, type, input_data) VALUES ($1, 'a', '{}')",
+                                   [(f"r{i}",) for i in range(300)])
+        await conn.execute("INSERT INTO jobs (id, type, input_data) VALUES ('later', 'a', '{}')")
+        await wait_for(lambda: asyncio.sleep(0.05, ("jobdesk_job_changes", "later") in heard),
+                       what="the notifications")
+        await asyncio.sleep(0.1)
+    finally:
+        await listener.close()
+    changes = [payload for channel, payload in heard if channel == "jobdesk_job_changes"]
+    # The first 150 rows are named one by one, then one '*' stands for the rest of the
+    # transaction; the next transaction names its rows again.
+    assert changes == [f"r{i}" for i in range(150)] + ["*", "later"]
+    assert heard.count(("jobdesk_new_jobs", "")) == 2
+    assert await conn.fetchval("SELECT count(*) FROM jobs") == 301

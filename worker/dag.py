@@ -20,6 +20,8 @@ def order_batch(jobs: Sequence[JobCreate]) -> tuple[list[JobCreate], set[str]]:
         if job.id in by_id:
             raise InvalidJob(f"job id {job.id} appears twice in one enqueue", job_id=job.id, field="id")
         by_id[job.id] = job
+    if not any(job.dependent_on_jobs for job in jobs):
+        return list(jobs), set()  # independent jobs, the bulk case: already in order
     outside: set[str] = set()
     sorter: TopologicalSorter[str] = TopologicalSorter()
     for job in jobs:

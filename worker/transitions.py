@@ -83,6 +83,8 @@ def json_text(value: object, what: str = "the value", *, job_id: str | None = No
 
     Refuses what JSON allows but PostgreSQL's jsonb cannot store: a NUL character, and unpaired
     UTF-16 surrogates (which are not Unicode text)."""
+    if not value and (value == {} or value == []):  # most inputs and dependency lists of a bulk enqueue
+        return "{}" if isinstance(value, dict) else "[]"
     try:
         text = json.dumps(value, ensure_ascii=False)
     except (TypeError, ValueError) as exc:
