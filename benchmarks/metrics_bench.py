@@ -38,6 +38,7 @@ from worker.stats_queries import (  # noqa: E402
     HIST_SQL,
     STATUS_COUNTS_SQL,
     WINDOWS,
+    chart_points,
     fetch_attention,
     fetch_metrics,
     fetch_table_size,
@@ -111,7 +112,9 @@ async def measure(dsn: str, args: argparse.Namespace) -> None:
             since = await conn.fetchval("SELECT now() - $1::interval", window.span)
             await timed(f"throughput (grain {window.counts_grain})",
                         lambda w=window, s=since: conn.fetch(COUNTS_SQL, w.counts_grain, s))
-            await timed("queue depth counts (per minute)", lambda s=since: conn.fetch(DEPTH_SQL, s))
+            start, points = chart_points(window, since, since + window.span)
+            await timed("queue depth at each point", lambda w=window, s=start, p=points: conn.fetch(
+                DEPTH_SQL, s, w.step, p, list(stats_rollup.QUEUE_STATUSES)))
             if window.hist_grain == "m":
                 await timed("wait/run bins per type (minutes)",
                             lambda s=since: conn.fetch(HIST_SQL, "m", s, s + window.span + timedelta(minutes=1)))

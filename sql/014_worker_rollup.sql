@@ -26,5 +26,5 @@ CREATE TABLE job_queue_depth (
     bucket  timestamptz NOT NULL,   -- the UTC minute the count was taken in
     status  varchar(32) NOT NULL,   -- queued, in_progress, waiting_approval
     n       bigint      NOT NULL,
-    PRIMARY KEY (bucket, status)
+    PRIMARY KEY (status, bucket)    -- a chart reads the last count before each of its points
 );

@@ -181,8 +181,16 @@ SELECT bucket, sum(completed)::bigint AS completed, sum(failed)::bigint AS faile
  ORDER BY bucket
 """
 
+# Per point of the chart (the end of each step) and status: the last count before it, if one
+# was taken in the hour before (with no worker running, none is).
 DEPTH_SQL = """
-SELECT bucket, status, n FROM job_queue_depth WHERE bucket >= $1 ORDER BY bucket
+SELECT e.i, q.status, d.n
+  FROM generate_series(0, $3::int - 1) AS e(i)
+ CROSS JOIN unnest($4::text[]) AS q(status)
+ CROSS JOIN LATERAL (SELECT n FROM job_queue_depth
+                      WHERE status = q.status AND bucket < $1::timestamptz + (e.i + 1) * $2::interval
+                        AND bucket >= $1::timestamptz + (e.i + 1) * $2::interval - $2::interval - interval '1 hour'
+                      ORDER BY bucket DESC LIMIT 1) d
 """
 
 HIST_SQL = """
@@ -222,9 +230,6 @@ SELECT id, type, status, updated_at, attempts FROM jobs
 """
 
 
-DEPTH_LOOKBACK = timedelta(hours=1)  # a count this far before the window still gives its first steps
-
-
 def _floor(at: datetime, step: timedelta) -> datetime:
     epoch = datetime(1970, 1, 1, tzinfo=UTC)
     return epoch + (at - epoch) // step * step
@@ -245,7 +250,8 @@ async def fetch_metrics(conn: asyncpg.Connection, window: Window) -> Metrics:
         hist_from = _floor(since, timedelta(minutes=1) if window.hist_grain == "m" else timedelta(hours=1))
         status_rows = await conn.fetch(STATUS_COUNTS_SQL, list(QUEUE_STATUSES))
         count_rows = await conn.fetch(COUNTS_SQL, window.counts_grain, counts_from)
-        depth_rows = await conn.fetch(DEPTH_SQL, _floor(since, timedelta(minutes=1)) - DEPTH_LOOKBACK)
+        start, points = chart_points(window, since, db_now)
+        depth_rows = await conn.fetch(DEPTH_SQL, start, window.step, points, list(QUEUE_STATUSES))
         if window.hist_grain == "m":
             hist_rows = await conn.fetch(HIST_SQL, "m", hist_from, db_now + timedelta(minutes=1))
         else:
@@ -254,11 +260,16 @@ async def fetch_metrics(conn: asyncpg.Connection, window: Window) -> Metrics:
                    latency_from_bins(hist_rows))
 
 
+def chart_points(window: Window, since: datetime, until: datetime) -> tuple[datetime, int]:
+    """The start of the chart's first step, and how many steps reach `until`."""
+    start = _floor(since, window.step)
+    return start, int((until - start) // window.step) + 1
+
+
 def _series(window: Window, since: datetime, until: datetime, status_rows: Sequence[Any],
             count_rows: Sequence[Any], depth_rows: Sequence[Any]) -> tuple[Throughput, Depth]:
     step = window.step
-    start = _floor(since, step)
-    n = int((until - start) // step) + 1
+    start, n = chart_points(window, since, until)
     times = [start + i * step for i in range(n)]
     completed, failed = [0] * n, [0] * n
     for row in count_rows:
@@ -267,19 +278,11 @@ def _series(window: Window, since: datetime, until: datetime, status_rows: Seque
         failed[i] += row["failed"]
     now_counts = {status: 0 for status in QUEUE_STATUSES}
     now_counts.update({r["status"]: int(r["n"]) for r in status_rows})
-    # The depth at the end of each step: the last count taken before that end, carried over steps
-    # without one (no worker counted then); the last step is the depth now.
+    # The depth at the end of each step: the last count taken before that end; the last step is
+    # the depth now.
     series = {status: [0] * n for status in QUEUE_STATUSES}
-    level = dict.fromkeys(QUEUE_STATUSES, 0)
-    rows = iter(depth_rows)
-    row = next(rows, None)
-    for i in range(n):
-        end = times[i] + step
-        while row is not None and row["bucket"] < end:
-            level[row["status"]] = int(row["n"])
-            row = next(rows, None)
-        for status in QUEUE_STATUSES:
-            series[status][i] = level.get(status, 0)
+    for row in depth_rows:
+        series[row["status"]][row["i"]] = int(row["n"])
     for status in QUEUE_STATUSES:
         series[status][-1] = now_counts[status]
     return Throughput(step, times, completed, failed), Depth(now_counts, times, series)

@@ -144,7 +144,8 @@ SELECT date_trunc('minute', now(), 'UTC'), q.status, coalesce(c.n, 0)
   FROM unnest($1::text[]) AS q(status)
   LEFT JOIN (SELECT status, count(*) AS n FROM jobs WHERE status = ANY($1::text[]) GROUP BY status) c
          ON c.status = q.status
- WHERE NOT EXISTS (SELECT 1 FROM job_queue_depth WHERE bucket = date_trunc('minute', now(), 'UTC'))
+ WHERE NOT EXISTS (SELECT 1 FROM job_queue_depth
+                    WHERE status = ($1::text[])[1] AND bucket = date_trunc('minute', now(), 'UTC'))
 ON CONFLICT DO NOTHING
 """
 
