@@ -10,7 +10,7 @@ import pytest
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 os.environ.setdefault("QT_API", "pyside6")
 
-from tests import pg  # noqa: E402
+from tests import bundle_build, pg  # noqa: E402
 from tests.pgbouncer import PgBouncer  # noqa: E402
 from worker.db import connect  # noqa: E402
 from worker.embedded import EmbeddedServer  # noqa: E402
@@ -51,3 +51,15 @@ def pgbouncer(pg_server: EmbeddedServer) -> Iterator[PgBouncer]:
     bouncer = PgBouncer(pg_server).start()
     yield bouncer
     bouncer.stop()
+
+
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The bundle's tests go last, and its build starts now, in the background."""
+    bundled = [item for item in items if item.path.name == "test_bundle.py"]
+    if bundled:
+        items[:] = [item for item in items if item.path.name != "test_bundle.py"] + bundled
+        bundle_build.start()
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    bundle_build.stop()

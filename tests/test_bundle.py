@@ -6,10 +6,8 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import textwrap
 import time
@@ -18,10 +16,11 @@ from pathlib import Path
 
 import pytest
 
+from tests import bundle_build
 from tests.helpers import ROOT, TERMINAL, Inbox
 from worker.embedded import EmbeddedServer
 
-pytestmark = pytest.mark.timeout(600)  # the build takes about a minute on two cores
+pytestmark = pytest.mark.timeout(600)  # waiting for the build: about a minute of one core
 
 MAX_SIZE_MB = 300
 SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -61,25 +60,14 @@ SITE_PROCESSORS = '''
 
 
 @pytest.fixture(scope="module")
-def workspace() -> Iterator[Path]:
-    # Reachable by the unprivileged user the embedded server runs as when the tests run as root.
-    folder = Path(tempfile.mkdtemp(prefix="jdbundle-"))
-    folder.chmod(0o755)
-    yield folder
-    shutil.rmtree(folder, ignore_errors=True)
+def workspace() -> Path:
+    return bundle_build.current().workspace
 
 
 @pytest.fixture(scope="module")
 def bundle(workspace: Path) -> Path:
-    """The built bundle's executable."""
-    started = time.monotonic()
-    build = subprocess.run([sys.executable, "-m", "PyInstaller", "--noconfirm", "--log-level", "WARN",
-                            "--distpath", str(workspace / "dist"), "--workpath", str(workspace / "build"),
-                            str(ROOT / "jobdesk.spec")], cwd=ROOT, capture_output=True, text=True, timeout=480)
-    assert build.returncode == 0, build.stderr[-4000:]
-    print(f"bundle built in {time.monotonic() - started:.0f} s")
-    shutil.rmtree(workspace / "build")
-    return workspace / "dist" / "jobdesk" / "jobdesk"
+    """The built bundle's executable (the build started with the session: tests/bundle_build.py)."""
+    return bundle_build.current().wait()
 
 
 @pytest.fixture
