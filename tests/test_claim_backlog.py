@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+import uuid
 from collections import Counter
 
 import asyncpg
@@ -212,3 +213,11 @@ async def test_a_transaction_of_row_by_row_inserts_notifies_like_one_batch(conn:
     assert changes == [f"r{i}" for i in range(150)] + ["*", "later"]
     assert heard.count(("jobdesk_new_jobs", "")) == 2
     assert await conn.fetchval("SELECT count(*) FROM jobs") == 301
+
+
+async def test_ids_made_by_the_database_are_time_ordered_uuid7(conn: asyncpg.Connection) -> None:
+    await conn.execute("INSERT INTO jobs (type, input_data) SELECT 'a', '{}' FROM generate_series(1, 50)")
+    ids = [r["id"] for r in await conn.fetch("SELECT id FROM jobs ORDER BY seq")]
+    parsed = [uuid.UUID(i) for i in ids]
+    assert all(u.version == 7 and u.variant == uuid.RFC_4122 for u in parsed)
+    assert [u.bytes[:6] for u in parsed] == sorted(u.bytes[:6] for u in parsed)  # milliseconds first
