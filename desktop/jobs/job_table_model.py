@@ -130,7 +130,7 @@ class JobTableModel(PagedTableModel):
         self.filter = filt
         self.sort_key = sort or self.sort_key
         self.descending = self.descending if descending is None else descending
-        self.reload()
+        self.reload(new_query=True)
 
     # -- live updates -----------------------------------------------------------------------
 
