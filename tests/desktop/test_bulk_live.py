@@ -1,6 +1,7 @@
 """A bulk run and the console's live updates, offscreen, against a real PostgreSQL: while the run
 goes, its flood of changes refreshes the console rarely; when it ends, the table, the counts and
-the tabs show the final state. A live reload of the same page keeps the model and the selection."""
+the tabs show the final state. A live reload of the same page keeps the model and the selection,
+and the clock redraws only the columns that follow it."""
 
 from __future__ import annotations
 
@@ -8,13 +9,30 @@ import asyncio
 import time
 
 import asyncpg
-from PySide6.QtWidgets import QApplication, QMessageBox
+from PySide6.QtCore import QEvent, QObject, QPoint
+from PySide6.QtGui import QRegion
+from PySide6.QtWidgets import QApplication, QMessageBox, QWidget
 
 from desktop.jobs.bulk_action import BulkActions
+from desktop.jobs.job_table_model import COL_CREATED, COL_ID, COL_TYPE
 from tests.desktop.qt_helpers import run_qasync, until
 from tests.desktop.test_bulk_and_failures import fill
 from tests.desktop.test_console import ids_shown, open_window, test_db  # noqa: F401
 from worker.models import Status
+
+
+class PaintedRegions(QObject):
+    """The regions of the paint events a widget gets."""
+
+    def __init__(self, widget: QWidget) -> None:
+        super().__init__(widget)
+        self.regions: list[QRegion] = []
+        widget.installEventFilter(self)
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # noqa: N802
+        if event.type() == QEvent.Type.Paint:
+            self.regions.append(QRegion(event.region()))  # type: ignore[attr-defined]
+        return False
 
 
 async def retry_all_failed(bulk: BulkActions) -> None:
@@ -98,8 +116,8 @@ def test_changes_during_a_bulk_run_refresh_at_most_once_per_interval(qapp: QAppl
     run_qasync(qapp, scenario(), timeout=30)
 
 
-def test_a_live_reload_of_the_same_page_keeps_the_model_and_selection(qapp: QApplication, qtbot,  # type: ignore[no-untyped-def]
-                                                                     qtmodeltester, test_db: str) -> None:  # noqa: F811
+def test_live_reload_keeps_the_selection_and_the_clock_redraws_little(qapp: QApplication, qtbot,  # type: ignore[no-untyped-def]
+                                                                      qtmodeltester, test_db: str) -> None:  # noqa: F811
     async def scenario() -> None:
         conn = await asyncpg.connect(test_db)
         await fill(conn, 3, "pdf", "p")
@@ -128,6 +146,19 @@ def test_a_live_reload_of_the_same_page_keeps_the_model_and_selection(qapp: QApp
         assert len(changed) == 1, "one changed row, repainted alone (before the new row above it came)"
         assert [r.id for r in window.jobs.selected_rows()] == ["p00002"], "the selection stays"
         qtmodeltester.check(model)
+
+        # The clock's tick each second redraws only the columns whose text follows it.
+        viewport = window.jobs.table.viewport()
+        painted = PaintedRegions(viewport)
+        await asyncio.sleep(0.3)
+        painted.regions.clear()
+        window.jobs._tick()
+        await until(lambda: painted.regions, what="the tick's repaint")
+        region = painted.regions[0]
+        table = window.jobs.table
+        assert region.contains(QPoint(table.columnViewportPosition(COL_CREATED) + 5, 5))
+        assert not region.contains(QPoint(table.columnViewportPosition(COL_ID) + 5, 5))
+        assert not region.contains(QPoint(table.columnViewportPosition(COL_TYPE) + 5, 5))
 
         window.jobs.type_edit.setText("pdf")  # a new filter still resets
         loads.clear()
