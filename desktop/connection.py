@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from typing import TypeVar
 
 from PySide6.QtCore import QObject, Signal
@@ -23,6 +24,9 @@ T = TypeVar("T")
 
 CHANGES_CHANNEL = "jobdesk_job_changes"
 COALESCE_S = 0.25  # bursts of NOTIFYs collapse into one refresh per this many seconds
+# While a bulk action runs, each of its chunks changes a thousand jobs: the console refreshes at
+# most this often, so that its reloads leave the event loop (and the database) to the run.
+BULK_COALESCE_S = 1.0
 POLL_S = 2.0  # without LISTEN, the console polls this often
 RETRY_MAX_S = 5.0
 RELISTEN_MAX_S = 60.0  # a deaf listener is tried again after a pause that doubles up to this
@@ -49,6 +53,8 @@ class ConsoleConnection(QObject):
         self._pending: set[str] = set()
         self._reload = False
         self._flush_handle: asyncio.TimerHandle | None = None
+        self._bulk_runs = 0  # bulk actions under way (`bulk_changes`)
+        self.bulk_coalesce_s = BULK_COALESCE_S
         self._task: asyncio.Task[None] | None = None
         self._closing = False
         self._said_polling = False  # the "no LISTEN here" line is logged once per connection
@@ -87,6 +93,20 @@ class ConsoleConnection(QObject):
             if isinstance(exc, CONNECTION_ERRORS):
                 self._lost(exc)
             raise
+
+    @contextmanager
+    def bulk_changes(self) -> Iterator[None]:
+        """Around a bulk action: its flood of changes refreshes the console at most once per
+        `bulk_coalesce_s`; when it ends, one full refresh shows the final state soon after."""
+        self._bulk_runs += 1
+        self._reschedule()  # a refresh already pending waits for the slower pace too
+        try:
+            yield
+        finally:
+            self._bulk_runs -= 1
+            if not self._closing:
+                self._queue(None)
+                self._reschedule()  # the final refresh comes at the usual pace, not a second later
 
     # -- internals --------------------------------------------------------------------------
 
@@ -206,7 +226,16 @@ class ConsoleConnection(QObject):
         else:
             self._pending |= ids
         if self._flush_handle is None:
-            self._flush_handle = asyncio.get_running_loop().call_later(COALESCE_S, self._flush)
+            delay = self.bulk_coalesce_s if self._bulk_runs else COALESCE_S
+            self._flush_handle = asyncio.get_running_loop().call_later(delay, self._flush)
+
+    def _reschedule(self) -> None:
+        """Move a pending refresh to the current pace."""
+        if self._flush_handle is not None:
+            self._flush_handle.cancel()
+            self._flush_handle = None
+            if self._reload or self._pending:
+                self._queue(None if self._reload else set())
 
     def _flush(self) -> None:
         self._flush_handle = None

@@ -77,3 +77,28 @@ def apply(rows: list[R], diff: Diff[R]) -> list[R]:
     for position, block in diff.inserts:
         out[position:position] = block
     return out
+
+
+def reload_diff(rows: Sequence[R], fresh: Sequence[R], *, key: Callable[[R], str]) -> Diff[R] | None:
+    """How to turn the shown `rows` into a freshly loaded first page `fresh` with row-level
+    steps, so that a reload that brings (nearly) the same rows repaints only what changed and
+    keeps the selection; None when the rows that stay changed their order (reset instead).
+
+    Rows past `fresh` go, as a reset would drop them: the reload starts from the first page."""
+    fresh_keys = {key(r): r for r in fresh}
+    removals = sorted((i for i, r in enumerate(rows) if key(r) not in fresh_keys), reverse=True)
+    gone = set(removals)
+    kept = [r for i, r in enumerate(rows) if i not in gone]
+    kept_keys = {key(r) for r in kept}
+    if [key(r) for r in kept] != [k for k in fresh_keys if k in kept_keys]:
+        return None
+    updates = [(i, fresh_keys[key(old)]) for i, old in enumerate(kept) if old != fresh_keys[key(old)]]
+    groups: dict[int, list[R]] = {}
+    at = 0  # how many kept rows come before this one in `fresh`
+    for r in fresh:
+        if key(r) in kept_keys:
+            at += 1
+        else:
+            groups.setdefault(at, []).append(r)
+    inserts = [(position, groups[position]) for position in sorted(groups, reverse=True)]
+    return Diff(removals, updates, inserts)

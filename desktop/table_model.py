@@ -15,7 +15,7 @@ from typing import Any
 
 from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, Qt, Signal
 
-from desktop.live_diff import Diff
+from desktop.live_diff import Diff, reload_diff
 from desktop.tasks import spawn
 from worker.service import JobService
 
@@ -83,6 +83,7 @@ class PagedTableModel(RowsTableModel):
         self._has_more = False
         self._loading: asyncio.Task[None] | None = None
         self._generation = 0  # bumped by every reload; older answers are dropped
+        self._reset_pending = False  # a reload for a new query is under way: its answer resets the model
         self.active = False  # set once connected; queries wait until then
         self.now = datetime.now(UTC)
 
@@ -109,15 +110,17 @@ class PagedTableModel(RowsTableModel):
     def row_of(self, key: str) -> int | None:
         return self._index.get(key)
 
-    def reload(self) -> None:
-        """Start again from the first page (once connected)."""
+    def reload(self, *, new_query: bool = False) -> None:
+        """Start again from the first page (once connected). A refresh of the same query applies
+        the fresh page row by row (see `reload_diff`); a `new_query` resets the model."""
         if not self.active:
             return
         self._generation += 1
         if self._loading is not None:
             self._loading.cancel()
             self._loading = None
-        self._start(self._load(None))
+        self._reset_pending = self._reset_pending or new_query  # kept if a newer refresh overtakes it
+        self._start(self._load(None, reset=self._reset_pending))
 
     def _start(self, coro: Coroutine[Any, Any, None]) -> None:
         task = spawn(coro, self.task_name)
@@ -133,13 +136,20 @@ class PagedTableModel(RowsTableModel):
 
         task.add_done_callback(done)
 
-    async def _load(self, after: Any | None) -> None:
+    async def _load(self, after: Any | None, *, reset: bool = False) -> None:
         generation = self._generation
         rows, has_more = await self.fetch(after)
         if generation != self._generation:
             return
         self.now = datetime.now(UTC)
         if after is None:
+            self._reset_pending = False
+        diff = None if after is not None or reset else reload_diff(self._rows, rows, key=self.row_key)
+        if diff is not None:
+            # A refresh that brings (nearly) the same page: a reset would repaint the whole
+            # table and drop the selection on every live reload.
+            self.apply_diff(diff)
+        elif after is None:
             self.beginResetModel()
             self._rows = list(rows)
             self._reindex()

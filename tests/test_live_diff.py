@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from desktop.live_diff import apply, diff_rows, insert_position
+from desktop.live_diff import apply, diff_rows, insert_position, reload_diff
 
 
 @dataclass(frozen=True)
@@ -84,3 +84,54 @@ def test_random_changes_keep_the_list_sorted_and_complete() -> None:
         expected = sorted((r for k, r in everything.items() if k not in changed or keep(r)), key=by_rank,
                           reverse=True)
         assert result == expected
+
+
+# -- a reload of the first page, applied row by row ---------------------------------------------
+
+def reload(rows: list[Row], fresh: list[Row]):  # type: ignore[no-untyped-def]
+    return reload_diff(rows, fresh, key=lambda r: r.key)
+
+
+def test_a_reload_of_the_same_rows_changes_nothing() -> None:
+    d = reload(ROWS, list(ROWS))
+    assert d is not None and not d
+
+
+def test_a_reload_updates_changed_rows_in_place() -> None:
+    fresh = [Row("e", 5), Row("d", 4, "done"), Row("c", 3), Row("b", 2, "failed")]
+    d = reload(ROWS, fresh)
+    assert d is not None and d.removals == [] and d.inserts == []
+    assert d.updates == [(1, Row("d", 4, "done")), (3, Row("b", 2, "failed"))]
+
+
+def test_a_reload_removes_gone_rows_and_inserts_new_ones() -> None:
+    fresh = [Row("g", 7), Row("f", 6), Row("e", 5), Row("c", 3), Row("a", 1)]
+    d = reload(ROWS, fresh)
+    assert d is not None
+    assert d.removals == [3, 1] and d.updates == []
+    assert d.inserts == [(2, [Row("a", 1)]), (0, [Row("g", 7), Row("f", 6)])]
+    assert apply(ROWS, d) == fresh
+
+
+def test_rows_past_the_fresh_page_go_as_on_a_reset() -> None:
+    d = reload(ROWS, ROWS[:2])
+    assert d is not None and d.removals == [3, 2] and apply(ROWS, d) == ROWS[:2]
+    d = reload([], ROWS)
+    assert d is not None and d.inserts == [(0, ROWS)] and apply([], d) == ROWS
+
+
+def test_rows_that_changed_their_order_mean_a_reset() -> None:
+    assert reload(ROWS, [Row("d", 4), Row("e", 5), Row("c", 3), Row("b", 2)]) is None
+
+
+def test_a_reload_diff_always_gives_the_fresh_page() -> None:
+    rng = random.Random(11)
+    for _ in range(300):
+        keys = rng.sample("abcdefghijklmnop", rng.randint(0, 10))
+        rows = [Row(k, i) for i, k in enumerate(keys)]
+        kept = [r for r in rows if rng.random() < 0.7]
+        fresh = [Row(r.key, r.rank, rng.choice(["", "x"])) for r in kept]
+        for k in rng.sample([c for c in "qrstuvwxyz"], rng.randint(0, 4)):
+            fresh.insert(rng.randint(0, len(fresh)), Row(k, 0))
+        d = reload(rows, fresh)
+        assert d is not None and apply(rows, d) == fresh

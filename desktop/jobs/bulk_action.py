@@ -130,18 +130,19 @@ class BulkRun(QObject):
         action, filt, upto = self.count.action, self.count.filter, self.count.upto_seq
         after: int | None = 0
         try:
-            while after is not None and not self.stopped:
-                start = after
+            with self.connection.bulk_changes():  # live reloads slow down while the run goes
+                while after is not None and not self.stopped:
+                    start = after
 
-                def apply(jobs: JobService) -> Awaitable[BulkChunk]:
-                    return jobs.bulk_apply(action, filt, after_seq=start, upto_seq=upto)
+                    def apply(jobs: JobService) -> Awaitable[BulkChunk]:
+                        return jobs.bulk_apply(action, filt, after_seq=start, upto_seq=upto)
 
-                chunk = await self.connection.run(apply)
-                self.done += len(chunk.picked)
-                self.changed += len(chunk.changed)
-                self.chunks += 1 if chunk.picked else 0
-                self.panel.progress(self.done, self.count.count, self.chunks)
-                after = chunk.next_seq
+                    chunk = await self.connection.run(apply)
+                    self.done += len(chunk.picked)
+                    self.changed += len(chunk.changed)
+                    self.chunks += 1 if chunk.picked else 0
+                    self.panel.progress(self.done, self.count.count, self.chunks)
+                    after = chunk.next_seq
         except EXPECTED as exc:  # expected failures are messages; bugs reach the error hook
             self._end(f"{VERBS[action][0]} stopped by an error after {self.done:,} job(s): {reason(exc)}")
             return

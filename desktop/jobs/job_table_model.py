@@ -24,6 +24,8 @@ log = logging.getLogger("jobdesk.console")
 
 PAGE_SIZE = 200
 ROW_ROLE = Qt.ItemDataRole.UserRole + 1  # the JobRow of a row
+SERVED_ROLES = frozenset({ROW_ROLE, Qt.ItemDataRole.DisplayRole, Qt.ItemDataRole.ToolTipRole,
+                          Qt.ItemDataRole.TextAlignmentRole})
 
 # (header, sort key or None)
 COLUMNS: list[tuple[str, str | None]] = [
@@ -68,6 +70,8 @@ class JobTableModel(PagedTableModel):
     # -- Qt model API -----------------------------------------------------------------------
 
     def data(self, index: Index, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
+        if role not in SERVED_ROLES:  # the view asks each cell for many roles on every paint
+            return None
         if not index.isValid() or not 0 <= index.row() < len(self._rows):
             return None
         row = self._rows[index.row()]
@@ -130,7 +134,7 @@ class JobTableModel(PagedTableModel):
         self.filter = filt
         self.sort_key = sort or self.sort_key
         self.descending = self.descending if descending is None else descending
-        self.reload()
+        self.reload(new_query=True)
 
     # -- live updates -----------------------------------------------------------------------
 

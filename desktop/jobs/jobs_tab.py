@@ -9,13 +9,22 @@ import logging
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from PySide6.QtCore import QEvent, QObject, Qt, QTimer, Signal
+from PySide6.QtCore import QEvent, QObject, QRect, Qt, QTimer, Signal
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QLineEdit, QToolButton, QVBoxLayout, QWidget
 
 from desktop.column_prefs import ColumnPrefs
 from desktop.connection import ConsoleConnection
 from desktop.errors import EXPECTED
-from desktop.jobs.job_table_model import COL_ID, COL_STATUS, COL_UPDATED, COL_USER, JobTableModel
+from desktop.jobs.job_table_model import (
+    COL_CREATED,
+    COL_DURATION,
+    COL_ID,
+    COL_RETRY,
+    COL_STATUS,
+    COL_UPDATED,
+    COL_USER,
+    JobTableModel,
+)
 from desktop.jobs.search_box import SearchBox
 from desktop.jobs.search_syntax import parse_search
 from desktop.jobs.status_delegate import StatusChipDelegate
@@ -34,6 +43,7 @@ TIME_RANGES = {"Any time": None, "Last hour": timedelta(hours=1), "Last 24 hours
 # default columns fit the table's share of a 1280-pixel window without scrolling sideways.
 COLUMN_WIDTHS = [76, 118, 134, 76, 50, 44, 68, 68, 64, 80, 100]  # the last one stretches
 HIDDEN_COLUMNS = (COL_USER, COL_UPDATED)
+CLOCK_COLUMNS = (COL_STATUS, COL_CREATED, COL_UPDATED, COL_DURATION, COL_RETRY)  # "3 s ago", "in 5 s", …
 EMPTY_HINT = ("<p><b>No jobs yet.</b></p><p>Press <b>Ctrl+N</b> to submit one, or from a shell:</p>"
               "<p><code>jobdesk submit echo --input '{\"hello\": \"world\"}'</code></p>"
               "<p>or from any language:</p>"
@@ -191,8 +201,14 @@ class JobsTab(QWidget):
         self.status_buttons[None].setText(f"All {total:,}{'' if exact else '+'}")
 
     def _tick(self) -> None:
+        """Redraw the columns whose text follows the clock; a repaint of the whole table every
+        second would hold the event loop for tens of milliseconds."""
         self.model.now = datetime.now(UTC)
-        self.table.viewport().update()
+        viewport = self.table.viewport()
+        for col in CLOCK_COLUMNS:
+            if not self.table.isColumnHidden(col):
+                viewport.update(QRect(self.table.columnViewportPosition(col), 0, self.table.columnWidth(col),
+                                      viewport.height()))
 
     # -- filters ----------------------------------------------------------------------------
 

@@ -92,7 +92,7 @@ class PipelineListModel(PagedTableModel):
 
     def set_filter(self, filt: PipelineFilter) -> None:
         self.filter = filt
-        self.reload()
+        self.reload(new_query=True)
 
     # -- live updates -----------------------------------------------------------------------
 
