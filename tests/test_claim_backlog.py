@@ -221,3 +221,41 @@ async def test_ids_made_by_the_database_are_time_ordered_uuid7(conn: asyncpg.Con
     parsed = [uuid.UUID(i) for i in ids]
     assert all(u.version == 7 and u.variant == uuid.RFC_4122 for u in parsed)
     assert [u.bytes[:6] for u in parsed] == sorted(u.bytes[:6] for u in parsed)  # milliseconds first
+
+
+async def claim_statements(conn: asyncpg.Connection) -> list[asyncpg.Record]:
+    """How the claim statements this connection prepared were planned."""
+    return await conn.fetch("SELECT generic_plans, custom_plans FROM pg_prepared_statements "
+                            "WHERE statement LIKE '%FOR UPDATE SKIP LOCKED%' AND statement NOT LIKE '%pg_prepared%'")
+
+
+async def test_a_claim_of_many_types_behind_an_analyzed_backlog_is_planned_once(conn: asyncpg.Connection) -> None:
+    # Statistics that have seen a backlog made every call of the claim plan anew (custom plans
+    # only), which cost more than running it. Its plan must be kept, and claim in the same order.
+    types = [f"t{i:02d}" for i in range(20)]
+    await conn.execute("INSERT INTO jobs (type, input_data) SELECT 'nobody.' || (g % 50), '{}' "
+                       "FROM generate_series(1, 20000) g")
+    await conn.execute("INSERT INTO jobs (type, input_data, retry_count, next_retry_at) "
+                       "SELECT 't00', '{}', 1, now() + interval '1 hour' FROM generate_series(1, 5000)")
+    await conn.execute("ANALYZE jobs")
+    await transitions.enqueue(conn, [JobCreate(types[(i * 3) % 20], {}, priority=i % 2) for i in range(300)])
+    expected = await expected_order(conn, types)
+    order: list[str] = []
+    finished: list[tuple[Job, ProcessorResult]] = []
+    for _ in range(12):  # claims alone: the plan cache keeps a generic plan after five custom ones
+        _, jobs = await transitions.complete_and_claim(conn, "w-test", types, 5)
+        order += [j.id for j in jobs]
+    while True:  # completions with claims, the worker's usual round
+        _, jobs = await transitions.complete_and_claim(conn, "w-test", types, 5, finished)
+        order += [j.id for j in jobs]
+        if not jobs:
+            break
+        finished = [(j, ProcessorResult({})) for j in jobs]
+    assert order == expected
+    plans = await claim_statements(conn)
+    assert len(plans) == 2, plans
+    for plan in plans:
+        assert plan["custom_plans"] <= 5 and plan["generic_plans"] >= 6, plans
+    counts = dict(await conn.fetch("SELECT status, count(*) FROM jobs WHERE type = ANY($1::text[]) "
+                                   "AND next_retry_at IS NULL GROUP BY status", types))
+    assert counts == {"in_progress": 60, "completed": 240}  # those the claims alone took are still running
