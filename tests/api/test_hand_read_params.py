@@ -54,3 +54,26 @@ async def test_openapi_still_declares_the_hand_read_parameters(api: Api) -> None
     [key] = paths["/api/jobs"]["post"]["parameters"]
     assert key["name"] == "idempotency-key" and key["in"] == "header"
     assert key["schema"]["anyOf"][0] == {"type": "string", "maxLength": 255}
+
+
+async def test_openapi_declares_the_bearer_scheme_on_guarded_routes_only(api: Api) -> None:
+    doc = (await api.client.get("/openapi.json")).json()
+    assert doc["components"]["securitySchemes"]["HTTPBearer"] == {
+        "type": "http", "scheme": "bearer", "description": "A token from `jobdesk token create`."}
+    security = {(method, path): op.get("security") for path, ops in doc["paths"].items()
+                for method, op in ops.items()}
+    assert security[("get", "/api/jobs/{job_id}")] == [{"HTTPBearer": []}]
+    assert security[("post", "/api/pipelines/{pipeline_id}/retry-failed")] == [{"HTTPBearer": []}]
+    assert security[("get", "/api/schedules")] == [{"HTTPBearer": []}]
+    assert security[("get", "/healthz")] is None and security[("get", "/api/ping")] is None
+    guarded = [k for k, v in security.items() if v]
+    assert len(guarded) == len(security) - 3  # all but /healthz, /metrics and /api/ping
+
+
+async def test_malformed_authorization_headers_are_401(api: Api) -> None:
+    for value in ("", "Bearer", "Basic abc", "Bearer ", api.tokens["admin"]):
+        resp = await api.client.get("/api/jobs", headers={"Authorization": value})
+        assert_error(resp, 401, "unauthorized")
+        assert resp.headers["WWW-Authenticate"] == "Bearer"
+    ok = await api.client.get("/api/jobs", headers={"Authorization": f"bearer {api.tokens['read']}"})
+    assert ok.status_code == 200
