@@ -7,7 +7,9 @@ Measures, against one real `jobdesk api` on a private embedded PostgreSQL:
 then prints req/s, p50 and p99 of each and the ratios to the ceiling, and checks that the worker
 completed every enqueued job. The machine is shared: compare the ratios, not the absolute numbers.
 
-    .venv/bin/python benchmarks/api_bench.py [--seconds 8]
+    .venv/bin/python benchmarks/api_bench.py [--seconds 8] [--workers N]
+
+`--workers` is passed to `jobdesk api`; the ceiling is measured on those same processes.
 """
 
 from __future__ import annotations
@@ -66,6 +68,7 @@ async def count(dsn: str, where: str) -> int:
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--seconds", type=float, default=8)
+    parser.add_argument("--workers", type=int, default=1, help="`jobdesk api --workers N`")
     args = parser.parse_args()
     binary = ensure_hey()
     root = Path(tempfile.mkdtemp(prefix="jdapib-"))
@@ -78,8 +81,8 @@ def main() -> int:
         token = run_cli("token", "create", "--name", "bench", dsn=dsn).stdout.strip()
         port = free_port()
         url = f"http://127.0.0.1:{port}"
-        procs.append(subprocess.Popen([*JOBDESK, "api", "--port", str(port)], env=cli_env(dsn), text=True,
-                                      cwd=ROOT))
+        procs.append(subprocess.Popen([*JOBDESK, "api", "--port", str(port), "--workers", str(args.workers)],
+                                      env=cli_env(dsn), text=True, cwd=ROOT))
         for _ in range(200):
             try:
                 if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
@@ -99,6 +102,7 @@ def main() -> int:
         while asyncio.run(count(dsn, "status <> 'completed'")) and time.monotonic() < deadline:
             time.sleep(0.5)
         left = asyncio.run(count(dsn, "status <> 'completed'"))
+        print(f"jobdesk api --workers {args.workers}; every route, the ceiling too, on the same processes")
         for name, r in (("ceiling GET /api/ping", ceiling), ("POST /api/jobs", enqueue),
                         ("GET /api/jobs/{id}", get)):
             print(f"{name:<24} {r['rps']:>8.0f} req/s  p50 {r['p50_ms']:6.1f} ms  p99 {r['p99_ms']:6.1f} ms  "
