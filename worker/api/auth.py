@@ -16,8 +16,9 @@ from worker.service import JobService
 from worker.tokens import TokenRecord, hash_token
 from worker.transitions import Actor
 
-# A token is read from the database at most this often per process; a revocation clears the
-# cache at once over NOTIFY, and this bounds how long a missed notification matters.
+# A token is read from the database at most this often per process, not on every request; a
+# revocation clears every process's cache at once over NOTIFY, and this bounds how long one
+# that missed the notification (its LISTEN connection was down) still accepts the token.
 CACHE_SECONDS = 2.0
 
 bearer = HTTPBearer(auto_error=False, description="A token from `jobdesk token create`.")
@@ -48,9 +49,11 @@ class TokenCache:
     def __init__(self, service: JobService) -> None:
         self.service = service
         self._cache: dict[str, tuple[float, Caller | None]] = {}
+        self._generation = 0  # bumped by every clear
 
     def clear(self, _payload: str = "") -> None:
         self._cache.clear()
+        self._generation += 1
 
     async def caller(self, token: str) -> Caller | None:
         key = hash_token(token)
@@ -58,11 +61,15 @@ class TokenCache:
         hit = self._cache.get(key)
         if hit is not None and now - hit[0] < CACHE_SECONDS:
             return hit[1]
+        generation = self._generation
         record = await self.service.authenticate(token)
         caller = self._make(record) if record else None
-        if len(self._cache) > 10_000:
-            self._cache.clear()
-        self._cache[key] = (now, caller)
+        # A revocation heard while the lookup ran may have come after the row was read: then the
+        # answer is used for this request only, not kept for CACHE_SECONDS more.
+        if generation == self._generation:
+            if len(self._cache) > 10_000:
+                self._cache.clear()
+            self._cache[key] = (now, caller)
         return caller
 
     def _make(self, record: TokenRecord) -> Caller:
