@@ -55,9 +55,12 @@ _IDEMPOTENCY_PARAMETER = {"name": "idempotency-key", "in": "header", "required":
 
 def _idempotency_key(request: Request) -> str | None:
     """The Idempotency-Key header, read by hand for the reason `_wait_query` gives."""
-    key = request.headers.get("idempotency-key")
-    if key is None:
+    # Straight from the ASGI headers (lower-cased by the server): `request.headers.get` builds a
+    # mapping and raises a KeyError inside for the common request without the header.
+    raw = next((v for k, v in request.scope["headers"] if k == b"idempotency-key"), None)
+    if raw is None:
         return None
+    key = raw.decode("latin-1")
     try:
         return _IDEMPOTENCY_KEY.validate_python(key)
     except ValidationError as exc:
