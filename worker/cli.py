@@ -83,6 +83,12 @@ def _limit_arg(text: str) -> dict[str, int]:
         raise argparse.ArgumentTypeError(f"--limit {exc}") from None
 
 
+def _api_workers(text: str) -> int:
+    if not text.isdigit() or not 1 <= int(text) <= 64:
+        raise argparse.ArgumentTypeError(f"--workers takes a number of processes from 1 to 64, not {text!r}")
+    return int(text)
+
+
 def _duration_arg(text: str) -> float:
     try:
         seconds = parse_duration(text)
@@ -202,6 +208,8 @@ def build_parser() -> ArgumentParser:
     p.add_argument("--processors", action="append", default=[], metavar="MODULE",
                    help="module with a PROCESSOR_MAP (repeatable), to check inputs at enqueue")
     p.add_argument("--no-auth", action="store_true", help="no tokens needed (loopback hosts only)")
+    p.add_argument("--workers", type=_api_workers, metavar="N",
+                   help="processes serving the port (default JOBDESK_API_WORKERS, 1)")
 
     p = sub.add_parser("token", help="manage the HTTP API's tokens")
     tsub = p.add_subparsers(dest="token_command", metavar="ACTION", parser_class=ArgumentParser, required=True)
@@ -763,7 +771,8 @@ def cmd_api(args: argparse.Namespace, settings: Settings) -> int:
     validator = make_validator(load_processor_classes(modules, settings.JOB_PROCESSOR_PATH))
     host = args.host or settings.JOBDESK_API_HOST
     port = settings.JOBDESK_API_PORT if args.port is None else args.port
-    return run(settings, host, port, auth=not args.no_auth, validate_input=validator)
+    workers = settings.JOBDESK_API_WORKERS if args.workers is None else args.workers
+    return run(settings, host, port, auth=not args.no_auth, validate_input=validator, workers=workers)
 
 
 async def cmd_prune(args: argparse.Namespace, settings: Settings) -> int:

@@ -169,6 +169,15 @@ async def connect(dsn: str, *, timeout: float = 10, **kwargs: Any) -> asyncpg.Co
     return conn
 
 
+async def _keep_session(_conn: asyncpg.Connection) -> None:
+    """A pool's reset on release: asyncpg has already rolled back any open transaction and
+    dropped listeners. Its default reset also sends `pg_advisory_unlock_all(); CLOSE ALL;
+    UNLISTEN *; RESET ALL`, one more round trip per acquire, for session state jobdesk never
+    leaves on a pooled connection: its settings are `SET LOCAL`/`set_config(..., true)`, its
+    advisory locks are transaction-level, its cursors live in transactions, and it LISTENs on
+    connections of their own (worker/listener.py)."""
+
+
 async def create_pool(dsn: str, *, size: int, timeout: float = 10, statement_timeout: float | None = None,
                       application_name: str | None = None) -> asyncpg.Pool:
     """A pool of `size` connections with jobdesk's codecs; `statement_timeout` in seconds."""
@@ -184,7 +193,8 @@ async def create_pool(dsn: str, *, size: int, timeout: float = 10, statement_tim
     try:
         pool = await asyncpg.create_pool(clean, min_size=min(2, size), max_size=size, timeout=timeout,
                                          init=_init_connection, server_settings=settings or None,
-                                         max_inactive_connection_lifetime=300, **options)
+                                         max_inactive_connection_lifetime=300, reset=_keep_session,
+                                         **options)
     except (*CONNECTION_ERRORS, asyncpg.PostgresError, TimeoutError, socket.gaierror,
             ValueError) as exc:
         raise _unavailable(dsn, exc) from exc

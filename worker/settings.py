@@ -94,6 +94,8 @@ class Settings(BaseSettings):
     JOBDESK_API_HOST: str = "127.0.0.1"
     # Port `jobdesk api` listens on (--port overrides it).
     JOBDESK_API_PORT: int = Field(8000, ge=0, le=65535)
+    # Processes `jobdesk api` serves with, on one port (--workers overrides it).
+    JOBDESK_API_WORKERS: int = Field(1, ge=1, le=64)
     # Largest request body the API accepts, in bytes; larger ones get 413.
     JOBDESK_API_MAX_BODY: int = Field(1_048_576, ge=1)
     # Browser origins allowed to call the API (CORS), comma-separated; none by default.

@@ -12,7 +12,7 @@ from fastapi.middleware.cors import CORSMiddleware
 
 from worker import __version__
 from worker.api import errors, routes_bulk, routes_jobs, routes_pipelines, routes_schedules, routes_system
-from worker.api.auth import Caller, TokenCache
+from worker.api.auth import Caller, TokenCache, document_security
 from worker.api.batcher import EnqueueBatcher
 from worker.api.body_limit import BodyLimitMiddleware
 from worker.api.events import ChangeHub
@@ -71,9 +71,11 @@ def create_app(service: JobService, dsn: str, *, settings: Settings | None = Non
                   description="Enqueue, follow and act on jobdesk jobs and pipelines.")
     app.state.ctx = ctx
     errors.install(app)
-    for router in (routes_bulk.router, routes_jobs.router, routes_pipelines.router, routes_schedules.router,
-                   routes_system.router):
+    routers = (routes_bulk.router, routes_jobs.router, routes_pipelines.router, routes_schedules.router,
+               routes_system.router)
+    for router in routers:
         app.include_router(router)
+    document_security(app, routers)
     if settings.JOBDESK_API_CORS_ORIGINS:
         app.add_middleware(CORSMiddleware, allow_origins=settings.JOBDESK_API_CORS_ORIGINS,
                            allow_methods=["GET", "POST"],

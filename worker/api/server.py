@@ -4,8 +4,11 @@ ends SSE streams and long-polls, and exits 0."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ipaddress
+import os
 import signal
+import socket
 import sys
 from collections.abc import Callable
 from types import FrameType
@@ -31,41 +34,59 @@ def is_loopback(host: str) -> bool:
 class _Server(uvicorn.Server):
     """uvicorn's server, which also tells waiting streams to end when it is asked to stop."""
 
-    on_exit: list[asyncio.Event] = []
+    on_exit: list[Callable[[], None]] = []
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
-        for event in self.on_exit:
-            event.set()
+        for call in self.on_exit:
+            call()
         super().handle_exit(sig, frame)
 
 
-async def serve(settings: Settings, host: str, port: int, *, auth: bool,
-                validate_input: InputValidator = accept_any_input) -> None:
+def _config(app: object, host: str, port: int) -> uvicorn.Config:
+    return uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on",  # type: ignore[arg-type]
+                          timeout_graceful_shutdown=30, loop="none", http="httptools")
+
+
+async def _check(settings: Settings, host: str, *, auth: bool) -> None:
+    """Refuse to start as the issue asks: --no-auth off loopback, or auth with no token made."""
     if not auth and not is_loopback(host):
         raise JobdeskError(f"--no-auth is only allowed on a loopback host (127.0.0.1, ::1, localhost), not {host}")
+    if auth:
+        target = resolve_target(settings)
+        async with await JobService.connect(target.dsn if not target.embedded else None, settings=settings,
+                                            source="api", pool_size=2) as service:
+            if not await service.has_tokens():
+                raise JobdeskError("no API token exists; create one with `jobdesk token create --name NAME` "
+                                   "(or start with --no-auth on a loopback host)")
+
+
+async def serve(settings: Settings, host: str, port: int, *, auth: bool,
+                validate_input: InputValidator = accept_any_input, sock: socket.socket | None = None) -> None:
+    """Serve on host:port, or on `sock`, a listening socket shared with other processes (the
+    start-up checks are then the parent's)."""
+    if sock is None:
+        await _check(settings, host, auth=auth)
     target = resolve_target(settings)
     service = await JobService.connect(target.dsn if not target.embedded else None, settings=settings,
                                        source="api")
     try:
-        if auth and not await service.has_tokens():
-            raise JobdeskError("no API token exists; create one with `jobdesk token create --name NAME` "
-                               "(or start with --no-auth on a loopback host)")
         app = create_app(service, target.dsn, settings=settings, auth=auth, validate_input=validate_input)
-        config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on",
-                                timeout_graceful_shutdown=30, loop="none", http="httptools")
-        server = _Server(config)
-        server.on_exit = [app.state.ctx.hub.stopping]
-        print(f"jobdesk api on http://{host}:{port} ({target.describe()}); docs at /docs", file=sys.stderr)
+        server = _Server(_config(app, host, port))
+        hub = app.state.ctx.hub
+        # Waiters see `stopping` when they wake; woken now, a long-poll or a stream ends at once
+        # instead of at its next timeout, and uvicorn's shutdown need not wait for it.
+        server.on_exit = [hub.stopping.set, hub.wake_all]
+        if sock is None:
+            print(f"jobdesk api on http://{host}:{port} ({target.describe()}); docs at /docs", file=sys.stderr)
         # uvicorn raises the captured SIGTERM again after shutting down; a handler of ours turns
         # that into a plain return, so the process exits 0.
         signal.signal(signal.SIGTERM, lambda *_: None)
-        await server.serve()
+        await server.serve(sockets=[sock] if sock is not None else None)
     finally:
         await service.close()
 
 
-def run(settings: Settings, host: str, port: int, *, auth: bool,
-        validate_input: InputValidator = accept_any_input) -> int:
+def _runner() -> asyncio.Runner:
     factory: Callable[[], asyncio.AbstractEventLoop]
     try:
         import uvloop
@@ -73,6 +94,74 @@ def run(settings: Settings, host: str, port: int, *, auth: bool,
         factory = uvloop.new_event_loop
     except ImportError:  # Windows
         factory = asyncio.new_event_loop
-    with asyncio.Runner(loop_factory=factory) as runner:
+    return asyncio.Runner(loop_factory=factory)
+
+
+def run(settings: Settings, host: str, port: int, *, auth: bool,
+        validate_input: InputValidator = accept_any_input, workers: int = 1) -> int:
+    if workers > 1:
+        return _run_workers(settings, host, port, auth=auth, validate_input=validate_input, workers=workers)
+    with _runner() as runner:
         runner.run(serve(settings, host, port, auth=auth, validate_input=validate_input))
     return 0
+
+
+def _run_workers(settings: Settings, host: str, port: int, *, auth: bool, validate_input: InputValidator,
+                 workers: int) -> int:
+    """`workers` processes on one listening socket, which the kernel hands connections from.
+    The API keeps no state of its own, so they need nothing from each other. SIGTERM is passed
+    on to each, which finishes its requests in flight; the parent exits 0 once all have."""
+    if not hasattr(os, "fork"):
+        raise JobdeskError("--workers above 1 needs a platform with fork (not Windows)")
+    with _runner() as runner:  # checked once here, before any process is made
+        runner.run(_check(settings, host, auth=auth))
+    sock = _config(None, host, port).bind_socket()
+    target = resolve_target(settings)
+    children: list[int] = []
+    for _ in range(workers):
+        pid = os.fork()
+        if pid == 0:  # the child: serve on the shared socket, and never return into the CLI
+            code = 1
+            try:
+                signal.signal(signal.SIGINT, signal.SIG_DFL)
+                with _runner() as runner:
+                    runner.run(serve(settings, host, port, auth=auth, validate_input=validate_input, sock=sock))
+                code = 0
+            except BaseException as exc:  # noqa: BLE001 - a child reports in one line and exits
+                print(f"jobdesk api worker {os.getpid()}: {exc}", file=sys.stderr)
+            finally:
+                sys.stderr.flush()
+                os._exit(code)
+        children.append(pid)
+    sock.close()
+    stopping = False
+
+    def on_term(_sig: int, _frame: FrameType | None) -> None:
+        nonlocal stopping
+        stopping = True
+        for child in children:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(child, signal.SIGTERM)
+
+    signal.signal(signal.SIGTERM, on_term)
+    signal.signal(signal.SIGINT, on_term)
+    print(f"jobdesk api on http://{host}:{port} with {workers} worker processes ({target.describe()}); "
+          f"docs at /docs", file=sys.stderr)
+    failed = False
+    left = set(children)
+    while left:
+        try:
+            pid, status = os.wait()
+        except ChildProcessError:
+            break
+        except InterruptedError:
+            continue
+        if pid not in left:
+            continue  # not one of ours (the embedded server, say)
+        left.discard(pid)
+        failed = failed or os.waitstatus_to_exitcode(status) != 0
+        if not stopping:  # one ended on its own: stop the others rather than serve short-handed
+            print(f"jobdesk api: worker process {pid} exited; stopping the others", file=sys.stderr)
+            failed = True
+            on_term(signal.SIGTERM, None)
+    return 1 if failed else 0

@@ -1,0 +1,79 @@
+"""The long-poll query and the Idempotency-Key header, which the hot routes read by hand: the
+same 422 bodies, the same OpenAPI declarations, and the same behaviour as declared parameters."""
+
+from __future__ import annotations
+
+import asyncio
+
+from tests.api.conftest import Api
+from tests.api.test_jobs_api import assert_error
+
+
+async def test_wait_and_status_are_validated_with_the_field_path(api: Api) -> None:
+    job = (await api.client.post("/api/jobs", json={"type": "t", "input_data": {}})).json()
+    err = assert_error(await api.client.get(f"/api/jobs/{job['id']}?wait=61"), 422, "invalid")
+    assert err["message"].startswith("query.wait: "), err
+    err = assert_error(await api.client.get(f"/api/jobs/{job['id']}?wait=soon"), 422, "invalid")
+    assert err["message"].startswith("query.wait: "), err
+    err = assert_error(await api.client.get(f"/api/jobs/{job['id']}?wait=1&status=sleeping"), 422, "invalid")
+    assert err["message"].startswith("query.status: "), err
+    # Other query parameters are ignored, as before; no wait is the plain GET.
+    plain = await api.client.get(f"/api/jobs/{job['id']}?other=1&wait=0")
+    assert plain.status_code == 200 and plain.json()["id"] == job["id"]
+
+
+async def test_wait_with_a_status_answers_at_once_when_it_differs(api: Api) -> None:
+    job = (await api.client.post("/api/jobs", json={"type": "t", "input_data": {}})).json()
+    started = asyncio.get_running_loop().time()
+    resp = await api.client.get(f"/api/jobs/{job['id']}?wait=5&status=in_progress")
+    assert resp.status_code == 200 and resp.json()["status"] == "queued"
+    assert asyncio.get_running_loop().time() - started < 2
+    held = await api.client.get(f"/api/jobs/{job['id']}?wait=0.3")  # no change: held, then answered
+    assert held.status_code == 200 and held.json()["status"] == "queued"
+    assert asyncio.get_running_loop().time() - started >= 0.3
+
+
+async def test_a_too_long_idempotency_key_is_422_naming_the_header(api: Api) -> None:
+    body = {"type": "t", "input_data": {}}
+    err = assert_error(await api.client.post("/api/jobs", json=body, headers={"Idempotency-Key": "k" * 256}),
+                       422, "invalid")
+    assert err["message"].startswith("header.idempotency-key: "), err
+    first = await api.client.post("/api/jobs", json=body, headers={"Idempotency-Key": "k" * 255})
+    again = await api.client.post("/api/jobs", json=body, headers={"Idempotency-Key": "k" * 255})
+    assert (first.status_code, again.status_code) == (201, 200)
+    assert first.json()["id"] == again.json()["id"]
+
+
+async def test_openapi_still_declares_the_hand_read_parameters(api: Api) -> None:
+    paths = (await api.client.get("/openapi.json")).json()["paths"]
+    get = {p["name"]: p for p in paths["/api/jobs/{job_id}"]["get"]["parameters"]}
+    assert set(get) == {"job_id", "wait", "status"}
+    assert get["wait"]["in"] == "query" and get["wait"]["schema"]["anyOf"][0] == {
+        "type": "number", "maximum": 60, "minimum": 0}
+    assert get["status"]["schema"]["anyOf"][0] == {"$ref": "#/components/schemas/Status"}
+    [key] = paths["/api/jobs"]["post"]["parameters"]
+    assert key["name"] == "idempotency-key" and key["in"] == "header"
+    assert key["schema"]["anyOf"][0] == {"type": "string", "maxLength": 255}
+
+
+async def test_openapi_declares_the_bearer_scheme_on_guarded_routes_only(api: Api) -> None:
+    doc = (await api.client.get("/openapi.json")).json()
+    assert doc["components"]["securitySchemes"]["HTTPBearer"] == {
+        "type": "http", "scheme": "bearer", "description": "A token from `jobdesk token create`."}
+    security = {(method, path): op.get("security") for path, ops in doc["paths"].items()
+                for method, op in ops.items()}
+    assert security[("get", "/api/jobs/{job_id}")] == [{"HTTPBearer": []}]
+    assert security[("post", "/api/pipelines/{pipeline_id}/retry-failed")] == [{"HTTPBearer": []}]
+    assert security[("get", "/api/schedules")] == [{"HTTPBearer": []}]
+    assert security[("get", "/healthz")] is None and security[("get", "/api/ping")] is None
+    guarded = [k for k, v in security.items() if v]
+    assert len(guarded) == len(security) - 3  # all but /healthz, /metrics and /api/ping
+
+
+async def test_malformed_authorization_headers_are_401(api: Api) -> None:
+    for value in ("", "Bearer", "Basic abc", "Bearer ", api.tokens["admin"]):
+        resp = await api.client.get("/api/jobs", headers={"Authorization": value})
+        assert_error(resp, 401, "unauthorized")
+        assert resp.headers["WWW-Authenticate"] == "Bearer"
+    ok = await api.client.get("/api/jobs", headers={"Authorization": f"bearer {api.tokens['read']}"})
+    assert ok.status_code == 200
