@@ -118,6 +118,8 @@ class Worker:
         self.supervisor = Supervisor(self)
         self._tasks: list[asyncio.Task[None]] = []
         self._pumps: list[asyncio.Task[None]] = []
+        self._free_idle = False  # the unlimited types had nothing to claim (see _pump)
+        self._free_idle_since = 0.0
         self._db_down = False
         self.stats = {"completed": 0, "failed_attempts": 0, "claimed": 0, "rounds": 0}
         self.rollup = stats_rollup.Rollup()  # this worker's share of the metrics rollup
@@ -148,6 +150,7 @@ class Worker:
 
     def kick(self) -> None:
         """Look for work now."""
+        self._free_idle = False
         self._kick.set()
 
     @property
@@ -344,6 +347,7 @@ class Worker:
                 delay = min(delay * 2, MAX_BACKOFF_S)
 
     def _on_new_jobs(self, *_: object) -> None:
+        self._free_idle = False
         self._kick.set()
 
     def _on_control(self, payload: str) -> None:
@@ -458,8 +462,16 @@ class Worker:
             self._writing |= writing
             try:
                 limits = self.limits if self.limits.fleet or self.limits.local else None
+                limited = limits.limited(self.types) if limits is not None else []
+                skip_free = (self._free_idle and bool(limited) and free > 0
+                             and time.monotonic() - self._free_idle_since < poll)
                 written, jobs = await self.db_call(lambda c: transitions.complete_and_claim(
-                    c, self.worker_id, self.types, free, finished, limits))
+                    c, self.worker_id, self.types, free, finished, limits, free_idle=skip_free))
+                if limited and free > 0 and not skip_free:
+                    # The unlimited types gave nothing: leave them out until new work is announced
+                    # or the poll interval passes (jobs whose retry time comes wake nobody).
+                    self._free_idle = not any(j.type not in limited for j in jobs)
+                    self._free_idle_since = time.monotonic()
             finally:
                 self._reserved -= free
                 self._writing -= writing
