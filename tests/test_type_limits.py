@@ -146,3 +146,23 @@ async def test_unlimited_types_are_still_claimed_while_a_limited_one_is_busy(con
         assert await conn.fetchval("SELECT count(*) FROM jobs WHERE type = 'limited' AND status = 'completed'") < 60
     finally:
         await worker.stop()
+
+
+async def test_claims_of_a_limited_type_take_turns(conn: asyncpg.Connection, dsn: str) -> None:
+    """A claim of a limited type holds the type's lock until it commits: another claim of the
+    type waits for it, then counts the first one's jobs."""
+    await conn.execute("INSERT INTO type_limits (type, max_running) VALUES ('t', 3)")
+    await transitions.enqueue(conn, [JobCreate("t", {}) for _ in range(6)])
+    other = await connect(dsn)
+    limits = ClaimLimits(fleet=frozenset({"t"}))
+    try:
+        async with conn.transaction():
+            _, first = await transitions.complete_and_claim(conn, "w1", ["t"], 2, limits=limits)
+            assert len(first) == 2
+            second = asyncio.ensure_future(transitions.complete_and_claim(other, "w2", ["t"], 3, limits=limits))
+            await asyncio.sleep(0.3)
+            assert not second.done(), "the second claim waits for the first to commit"
+        _, more = await asyncio.wait_for(second, 5)
+        assert len(more) == 1, "the room left once the first claim's 2 count"
+    finally:
+        await other.close()
