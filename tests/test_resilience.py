@@ -170,7 +170,7 @@ async def test_pause_resume_and_drain_through_the_control_channel(dsn: str, conn
                        what="the sleep job to start")
         await asyncio.sleep(0.3)  # claimed is not yet started: the claim's answer may still be on its way
         assert run_cli("worker-ctl", worker_id, "drain", dsn=dsn).returncode == 0
-        assert worker.wait(20) == 0, "a drained worker exits"
+        assert worker.wait(45) == 0, "a drained worker exits"
         assert await status(conn, sleeper) == "completed", "drain finishes running jobs"
         assert await conn.fetchval("SELECT state FROM workers WHERE id = $1", worker_id) == "stopped"
         refused = run_cli("worker-ctl", worker_id, "resume", dsn=dsn)

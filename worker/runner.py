@@ -45,6 +45,7 @@ CANCEL_GRACE_S = 0.5  # a cancelled processor may stop cleanly this long before 
 MAX_BACKOFF_S = 5.0
 REVIVE_EVERY_S = 2.0  # how often a worker on the embedded database tries to start it again
 ROLLUP_LAST_FLUSH_S = 5.0  # how long a stopping worker tries to write its last metrics
+CLOSE_TIMEOUT_S = 5.0  # how long each last step of a stop (tasks, listener, pool) may take
 # One pump: a second one, on its own connection, overlapped round trips but made the two wait
 # for each other. A claim that meets a row the other pump claimed a moment before follows it to
 # its newest version and locks it, although it then skips it (PostgreSQL keeps such locks to the
@@ -229,10 +230,20 @@ class Worker:
         finally:
             for task in self._tasks:
                 task.cancel()
-            await asyncio.gather(*self._tasks, return_exceptions=True)
+            # Every step of the way out is bounded: a worker asked to stop always exits.
+            _, stuck = await asyncio.wait(self._tasks, timeout=CLOSE_TIMEOUT_S) if self._tasks else (set(), set())
+            if stuck:
+                log.warning("tasks still running at exit: %s", ", ".join(sorted(t.get_name() for t in stuck)))
             if self._listener is not None:
-                await self._listener.close()
-            await self.pool.close()
+                try:
+                    await asyncio.wait_for(self._listener.close(), CLOSE_TIMEOUT_S)
+                except TimeoutError:
+                    log.warning("the listener did not close in %.0f s", CLOSE_TIMEOUT_S)
+            try:
+                await asyncio.wait_for(self.pool.close(), CLOSE_TIMEOUT_S)
+            except TimeoutError:
+                log.warning("connections still in use after %.0f s; closing them", CLOSE_TIMEOUT_S)
+                self.pool.terminate()
             if self.metrics is not None:
                 self.metrics.close()
         log.info("worker %s stopped: %d completed, %d failed attempt(s), %d round trip(s) to claim "
