@@ -109,10 +109,15 @@ class Listener:
             else:
                 await conn.execute("SELECT pg_notify($1, $2)", self.heartbeat_channel, token)
 
-    async def close(self) -> None:
+    async def close(self, timeout: float = 2.0) -> None:
+        """Close gracefully; a connection that does not answer in `timeout` seconds (a heartbeat
+        query cancelled on its way out can leave it waiting) is dropped."""
         conn, self._conn = self._conn, None
         if conn is not None and not conn.is_closed():
-            await conn.close()
+            try:
+                await conn.close(timeout=timeout)
+            except (TimeoutError, OSError, asyncpg.PostgresError, asyncpg.InterfaceError):
+                conn.terminate()
 
     def terminate(self) -> None:
         conn, self._conn = self._conn, None
