@@ -70,12 +70,7 @@ async def fill(conn: asyncpg.Connection, jobs: int, types: int) -> None:
                       extract(epoch FROM started_at - created_at)::float8 AS wait_s,
                       extract(epoch FROM updated_at - started_at)::float8 AS run_s""",
                                 first, last, types, jobs, span)
-        rollup = stats_rollup.Rollup()
-        for r in rows:
-            if r["status"] in ("completed", "failed"):
-                rollup.attempt_ended(r["type"], r["wait_s"], r["run_s"], completed=r["status"] == "completed",
-                                     failed=r["status"] == "failed", at=r["at"])
-        await stats_rollup.write(conn, rollup.take())
+        await stats_rollup.write_finished(conn, rows)
     await conn.execute("""
         INSERT INTO job_queue_depth (bucket, status, n)
         SELECT date_trunc('minute', now(), 'UTC') - make_interval(mins => m), s.status, (m * 7919) % 1000

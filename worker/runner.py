@@ -539,23 +539,22 @@ class Worker:
         processor = self.processors[job.type]
         began = time.monotonic()
         try:
-            check_job_input(processor, job)  # a mismatch is permanent: no retry can fix the input
-            result = _check_result(job, await processor.process(job))
+            try:
+                check_job_input(processor, job)  # a mismatch is permanent: no retry can fix the input
+                result = _check_result(job, await processor.process(job))
+            finally:  # before the outcome is recorded, whatever it is
+                job.run_s = time.monotonic() - began
         except asyncio.CancelledError:
-            job.run_s = time.monotonic() - began
             if job.cancelled:
                 await self._record_cancelled(job)
                 return
             raise
         except PermanentJobError as exc:
-            job.run_s = time.monotonic() - began
             await self._record_failure(job, exc, permanent=True)
             return
         except Exception as exc:
-            job.run_s = time.monotonic() - began
             await self._record_failure(job, exc, permanent=False)
             return
-        job.run_s = time.monotonic() - began
         if job.cancelled:
             await self._record_cancelled(job)
         elif result.next_jobs or result.requires_approval:
@@ -638,13 +637,10 @@ class Worker:
         completed (all of them unless given)."""
         self.stats["completed"] += len(written)
         done = written if completed is None else completed
-        ended = self.rollup.attempt_ended
         for job, result in batch:
             if job.id in done:
-                ended(job.type, job.waited_s, job.run_s, completed=not result.requires_approval)
-        if self.metrics is not None:
-            for job, _ in batch:
-                if job.id in done:
+                self.rollup.attempt_ended(job.type, job.waited_s, job.run_s, completed=not result.requires_approval)
+                if self.metrics is not None:
                     self.metrics.of(job.type).completed += 1
         if len(written) < len(batch):
             for job, _ in batch:

@@ -16,7 +16,7 @@ import asyncio
 import logging
 import math
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -135,6 +135,18 @@ async def write(conn: asyncpg.Connection, fold: Fold) -> None:
         [c for _, (c, _) in counts], [f for _, (_, f) in counts],
         [_at(k[0]) for k, _ in bins], [k[1] for k, _ in bins], [k[2] for k, _ in bins],
         [k[3] for k, _ in bins], [n for _, n in bins])
+
+
+async def write_finished(conn: asyncpg.Connection, rows: Iterable[Mapping[str, Any]]) -> None:
+    """Add jobs inserted already finished to the rollup, as the worker that ran them would have:
+    rows with `type`, `status`, `at` (epoch seconds), `wait_s` and `run_s`; only completed and
+    failed ones count. For demo data and benchmarks."""
+    rollup = Rollup()
+    for r in rows:
+        if r["status"] in ("completed", "failed"):
+            rollup.attempt_ended(r["type"], r["wait_s"], r["run_s"], completed=r["status"] == "completed",
+                                 failed=r["status"] == "failed", at=r["at"])
+    await write(conn, rollup.take())
 
 
 # Counts this minute's depth unless a worker already has (the one-time filter skips the count).
