@@ -124,11 +124,13 @@ async def metrics_history(dsn: str) -> None:
                       extract(epoch FROM updated_at - started_at)::float8 AS run_s""")
         await stats_rollup.write_finished(conn, rows)
         # Minute by minute: 15 more queued each minute from 40 to 28 minutes ago, 15 fewer after.
+        # The demo's workers counted some of these minutes already: the story's counts win.
         await conn.execute("""
             INSERT INTO job_queue_depth (bucket, status, n)
             SELECT date_trunc('minute', now(), 'UTC') - make_interval(mins => m), s.status,
                    CASE WHEN s.status = 'queued' AND m BETWEEN 15 AND 40 THEN 15 * least(41 - m, m - 14) ELSE 0 END
               FROM generate_series(1, 60) m
-             CROSS JOIN unnest($1::text[]) s(status)""", list(stats_rollup.QUEUE_STATUSES))
+             CROSS JOIN unnest($1::text[]) s(status)
+            ON CONFLICT (status, bucket) DO UPDATE SET n = EXCLUDED.n""", list(stats_rollup.QUEUE_STATUSES))
     finally:
         await conn.close()
