@@ -86,6 +86,24 @@ async def test_pipeline_errors_name_the_job_in_the_body(api: Api) -> None:
     assert err["message"].startswith("body.jobs[0].input_data")
 
 
+async def test_pipeline_jobs_take_priority_a_time_and_a_unique_key(api: Api) -> None:
+    held = (await api.client.post("/api/jobs", json={"type": "t", "input_data": {}, "unique_key": "render-7"})).json()
+    at = "2031-05-04T03:02:01+00:00"
+    body = {"jobs": [{"id": "p1", "type": "t", "input_data": {}, "unique_key": "render-7"},
+                     {"id": "p2", "type": "t", "input_data": {}, "dependent_on_jobs": ["p1"], "priority": 5,
+                      "scheduled_at": at, "unique_key": "upload-7"}]}
+    resp = await api.client.post("/api/pipelines", json=body)
+    assert resp.status_code == 201, resp.text
+    assert resp.json()["job_ids"] == [held["id"], "p2"]  # p1 was a duplicate: the holder stands for it
+    p2 = (await api.client.get("/api/jobs/p2")).json()
+    assert p2["dependent_on_jobs"] == [held["id"]]
+    assert (p2["priority"], p2["scheduled_at"], p2["unique_key"]) == (5, at, "upload-7")
+    assert await api.service.pool.fetchval("SELECT count(*) FROM jobs WHERE id = 'p1'") == 0
+    err = assert_error(await api.client.post("/api/pipelines", json={"jobs": [
+        {"type": "t", "input_data": {}, "scheduled_at": "2031-05-04T03:02:01"}]}), 422, "invalid")
+    assert err["message"].startswith("body.jobs[0].scheduled_at")
+
+
 async def test_idempotency_key(api: Api) -> None:
     body = {"type": "t", "input_data": {"n": 1}}
     first = await api.client.post("/api/jobs", json=body, headers={"Idempotency-Key": "k1"})

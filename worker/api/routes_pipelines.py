@@ -27,7 +27,8 @@ async def create_pipeline(body: PipelineIn, request: Request, caller: Caller = D
     jobs: list[JobCreate] = []
     for spec in body.jobs:
         job = JobCreate(spec.type, spec.input_data, dependent_on_jobs=list(spec.dependent_on_jobs),
-                        user_id=caller.user_id, pipeline_id=pipeline_id)
+                        user_id=caller.user_id, pipeline_id=pipeline_id, priority=spec.priority,
+                        scheduled_at=spec.scheduled_at, unique_key=spec.unique_key)
         if spec.id is not None:
             job.id = spec.id
         jobs.append(job)

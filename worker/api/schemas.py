@@ -27,6 +27,11 @@ class PipelineJobIn(Strict):
     type: str = Field(min_length=1, max_length=255)
     input_data: dict[str, Any]
     dependent_on_jobs: list[str] = Field(default_factory=list)
+    priority: int = Field(0, ge=-(2**31), le=2**31 - 1)
+    scheduled_at: AwareDatetime | None = None
+    # A job whose key an unfinished job holds is not created: its id in `job_ids` is that job's,
+    # and jobs of the body that depend on it depend on that job.
+    unique_key: str | None = Field(None, min_length=1, max_length=255)
 
 
 class PipelineIn(Strict):
