@@ -11,6 +11,7 @@ import logging
 from typing import Any
 
 from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtGui import QShowEvent
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QSplitter, QToolButton, QVBoxLayout, QWidget
 
 from desktop.connection import ConsoleConnection
@@ -84,6 +85,7 @@ class ApprovalsTab(QWidget):
         self._count_timer = QTimer(self, singleShot=True, interval=500)
         self._count_timer.timeout.connect(lambda: spawn(self.refresh_count(), "approvals-count"))
         self._result_task: asyncio.Task[None] | None = None
+        self.stale = True  # the list missed changes while hidden: read it again when shown
 
     def stop_timers(self) -> None:
         self._count_timer.stop()
@@ -93,11 +95,27 @@ class ApprovalsTab(QWidget):
     def set_active(self, active: bool) -> None:
         self.model.active = active
         if active:
-            self.model.reload()
             self._count_timer.start(0)
+            if self.isVisible():
+                self._reload()
+            else:
+                self.stale = True
+
+    def _reload(self) -> None:
+        self.stale = False
+        self.model.reload()
+
+    def showEvent(self, event: QShowEvent) -> None:  # noqa: N802
+        # While the tab is hidden, changes only mark the list stale (the count on the tab's
+        # title stays live): a busy queue costs no inbox queries until somebody looks.
+        super().showEvent(event)
+        if self.stale and self.model.active:
+            self._reload()
 
     def on_jobs_changed(self, ids: set[str] | None) -> None:
-        if ids is None:
+        if not self.isVisible():
+            self.stale = True
+        elif ids is None:
             self.model.reload()
         else:
             spawn(self._apply(ids), "approvals-changes")

@@ -97,6 +97,22 @@ def test_approval_inbox(qapp: QApplication, qtbot, qtmodeltester, test_db: str, 
         window.tabs.setCurrentWidget(window.jobs)
         window.select_job("q-1")
         await until(lambda: [r.id for r in window.job_actions.selection] == ["q-1"], what="the table's selection")
+
+        # Hidden, the inbox reads nothing on a change but keeps its count; shown, it catches up.
+        await until(lambda: window.approvals.model._loading is None, what="the inbox idle")
+        loads: list[object] = []
+        real_reload = window.approvals.model.reload
+        monkeypatch.setattr(window.approvals.model, "reload", lambda: (loads.append(1), real_reload())[1])
+        real_apply = window.approvals.model.apply_changes
+        monkeypatch.setattr(window.approvals.model, "apply_changes",
+                            lambda ids: (loads.append(ids), real_apply(ids))[1])
+        await conn.execute("INSERT INTO jobs (id, type, input_data, status) VALUES ('a-5', 'x', '{}', "
+                           "'waiting_approval')")
+        await until(lambda: window.tabs.tabText(index) == "Approvals (1)", what="the count while hidden")
+        assert window.approvals.stale and loads == [] and inbox_ids(window) == []
+        window.tabs.setCurrentWidget(window.approvals)
+        await until(lambda: inbox_ids(window) == ["a-5"], what="the inbox once shown")
+        assert not window.approvals.stale
         await conn.close()
         window.close()
         await window.connection.close()
