@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import shutil
 import sys
 import time
 from pathlib import Path
@@ -22,13 +21,11 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import asyncpg  # noqa: E402
-import qasync  # noqa: E402
-from PySide6.QtWidgets import QApplication, QMessageBox  # noqa: E402
+from PySide6.QtWidgets import QMessageBox  # noqa: E402
 
-from benchmarks.console_bench import pct  # noqa: E402
+from benchmarks.harness import LoopLag, on_fresh_database  # noqa: E402
 from desktop.connection import ConsoleConnection  # noqa: E402
 from desktop.main_window import MainWindow  # noqa: E402
-from tests import pg  # noqa: E402
 from worker.models import Status  # noqa: E402
 from worker.settings import load_settings  # noqa: E402
 
@@ -62,16 +59,8 @@ async def measure(dsn: str) -> None:
     window.jobs.status_buttons[Status.FAILED].setChecked(True)
     window.jobs.apply_filters()
 
-    lags: list[float] = []
-    stop = asyncio.Event()
-
-    async def probe() -> None:
-        while not stop.is_set():
-            t = time.perf_counter()
-            await asyncio.sleep(0.01)
-            lags.append((time.perf_counter() - t - 0.01) * 1000)
-
-    probe_task = asyncio.create_task(probe())
+    lag = LoopLag()
+    lag.start()
     t0 = time.perf_counter()
     count = await window.bulk.confirm("retry", window.jobs.current_filter())
     counted = time.perf_counter() - t0
@@ -84,13 +73,11 @@ async def measure(dsn: str) -> None:
         await asyncio.sleep(0.01)
     total = time.perf_counter() - t1
     await asyncio.sleep(1.0)  # the live reloads the run caused, measured too
-    stop.set()
-    await probe_task
+    await lag.stop()
     run = window.bulk.run
     print(f"RETRIED {run.done:,} jobs in {run.chunks} chunks: {total:.1f} s, {run.done / total:,.0f} jobs/s "
           f"({run.outcome})", flush=True)
-    print(f"LOOP LAG p50 {pct(lags, 50):.1f} ms, p99 {pct(lags, 99):.1f} ms, max {max(lags):.1f} ms "
-          f"over {len(lags):,} samples", flush=True)
+    print(lag.describe(), flush=True)
     conn = await asyncpg.connect(dsn)
     audit = await conn.fetchval("SELECT count(*) FROM audit_log WHERE action = 'retry'")
     left = await conn.fetchval("SELECT count(*) FROM jobs WHERE status = 'failed'")
@@ -105,21 +92,12 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=1_000_000)
     parser.add_argument("--failed", type=int, default=100_000)
     args = parser.parse_args()
-    server, root = pg.start_server()
-    app = QApplication.instance() or QApplication([sys.argv[0]])
-    app.setQuitOnLastWindowClosed(False)  # type: ignore[attr-defined]
-    try:
-        async def everything() -> None:
-            await pg.build_template(server.dsn)
-            dsn = await pg.create_test_database(server.dsn)
-            await fill(dsn, args.jobs, args.failed)
-            await measure(dsn)
 
-        qasync.run(everything())
-    finally:
-        del app
-        server.stop()
-        shutil.rmtree(root, ignore_errors=True)
+    async def everything(dsn: str) -> None:
+        await fill(dsn, args.jobs, args.failed)
+        await measure(dsn)
+
+    on_fresh_database(everything, qt=True)
 
 
 if __name__ == "__main__":

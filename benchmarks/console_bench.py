@@ -10,7 +10,6 @@ import argparse
 import asyncio
 import os
 import resource
-import shutil
 import subprocess
 import sys
 import time
@@ -23,12 +22,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import asyncpg  # noqa: E402
-import qasync  # noqa: E402
-from PySide6.QtWidgets import QApplication  # noqa: E402
 
+from benchmarks.harness import LoopLag, on_fresh_database, pct  # noqa: E402
 from desktop.connection import ConsoleConnection  # noqa: E402
 from desktop.main_window import MainWindow  # noqa: E402
-from tests import pg  # noqa: E402
 from worker.models import Status  # noqa: E402
 from worker.settings import load_settings  # noqa: E402
 
@@ -38,11 +35,6 @@ def rss_mb() -> float:
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) / 1024
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-
-
-def pct(values: list[float], p: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1))))]
 
 
 async def fill(dsn: str, n: int) -> None:
@@ -97,16 +89,8 @@ async def measure(dsn: str, args: argparse.Namespace) -> None:
     env = {**os.environ, "DATABASE_URL": dsn, "LOG_LEVEL": "WARNING", "PYTHONPATH": str(ROOT)}
     worker = subprocess.Popen([sys.executable, "-m", "worker.cli", "worker", "--processors",
                                "benchmarks.bench_processors"], env=env, cwd=ROOT)
-    lags: list[float] = []
-    stop = asyncio.Event()
-
-    async def probe() -> None:
-        while not stop.is_set():
-            t = time.perf_counter()
-            await asyncio.sleep(0.01)
-            lags.append((time.perf_counter() - t - 0.01) * 1000)
-
-    probe_task = asyncio.create_task(probe())
+    lag = LoopLag()
+    lag.start()
     t_flow = time.perf_counter()
     await asyncio.sleep(1.0)
     seen: list[float] = []
@@ -123,14 +107,12 @@ async def measure(dsn: str, args: argparse.Namespace) -> None:
         await asyncio.sleep(0.05)
     done = await conn.fetchval("SELECT count(*) FROM jobs WHERE type = 'bench.noop' AND status = 'completed'")
     rate = done / (time.perf_counter() - t_flow)
-    stop.set()
-    await probe_task
+    await lag.stop()
     worker.terminate()
     worker.wait(30)
     await conn.close()
     print(f"WORKER completed {done:,} jobs while measuring, {rate:,.0f} jobs/s", flush=True)
-    print(f"LOOP LAG p50 {pct(lags, 50):.1f} ms, p99 {pct(lags, 99):.1f} ms, max {max(lags):.1f} ms "
-          f"over {len(lags):,} samples", flush=True)
+    print(lag.describe(), flush=True)
     print(f"CHANGE SHOWN p50 {pct(seen, 50):.0f} ms, p95 {pct(seen, 95):.0f} ms, max {max(seen):.0f} ms "
           f"over {len(seen)} changes", flush=True)
     print(f"RSS {rss_mb():.0f} MB", flush=True)
@@ -144,21 +126,12 @@ def main() -> None:
     parser.add_argument("--flow", type=int, default=200_000, help="noop jobs the worker completes meanwhile")
     parser.add_argument("--changes", type=int, default=100, help="status changes timed")
     args = parser.parse_args()
-    server, root = pg.start_server()
-    app = QApplication.instance() or QApplication([sys.argv[0]])
-    app.setQuitOnLastWindowClosed(False)  # type: ignore[attr-defined]
-    try:
-        async def everything() -> None:
-            await pg.build_template(server.dsn)
-            dsn = await pg.create_test_database(server.dsn)
-            await fill(dsn, args.jobs)
-            await measure(dsn, args)
 
-        qasync.run(everything())
-    finally:
-        del app
-        server.stop()
-        shutil.rmtree(root, ignore_errors=True)
+    async def everything(dsn: str) -> None:
+        await fill(dsn, args.jobs)
+        await measure(dsn, args)
+
+    on_fresh_database(everything, qt=True)
 
 
 if __name__ == "__main__":

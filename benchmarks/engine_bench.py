@@ -33,6 +33,7 @@ import asyncpg
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.harness import pct  # noqa: E402
 from tests import pg  # noqa: E402
 
 PROCESSORS = "benchmarks.bench_processors"
@@ -160,11 +161,6 @@ async def latency(server_dsn: str, samples: int, warmup: int = 5) -> list[float]
         stop_worker(proc)
         await conn.close()
         await pg.drop_test_database(dsn)
-
-
-def pct(values: list[float], p: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1))))]
 
 
 async def main() -> None:

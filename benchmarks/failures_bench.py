@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import shutil
 import statistics
 import sys
 import time
@@ -22,12 +21,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import asyncpg  # noqa: E402
-import qasync  # noqa: E402
-from PySide6.QtWidgets import QApplication  # noqa: E402
 
+from benchmarks.harness import on_fresh_database  # noqa: E402
 from desktop.connection import ConsoleConnection  # noqa: E402
 from desktop.main_window import MainWindow  # noqa: E402
-from tests import pg  # noqa: E402
 from worker.fingerprint import fingerprint  # noqa: E402
 from worker.service import JobService  # noqa: E402
 from worker.settings import load_settings  # noqa: E402
@@ -117,21 +114,12 @@ def main() -> None:
     parser.add_argument("--failed", type=int, default=50_000)
     parser.add_argument("--runs", type=int, default=10)
     args = parser.parse_args()
-    server, root = pg.start_server()
-    app = QApplication.instance() or QApplication([sys.argv[0]])
-    app.setQuitOnLastWindowClosed(False)  # type: ignore[attr-defined]
-    try:
-        async def everything() -> None:
-            await pg.build_template(server.dsn)
-            dsn = await pg.create_test_database(server.dsn)
-            await fill(dsn, args.jobs, args.failed)
-            await measure(dsn, args.runs)
 
-        qasync.run(everything())
-    finally:
-        del app
-        server.stop()
-        shutil.rmtree(root, ignore_errors=True)
+    async def everything(dsn: str) -> None:
+        await fill(dsn, args.jobs, args.failed)
+        await measure(dsn, args.runs)
+
+    on_fresh_database(everything, qt=True)
 
 
 if __name__ == "__main__":

@@ -14,8 +14,6 @@ the same percentiles computed straight from `jobs` for the 7-day window.
 from __future__ import annotations
 
 import argparse
-import asyncio
-import shutil
 import statistics
 import sys
 import time
@@ -28,7 +26,7 @@ import asyncpg
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tests import pg  # noqa: E402
+from benchmarks.harness import on_fresh_database  # noqa: E402
 from worker import stats_rollup  # noqa: E402
 from worker.db import connect  # noqa: E402
 from worker.stats_queries import (  # noqa: E402
@@ -140,17 +138,7 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=1_000_000)
     parser.add_argument("--types", type=int, default=8)
     args = parser.parse_args()
-    server, root = pg.start_server()
-    try:
-        async def everything() -> None:
-            await pg.build_template(server.dsn)
-            dsn = await pg.create_test_database(server.dsn)
-            await measure(dsn, args)
-
-        asyncio.run(everything())
-    finally:
-        server.stop()
-        shutil.rmtree(root, ignore_errors=True)
+    on_fresh_database(lambda dsn: measure(dsn, args))
 
 
 if __name__ == "__main__":

@@ -10,8 +10,6 @@ filters, the live-update re-read of 50 pipelines, and one pipeline's graph.
 from __future__ import annotations
 
 import argparse
-import asyncio
-import shutil
 import statistics
 import sys
 import time
@@ -23,7 +21,7 @@ import asyncpg
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tests import pg  # noqa: E402
+from benchmarks.harness import on_fresh_database  # noqa: E402
 from worker.db import connect  # noqa: E402
 from worker.pipeline_queries import (  # noqa: E402
     PipelineFilter,
@@ -86,17 +84,7 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=1_000_000)
     parser.add_argument("--size", type=int, default=5, help="jobs per pipeline")
     args = parser.parse_args()
-    server, root = pg.start_server()
-    try:
-        async def everything() -> None:
-            await pg.build_template(server.dsn)
-            dsn = await pg.create_test_database(server.dsn)
-            await measure(dsn, args)
-
-        asyncio.run(everything())
-    finally:
-        server.stop()
-        shutil.rmtree(root, ignore_errors=True)
+    on_fresh_database(lambda dsn: measure(dsn, args))
 
 
 if __name__ == "__main__":
