@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -44,15 +45,19 @@ class Caller:
 
 
 class TokenCache:
-    """Token lookups, cached briefly per hash (a miss is cached too, against floods of bad tokens)."""
+    """Token lookups, cached briefly per hash (a miss is cached too, against floods of bad tokens).
+    Concurrent requests that miss share one lookup: when an entry expires under load, the
+    requests in flight would otherwise each read the token (and wait for a connection to)."""
 
     def __init__(self, service: JobService) -> None:
         self.service = service
         self._cache: dict[str, tuple[float, Caller | None]] = {}
+        self._lookups: dict[str, asyncio.Future[Caller | None]] = {}  # per hash, the lookup under way
         self._generation = 0  # bumped by every clear
 
     def clear(self, _payload: str = "") -> None:
         self._cache.clear()
+        self._lookups.clear()  # a request from now on reads the token again
         self._generation += 1
 
     async def caller(self, token: str) -> Caller | None:
@@ -61,11 +66,22 @@ class TokenCache:
         hit = self._cache.get(key)
         if hit is not None and now - hit[0] < CACHE_SECONDS:
             return hit[1]
+        lookup = self._lookups.get(key)
+        if lookup is None:
+            lookup = self._lookups[key] = asyncio.ensure_future(self._lookup(key, token, now))
+        # Shielded: a request that goes away does not cancel the lookup the others wait for.
+        return await asyncio.shield(lookup)
+
+    async def _lookup(self, key: str, token: str, now: float) -> Caller | None:
         generation = self._generation
-        record = await self.service.authenticate(token)
+        try:
+            record = await self.service.authenticate(token)
+        finally:
+            if generation == self._generation:
+                self._lookups.pop(key, None)
         caller = self._make(record) if record else None
         # A revocation heard while the lookup ran may have come after the row was read: then the
-        # answer is used for this request only, not kept for CACHE_SECONDS more.
+        # answer is used for the requests already waiting only, not kept for CACHE_SECONDS more.
         if generation == self._generation:
             if len(self._cache) > 10_000:
                 self._cache.clear()
