@@ -77,3 +77,20 @@ async def test_malformed_authorization_headers_are_401(api: Api) -> None:
         assert resp.headers["WWW-Authenticate"] == "Bearer"
     ok = await api.client.get("/api/jobs", headers={"Authorization": f"bearer {api.tokens['read']}"})
     assert ok.status_code == 200
+
+
+async def test_the_polled_get_checks_its_token_and_scope_by_hand_as_a_dependency_would(api: Api) -> None:
+    job = (await api.client.post("/api/jobs", json={"type": "t", "input_data": {}})).json()
+    path = f"/api/jobs/{job['id']}"
+    for value in ("", "Bearer", "Basic abc", "Bearer ", "Bearer  ", api.tokens["read"], "Bearer nope"):
+        resp = await api.client.get(path, headers={"Authorization": value})
+        assert_error(resp, 401, "unauthorized")
+        assert resp.headers["WWW-Authenticate"] == "Bearer"
+    err = assert_error(await api.client.get(path, headers=api.auth("submit")), 403, "forbidden")
+    assert err["message"] == "the token 'submit' lacks the 'read' scope"
+    for value in (f"bearer {api.tokens['read']}", f"BEARER   {api.tokens['read']}  "):
+        ok = await api.client.get(path, headers={"Authorization": value})
+        assert ok.status_code == 200 and ok.json()["id"] == job["id"]
+    assert_error(await api.client.get(path, headers=api.auth("bob")), 404, "not_found")  # another user's job
+    # The 401 comes before the query is read, as it did when the token was a dependency.
+    assert_error(await api.client.get(f"{path}?wait=99", headers={"Authorization": ""}), 401, "unauthorized")

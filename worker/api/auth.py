@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from fastapi import APIRouter, FastAPI, Request
 from fastapi.routing import APIRoute
@@ -20,6 +21,8 @@ from worker.transitions import Actor
 # revocation clears every process's cache at once over NOTIFY, and this bounds how long one
 # that missed the notification (its LISTEN connection was down) still accepts the token.
 CACHE_SECONDS = 2.0
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 bearer = HTTPBearer(auto_error=False, description="A token from `jobdesk token create`.")
 
@@ -44,15 +47,19 @@ class Caller:
 
 
 class TokenCache:
-    """Token lookups, cached briefly per hash (a miss is cached too, against floods of bad tokens)."""
+    """Token lookups, cached briefly per hash (a miss is cached too, against floods of bad tokens).
+    Concurrent requests that miss share one lookup: when an entry expires under load, the
+    requests in flight would otherwise each read the token (and wait for a connection to)."""
 
     def __init__(self, service: JobService) -> None:
         self.service = service
         self._cache: dict[str, tuple[float, Caller | None]] = {}
+        self._lookups: dict[str, asyncio.Future[Caller | None]] = {}  # per hash, the lookup under way
         self._generation = 0  # bumped by every clear
 
     def clear(self, _payload: str = "") -> None:
         self._cache.clear()
+        self._lookups.clear()  # a request from now on reads the token again
         self._generation += 1
 
     async def caller(self, token: str) -> Caller | None:
@@ -61,11 +68,22 @@ class TokenCache:
         hit = self._cache.get(key)
         if hit is not None and now - hit[0] < CACHE_SECONDS:
             return hit[1]
+        lookup = self._lookups.get(key)
+        if lookup is None:
+            lookup = self._lookups[key] = asyncio.ensure_future(self._lookup(key, token, now))
+        # Shielded: a request that goes away does not cancel the lookup the others wait for.
+        return await asyncio.shield(lookup)
+
+    async def _lookup(self, key: str, token: str, now: float) -> Caller | None:
         generation = self._generation
-        record = await self.service.authenticate(token)
+        try:
+            record = await self.service.authenticate(token)
+        finally:
+            if generation == self._generation:
+                self._lookups.pop(key, None)
         caller = self._make(record) if record else None
         # A revocation heard while the lookup ran may have come after the row was read: then the
-        # answer is used for this request only, not kept for CACHE_SECONDS more.
+        # answer is used for the requests already waiting only, not kept for CACHE_SECONDS more.
         if generation == self._generation:
             if len(self._cache) > 10_000:
                 self._cache.clear()
@@ -78,29 +96,57 @@ class TokenCache:
                       record.scopes)
 
 
+def bearer_token(request: Request) -> str | None:
+    """The token of an `Authorization: Bearer <token>` header, as `bearer` (HTTPBearer without
+    auto_error) reads it, but straight from the ASGI headers (lower-cased by the server): the
+    credentials model it builds costs a share of every guarded request."""
+    raw = next((v for k, v in request.scope["headers"] if k == b"authorization"), None)
+    if not raw:
+        return None
+    scheme, _, token = raw.decode("latin-1").partition(" ")
+    token = token.strip()
+    return token if scheme.lower() == "bearer" and token else None
+
+
+async def authorize(request: Request, scope: str) -> Caller:
+    """The caller, who must hold `scope` (401 without a valid token, 403 without the scope)."""
+    ctx = request.app.state.ctx
+    if ctx.tokens is None:
+        return ctx.anonymous  # type: ignore[no-any-return]
+    token = bearer_token(request)
+    if token is None:
+        raise ApiError(401, "unauthorized", "a bearer token is required (Authorization: Bearer <token>)",
+                       {"WWW-Authenticate": "Bearer"})
+    caller: Caller | None = await ctx.tokens.caller(token)
+    if caller is None:
+        raise ApiError(401, "unauthorized", "the token is not valid or has been revoked",
+                       {"WWW-Authenticate": "Bearer"})
+    if scope not in caller.scopes:
+        raise ApiError(403, "forbidden", f"the token {caller.name!r} lacks the {scope!r} scope")
+    return caller
+
+
 def require(scope: str) -> Callable[..., Awaitable[Caller]]:
-    """A dependency: the caller, who must hold `scope` (401 without a valid token, 403 without the scope)."""
+    """A dependency: the caller, who must hold `scope` (see `authorize`)."""
 
     async def dependency(request: Request) -> Caller:
-        ctx = request.app.state.ctx
-        if ctx.tokens is None:
-            return ctx.anonymous  # type: ignore[no-any-return]
         # Called here rather than declared as a sub-dependency: FastAPI's solving of a nested
         # dependency cost a tenth of a plain GET. `document_security` puts it in the OpenAPI.
-        credentials = await bearer(request)
-        if credentials is None or not credentials.credentials:
-            raise ApiError(401, "unauthorized", "a bearer token is required (Authorization: Bearer <token>)",
-                           {"WWW-Authenticate": "Bearer"})
-        caller: Caller | None = await ctx.tokens.caller(credentials.credentials)
-        if caller is None:
-            raise ApiError(401, "unauthorized", "the token is not valid or has been revoked",
-                           {"WWW-Authenticate": "Bearer"})
-        if scope not in caller.scopes:
-            raise ApiError(403, "forbidden", f"the token {caller.name!r} lacks the {scope!r} scope")
-        return caller
+        return await authorize(request, scope)
 
     dependency.jobdesk_scope = scope  # type: ignore[attr-defined]
     return dependency
+
+
+def guarded_by(scope: str) -> Callable[[F], F]:
+    """Mark an endpoint that calls `authorize(request, scope)` itself, for `document_security`:
+    the hot routes do, as FastAPI's solving of any dependency costs a share of their time."""
+
+    def mark(endpoint: F) -> F:
+        endpoint.jobdesk_scope = scope  # type: ignore[attr-defined]
+        return endpoint
+
+    return mark
 
 
 def document_security(app: FastAPI, routers: Sequence[APIRouter]) -> None:
@@ -115,8 +161,8 @@ def document_security(app: FastAPI, routers: Sequence[APIRouter]) -> None:
         schema = generate()
         guarded = False
         for route in (r for router in routers for r in router.routes):
-            if isinstance(route, APIRoute) and any(getattr(d.call, "jobdesk_scope", None)
-                                                   for d in route.dependant.dependencies):
+            if isinstance(route, APIRoute) and (getattr(route.endpoint, "jobdesk_scope", None) or any(
+                    getattr(d.call, "jobdesk_scope", None) for d in route.dependant.dependencies)):
                 guarded = True
                 for method in route.methods or ():
                     operation = schema["paths"][route.path_format].get(method.lower())

@@ -13,7 +13,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 
-from worker.api.auth import Caller, require
+from worker.api.auth import Caller, authorize, guarded_by, require
 from worker.api.errors import ApiError
 from worker.api.render import detail_json, job_json, version
 from worker.api.schemas import ErrorOut, JobCreatedOut, JobDetailOut, JobIn, JobPage, RejectIn
@@ -150,11 +150,19 @@ def _wait_query(request: Request) -> WaitQuery | None:
         raise RequestValidationError([{**e, "loc": ("query", *e["loc"])} for e in exc.errors()]) from None
 
 
+_JOB_ID_PARAMETER = {"name": "job_id", "in": "path", "required": True, "schema": {"type": "string", "title": "Job Id"}}
+
+
 @router.get("/{job_id}", response_model=JobDetailOut, responses=ERRORS,
-            openapi_extra={"parameters": _query_parameters(WaitQuery)})
-async def get_job(job_id: str, request: Request, caller: Caller = Depends(require("read"))) -> Response:
+            openapi_extra={"parameters": [_JOB_ID_PARAMETER, *_query_parameters(WaitQuery)]})
+@guarded_by("read")
+async def get_job(request: Request) -> Response:
     """With `wait=S`, holds the request until the job's status differs from `status` (or from
     its status at arrival), at most S seconds, then answers as without it."""
+    # The polled route: its caller and parameters are read by hand, as FastAPI's solving of
+    # declared ones cost a fifth of its time (`guarded_by` and the parameters above document them).
+    caller = await authorize(request, "read")
+    job_id: str = request.path_params["job_id"]
     query = _wait_query(request)
     if query is None or not query.wait:
         return _json(detail_json(await caller.service.job_detail(job_id)))
