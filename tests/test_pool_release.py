@@ -3,6 +3,8 @@ still without an open transaction or a transaction-local setting."""
 
 from __future__ import annotations
 
+import asyncio
+
 from worker.db import create_pool
 
 
@@ -21,5 +23,49 @@ async def test_release_sends_no_reset_query_and_rolls_back_an_open_transaction(d
             assert conn._con is raw
             assert not conn.is_in_transaction()
             assert await conn.fetchval("SHOW application_name") != "leaked"
+    finally:
+        await pool.close()
+
+
+async def test_connections_go_to_callers_in_the_order_they_asked(dsn: str) -> None:
+    """A caller that arrives just as a connection comes back queues behind those already
+    waiting (asyncpg's own queue lets such a newcomer take the connection first)."""
+    pool = await create_pool(dsn, size=1)
+    try:
+        order: list[str] = []
+
+        async def use(name: str, after: asyncio.Event | None = None) -> None:
+            if after is not None:
+                await after.wait()
+            async with pool.acquire() as conn:
+                order.append(name)
+                await conn.fetchval("SELECT 1")
+
+        first = await pool.acquire()
+        waiting = [asyncio.create_task(use(name)) for name in ("b", "c")]
+        arrives = asyncio.Event()
+        late = asyncio.create_task(use("late", arrives))
+        await asyncio.sleep(0.05)  # b and c wait for the connection, late for its moment
+        queue = pool._queue
+        put_back = queue.put_nowait
+
+        def coming_back(holder: object) -> None:
+            # The newcomer becomes ready to run just before the waiters are woken, as a request
+            # read from the network in the same loop iteration would be.
+            arrives.set()
+            put_back(holder)
+
+        queue.put_nowait = coming_back  # type: ignore[method-assign]
+        await pool.release(first)
+        await asyncio.gather(*waiting, late)
+        assert order == ["b", "c", "late"]
+        queue.put_nowait = put_back  # type: ignore[method-assign]
+        await pool.release(first)  # a second release of the same connection gives back no extra turn
+        held = await pool.acquire()
+        other = asyncio.create_task(use("other"))
+        await asyncio.sleep(0.05)
+        assert not other.done()
+        await pool.release(held)
+        await other
     finally:
         await pool.close()

@@ -1,0 +1,44 @@
+"""A connection pool that hands its connections out in the order they were asked for.
+
+asyncpg's pool keeps free connections in an asyncio queue, whose `get` lets a caller that
+arrives while a woken waiter has not yet run take the connection first; the waiter then queues
+again at the back. Under load (64 API requests on a pool of 20) that made a few requests wait
+for hundreds of milliseconds while later ones went through. A FIFO semaphore of the pool's size
+in front of asyncpg's own acquire gives every caller its turn in arrival order: past it, a
+connection is always free.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import asyncpg
+from asyncpg.pool import PoolConnectionProxy
+
+
+class FairPool(asyncpg.Pool):
+    def __init__(self, *args: Any, max_size: int, **kwargs: Any) -> None:  # noqa: ANN401
+        super().__init__(*args, max_size=max_size, **kwargs)
+        self._turns = asyncio.Semaphore(max_size)  # taken by every acquire, given back on release
+
+    async def _acquire(self, timeout: float | None) -> PoolConnectionProxy:
+        if timeout is None:
+            await self._turns.acquire()
+        else:
+            await asyncio.wait_for(self._turns.acquire(), timeout)
+        try:
+            return await super()._acquire(timeout)  # type: ignore[misc, no-any-return]
+        except BaseException:
+            self._turns.release()
+            raise
+
+    async def release(self, connection: Any, *, timeout: float | None = None) -> None:  # noqa: ANN401
+        # Only a connection this pool lent and that is still out gives a turn back.
+        lent = (type(connection) is PoolConnectionProxy and connection._holder._pool is self
+                and connection._con is not None)
+        try:
+            await super().release(connection, timeout=timeout)
+        finally:
+            if lent:
+                self._turns.release()
