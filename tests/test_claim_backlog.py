@@ -12,7 +12,7 @@ import asyncpg
 from tests.helpers import RunningWorker, wait_for
 from worker import transitions
 from worker.db import connect
-from worker.models import Job, JobCreate, ProcessorResult
+from worker.models import Job, JobCreate, ProcessorResult, Status
 from worker.processor import BaseProcessor
 
 
@@ -101,6 +101,17 @@ async def test_insert_trigger_still_checks_what_it_checked(conn: asyncpg.Connect
         pass
     else:
         raise AssertionError("a scalar dependent_on_jobs was accepted")
+    # The status check (sql/018) takes every status and nothing else, also on an UPDATE.
+    for status in Status:
+        await conn.execute("INSERT INTO jobs (type, input_data, status) VALUES ('s', '{}', $1)", status.value)
+    for sql in ("INSERT INTO jobs (type, input_data, status) VALUES ('s', '{}', 'done')",
+                "UPDATE jobs SET status = 'Queued' WHERE type = 's'"):
+        try:
+            await conn.execute(sql)
+        except asyncpg.CheckViolationError as exc:
+            assert exc.constraint_name == "jobs_status_check"
+        else:
+            raise AssertionError(f"{sql} was accepted")
 
 
 async def test_no_job_is_claimed_twice_by_concurrent_claims(conn: asyncpg.Connection, dsn: str) -> None:
