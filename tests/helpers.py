@@ -16,6 +16,9 @@ from typing import Any
 
 import asyncpg
 
+from worker.models import Job, ProcessorResult
+from worker.processor import BaseProcessor
+
 ROOT = Path(__file__).resolve().parent.parent
 JOBDESK = [sys.executable, "-m", "worker.cli"]
 TERMINAL = ("completed", "failed", "cancelled")
@@ -111,3 +114,14 @@ class Inbox:
     def close(self) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+class RecordsStarts(BaseProcessor):
+    """A no-op processor that notes when each job started (`starts`, by job id, `time.time()`)."""
+
+    def __init__(self) -> None:
+        self.starts: dict[str, float] = {}
+
+    async def process(self, job: Job) -> ProcessorResult:
+        self.starts[job.id] = time.time()
+        return ProcessorResult({})

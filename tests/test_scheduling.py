@@ -3,27 +3,16 @@
 from __future__ import annotations
 
 import asyncio
-import time
 from datetime import UTC, datetime, timedelta
 
 import asyncpg
 import pytest
 
-from tests.helpers import RunningWorker, wait_for
+from tests.helpers import RecordsStarts, RunningWorker, wait_for
 from worker import transitions
 from worker.db import connect
 from worker.errors import IllegalTransition
 from worker.models import Job, JobCreate, ProcessorResult
-from worker.processor import BaseProcessor
-
-
-class Records(BaseProcessor):
-    def __init__(self) -> None:
-        self.starts: dict[str, float] = {}
-
-    async def process(self, job: Job) -> ProcessorResult:
-        self.starts[job.id] = time.time()
-        return ProcessorResult({})
 
 
 async def claim(conn: asyncpg.Connection, types: list[str], limit: int = 100) -> list[str]:
@@ -62,7 +51,7 @@ async def test_a_naive_time_is_local_time(conn: asyncpg.Connection) -> None:
 
 async def test_a_due_job_starts_within_the_poll_interval_of_its_time(conn: asyncpg.Connection, dsn: str) -> None:
     poll = 0.1
-    processor = Records()
+    processor = RecordsStarts()
     worker = RunningWorker(dsn, {"a": processor}, JOB_PROCESSOR_POLL_INTERVAL=poll)
     try:
         due: dict[str, float] = {}

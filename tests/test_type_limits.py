@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-import time
 
 import asyncpg
 import pytest
 
-from tests.helpers import RunningWorker, run_cli, wait_for
+from tests.helpers import RecordsStarts, RunningWorker, run_cli, wait_for
 from worker import transitions
 from worker.db import connect
 from worker.errors import SettingsError
@@ -112,21 +111,12 @@ def test_malformed_limits_are_one_line(dsn: str) -> None:
     assert done.returncode == 1 and "JOB_TYPE_LIMITS" in done.stderr and "Traceback" not in done.stderr
 
 
-class Stamps(BaseProcessor):
-    def __init__(self) -> None:
-        self.started: dict[str, float] = {}
-
-    async def process(self, job: Job) -> ProcessorResult:
-        self.started[job.id] = time.time()
-        return ProcessorResult({})
-
-
 async def test_unlimited_types_are_still_claimed_while_a_limited_one_is_busy(conn: asyncpg.Connection,
                                                                              dsn: str) -> None:
     """A worker busy with a limited type leaves its idle unlimited types out of its rounds, but
     a new job of theirs, announced or only come due, still starts promptly."""
     poll = 0.2
-    stamps = Stamps()
+    stamps = RecordsStarts()
     await transitions.enqueue(conn, [JobCreate("limited", {}) for _ in range(60)])
     worker = RunningWorker(dsn, {"limited": Sleeps(), "free": stamps}, JOB_TYPE_LIMITS={"limited": 4},
                            JOB_PROCESSOR_POLL_INTERVAL=poll)
@@ -138,10 +128,10 @@ async def test_unlimited_types_are_still_claimed_while_a_limited_one_is_busy(con
         due = await conn.fetchval("SELECT now() + interval '0.6 seconds'")
         later = JobCreate("free", {}, scheduled_at=due)
         await transitions.enqueue(conn, [later])  # announced now, due later: it wakes nobody when due
-        await wait_for(lambda: asyncio.sleep(0.02, later.id in stamps.started), timeout=10,
+        await wait_for(lambda: asyncio.sleep(0.02, later.id in stamps.starts), timeout=10,
                        what="the scheduled job of the unlimited type")
-        assert announced.id in stamps.started
-        late = stamps.started[later.id] - due.timestamp()
+        assert announced.id in stamps.starts
+        late = stamps.starts[later.id] - due.timestamp()
         assert -0.01 <= late <= poll + 0.3, late  # within the poll interval of its time (loaded machine: +0.3 s)
         assert await conn.fetchval("SELECT count(*) FROM jobs WHERE type = 'limited' AND status = 'completed'") < 60
     finally:
