@@ -192,13 +192,9 @@ async def create_pool(dsn: str, *, size: int, timeout: float = 10, statement_tim
         else:
             settings["statement_timeout"] = str(int(statement_timeout * 1000))
     try:
-        # asyncpg.create_pool's defaults, which its Pool needs spelled out.
-        defaults: dict[str, Any] = {"max_queries": 50_000, "loop": None, "connection_class": asyncpg.Connection,
-                                    "record_class": asyncpg.Record}
         pool = await FairPool(clean, min_size=min(2, size), max_size=size, timeout=timeout,
                               init=_init_connection, server_settings=settings or None,
-                              max_inactive_connection_lifetime=300, reset=_keep_session,
-                              **{**defaults, **options})
+                              max_inactive_connection_lifetime=300, reset=_keep_session, **options)
     except (*CONNECTION_ERRORS, asyncpg.PostgresError, TimeoutError, socket.gaierror,
             ValueError) as exc:
         raise _unavailable(dsn, exc) from exc

@@ -16,10 +16,16 @@ from typing import Any
 import asyncpg
 from asyncpg.pool import PoolConnectionProxy
 
+# What asyncpg.create_pool passes its Pool when not told otherwise; the Pool itself has no defaults.
+_CREATE_POOL_DEFAULTS: dict[str, Any] = {"max_queries": 50_000, "loop": None, "connection_class": asyncpg.Connection,
+                                         "record_class": asyncpg.Record}
+
 
 class FairPool(asyncpg.Pool):
+    """Built as asyncpg.create_pool builds its pool (`await FairPool(dsn, ...)`)."""
+
     def __init__(self, *args: Any, max_size: int, **kwargs: Any) -> None:  # noqa: ANN401
-        super().__init__(*args, max_size=max_size, **kwargs)
+        super().__init__(*args, max_size=max_size, **{**_CREATE_POOL_DEFAULTS, **kwargs})
         self._turns = asyncio.Semaphore(max_size)  # taken by every acquire, given back on release
 
     async def _acquire(self, timeout: float | None) -> PoolConnectionProxy:

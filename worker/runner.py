@@ -358,8 +358,7 @@ class Worker:
                 delay = min(delay * 2, MAX_BACKOFF_S)
 
     def _on_new_jobs(self, *_: object) -> None:
-        self._free_idle = False
-        self._kick.set()
+        self.kick()
 
     def _on_control(self, payload: str) -> None:
         try:

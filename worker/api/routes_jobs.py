@@ -13,7 +13,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 
-from worker.api.auth import Caller, authorize, guarded_by, require
+from worker.api.auth import Caller, authorize, guarded_by, raw_header, require
 from worker.api.errors import ApiError
 from worker.api.render import detail_json, job_json, version
 from worker.api.schemas import ErrorOut, JobCreatedOut, JobDetailOut, JobIn, JobPage, RejectIn
@@ -55,9 +55,7 @@ _IDEMPOTENCY_PARAMETER = {"name": "idempotency-key", "in": "header", "required":
 
 def _idempotency_key(request: Request) -> str | None:
     """The Idempotency-Key header, read by hand for the reason `_wait_query` gives."""
-    # Straight from the ASGI headers (lower-cased by the server): `request.headers.get` builds a
-    # mapping and raises a KeyError inside for the common request without the header.
-    raw = next((v for k, v in request.scope["headers"] if k == b"idempotency-key"), None)
+    raw = raw_header(request, b"idempotency-key")
     if raw is None:
         return None
     key = raw.decode("latin-1")
