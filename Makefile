@@ -20,7 +20,7 @@ run: $(STAMP)
 
 ## test: the whole suite against a real embedded PostgreSQL
 test: lint
-	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q
+	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q -n 2
 
 ## lint: ruff, mypy (worker/ fully typed) and the import contracts
 lint: $(STAMP)
