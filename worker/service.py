@@ -27,6 +27,7 @@ from worker import (
     failure_queries,
     fleet,
     idempotency,
+    job_document,
     job_queries,
     pipeline_queries,
     retention,
@@ -362,6 +363,17 @@ class JobService:
         attempts = [Attempt(*a) for a in values.pop("attempt_rows") or []]
         dependencies, dependants = values.pop("dependency_ids"), values.pop("dependant_ids")
         return JobDetail(JobRecord.from_row(values), attempts, list(dependencies), list(dependants), reason)
+
+    async def job_detail_json(self, job_id: str) -> str:
+        """The job and its attempts as `GET /api/jobs/{id}` answers them, as JSON text that
+        PostgreSQL writes (see `worker.job_document`): the polled route's read."""
+        async with self.pool.acquire() as conn:
+            doc = await job_document.fetch_document(conn, job_id)
+            if doc is None or not self._owns(doc.user_id):
+                raise JobNotFound(f"no job with id {job_id}")
+            reason = await waiting.waiting_reason(conn, job_id, self.settings.JOB_LEASE_TIMEOUT) \
+                if doc.status == Status.QUEUED else None
+        return job_document.with_waiting_reason(doc.text, reason.text if reason is not None else None)
 
     async def waiting_reason(self, job_id: str) -> WaitingReason | None:
         """Why this queued job has not started; None when it is not queued."""

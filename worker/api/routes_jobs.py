@@ -163,7 +163,7 @@ async def get_job(request: Request) -> Response:
     job_id: str = request.path_params["job_id"]
     query = _wait_query(request)
     if query is None or not query.wait:
-        return _json(detail_json(await caller.service.job_detail(job_id)))
+        return Response(await caller.service.job_detail_json(job_id), media_type="application/json")
     wait, status = query.wait, query.status
     hub = request.app.state.ctx.hub
     deadline = time.monotonic() + wait

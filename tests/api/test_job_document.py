@@ -1,0 +1,94 @@
+"""GET /api/jobs/{id} answers with JSON that PostgreSQL writes (worker.job_document): the same
+document, key for key and in the same order, as the routes that render in Python."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+
+import asyncpg
+import pytest
+
+from tests.api.conftest import Api
+from worker import transitions
+from worker.api.render import detail_json
+from worker.errors import JobNotFound
+from worker.models import JobCreate
+
+WORKER = "w-doc"
+
+
+async def _claim(conn: asyncpg.Connection, job_type: str) -> transitions.Job:
+    _, jobs = await transitions.complete_and_claim(conn, WORKER, [job_type], 1)
+    return jobs[0]
+
+
+async def _jobs_in_every_state(api: Api) -> list[str]:
+    """A job in each state the route answers about, with the values that are easy to write wrong:
+    text to escape, nested and non-ASCII JSON, whole-second timestamps, attempts with tracebacks."""
+    svc = api.service
+    later = datetime.now(UTC) + timedelta(hours=1)
+    ids = await svc.enqueue_many([
+        JobCreate("doc.done", {"text": "naïve \"quoted\" \\ back\nslash\ttab", "n": [1, 2.5, None, True],
+                               "nested": {"b": {"attempts": 1}, "a": "ü€😀"}}, pipeline_id="p-doc", priority=3,
+                  unique_key="k-doc", user_id=2),
+        JobCreate("doc.fail", {}),
+        JobCreate("doc.retry", {}),
+        JobCreate("doc.later", {}, scheduled_at=later),
+        JobCreate("doc.cancel", {}),
+        JobCreate("doc.approve", {}),
+    ])
+    done, fail, retry, later_id, cancel, approve = ids
+    [child] = await svc.enqueue_many([JobCreate("doc.child", {}, dependent_on_jobs=[later_id, done])])
+    async with svc.pool.acquire() as conn:
+        job = await _claim(conn, "doc.done")
+        await transitions.complete_and_claim(conn, WORKER, [], 0, [(job, transitions.ProcessorResult(
+            {"out": "résumé", "list": [{"k": "v"}]}))])
+        for attempt in range(2):
+            job = await _claim(conn, "doc.fail")
+            await transitions.fail_attempt(conn, WORKER, job, f"ValueError: bad \"row\" {attempt}\nsecond line",
+                                           "Traceback (most recent call last):\n  File \"x.py\"\n\tValueError",
+                                           intervals=[0])
+        job = await _claim(conn, "doc.retry")
+        await transitions.fail_attempt(conn, WORKER, job, "TimeoutError: took 31 s", None, intervals=[3600])
+        job = await _claim(conn, "doc.approve")
+        await transitions.complete_batch(conn, WORKER, [(job, transitions.ProcessorResult(
+            {"draft": 1}, requires_approval=True))])
+        # Whole seconds: isoformat leaves the fraction out then, and so must the document.
+        await conn.execute("UPDATE jobs SET created_at = date_trunc('second', created_at) WHERE id = $1", done)
+    await svc.cancel([cancel])
+    return [*ids, child]
+
+
+async def test_the_document_is_the_detail_rendered_in_python(api: Api) -> None:
+    ids = await _jobs_in_every_state(api)
+    statuses = set()
+    for job_id in ids:
+        detail = await api.service.job_detail(job_id)
+        statuses.add(str(detail.job.status))
+        expected = detail_json(detail)
+        text = await api.service.job_detail_json(job_id)
+        got = json.loads(text)
+        assert list(got) == list(expected), job_id  # the same keys, in the same order
+        assert got == expected, job_id
+        for key in ("created_at", "updated_at", "completed_at", "started_at", "next_retry_at", "scheduled_at"):
+            assert got[key] == expected[key], (job_id, key)  # the same text, not only the same instant
+        answer = await api.client.get(f"/api/jobs/{job_id}")
+        assert answer.status_code == 200 and answer.headers["content-type"] == "application/json"
+        assert answer.json() == expected
+    assert statuses == {"completed", "failed", "queued", "cancelled", "waiting_approval"}
+    reasons = {json.loads(await api.service.job_detail_json(j))["waiting_reason"] for j in ids}
+    assert any(r and r.startswith("retrying at") for r in reasons), reasons
+    assert any(r and r.startswith("scheduled for") for r in reasons), reasons
+    assert any(r and r.startswith("waiting for 1 ") for r in reasons), reasons
+
+
+async def test_another_users_job_is_not_found_as_an_unknown_one_is(api: Api) -> None:
+    [mine] = await api.service.enqueue_many([JobCreate("doc.user", {}, user_id=2)])
+    for path, token in ((f"/api/jobs/{mine}", "bob"), ("/api/jobs/nope", "alice")):
+        answer = await api.client.get(path, headers=api.auth(token))
+        assert answer.status_code == 404 and answer.json()["error"]["code"] == "not_found", answer.text
+    assert (await api.client.get(f"/api/jobs/{mine}", headers=api.auth("alice"))).json()["id"] == mine
+    bob = api.service.as_actor(transitions.Actor.current("api"), user_id=3)
+    with pytest.raises(JobNotFound):
+        await bob.job_detail_json(mine)
