@@ -11,7 +11,6 @@ import logging
 from typing import Any
 
 from PySide6.QtCore import Qt, QTimer, Signal
-from PySide6.QtGui import QShowEvent
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QSplitter, QToolButton, QVBoxLayout, QWidget
 
 from desktop.connection import ConsoleConnection
@@ -20,6 +19,7 @@ from desktop.jobs.job_actions import JobActions
 from desktop.jobs.job_detail import JsonView
 from desktop.jobs.job_table_model import COL_CREATED, COL_ID, COL_PIPELINE, COL_TYPE, COLUMNS, JobTableModel
 from desktop.list_table import list_table
+from desktop.shown_gate import ShownGate
 from desktop.tasks import spawn
 from worker.job_queries import JobFilter, JobRow
 from worker.models import Status, short_id
@@ -85,7 +85,9 @@ class ApprovalsTab(QWidget):
         self._count_timer = QTimer(self, singleShot=True, interval=500)
         self._count_timer.timeout.connect(lambda: spawn(self.refresh_count(), "approvals-count"))
         self._result_task: asyncio.Task[None] | None = None
-        self.stale = True  # the list missed changes while hidden: read it again when shown
+        # While hidden, changes only mark the list stale (the count on the tab's title stays
+        # live): a busy queue costs no inbox queries until somebody looks.
+        self.gate = ShownGate(self, self.model.reload, active=lambda: self.model.active)
 
     def stop_timers(self) -> None:
         self._count_timer.stop()
@@ -96,25 +98,11 @@ class ApprovalsTab(QWidget):
         self.model.active = active
         if active:
             self._count_timer.start(0)
-            if self.isVisible():
-                self._reload()
-            else:
-                self.stale = True
-
-    def _reload(self) -> None:
-        self.stale = False
-        self.model.reload()
-
-    def showEvent(self, event: QShowEvent) -> None:  # noqa: N802
-        # While the tab is hidden, changes only mark the list stale (the count on the tab's
-        # title stays live): a busy queue costs no inbox queries until somebody looks.
-        super().showEvent(event)
-        if self.stale and self.model.active:
-            self._reload()
+            self.gate.refresh()
 
     def on_jobs_changed(self, ids: set[str] | None) -> None:
-        if not self.isVisible():
-            self.stale = True
+        if not self.gate.shown():
+            pass
         elif ids is None:
             self.model.reload()
         else:

@@ -196,9 +196,9 @@ class DagView(QGraphicsView):
         self.edges: list[tuple[str, str]] = []
         self._shape: tuple[tuple[str, ...], tuple[tuple[str, ...], ...]] | None = None
         self._bounds = QRectF()
-        self._clock = QTimer(self, interval=1000)
-        self._clock.timeout.connect(self._tick)
-        self._clock.start()
+        self.clock = QTimer(self, interval=1000)  # the running jobs' elapsed times
+        self.clock.timeout.connect(self._tick)
+        self.clock.start()
 
     # -- content ----------------------------------------------------------------------------
 

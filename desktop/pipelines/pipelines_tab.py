@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 
 from PySide6.QtCore import QItemSelection, QPoint, Qt, QTimer, Signal
-from PySide6.QtGui import QAction, QKeySequence, QShowEvent
+from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
@@ -25,6 +25,7 @@ from desktop.list_table import list_table
 from desktop.pipelines.dag_view import DagView
 from desktop.pipelines.pipeline_model import COL_PROGRESS, COL_STATUS, PipelineListModel, pipeline_label
 from desktop.pipelines.progress_delegate import PIPELINE_COLOURS, PipelineDelegate
+from desktop.shown_gate import ShownGate
 from desktop.status_filter import checked, status_buttons
 from desktop.tasks import spawn
 from desktop.theme import icon
@@ -126,44 +127,40 @@ class PipelinesTab(QWidget):
         layout.addWidget(split, 1)
 
         self.pipeline_id: str | None = None
-        self._stale = True  # changed while hidden: read again when shown
         self.graph: list[GraphNode] = []
         self._graph_loading = False
         self._graph_again = False
-        self._clock = QTimer(self, interval=1000)
+        self._clock = QTimer(self, interval=1000)  # ages the "3 s ago" cells
         self._clock.timeout.connect(self.model.tick)
-        self._clock.start()
+        # While hidden, changes only mark the tab stale and its clock stops: a busy queue then
+        # costs the console no pipeline queries until somebody looks.
+        self.gate = ShownGate(self, self._read, active=lambda: self.model.active,
+                              clocks=[self._clock, self.dag.clock])
         self.update_enabled()
 
     # -- connection and live updates ----------------------------------------------------------
 
     def set_active(self, active: bool) -> None:
         self.model.active = active
-        if active and self.isVisible():
-            self.refresh()
+        if active:
+            self.gate.refresh()
         else:
-            self._stale = True
+            self.gate.stale = True
         self.update_enabled()
 
     def refresh(self) -> None:
-        """Read the list and the graph again."""
-        self._stale = False
+        """Read the list and the graph again (once shown, if the tab is hidden)."""
+        self.gate.refresh()
+
+    def _read(self) -> None:
         self.model.reload()
         self.reload_graph()
 
-    def showEvent(self, event: QShowEvent) -> None:  # noqa: N802
-        # While the tab is hidden, changes only mark it stale: a busy queue then costs the
-        # console no pipeline queries until somebody looks.
-        super().showEvent(event)
-        if self._stale and self.model.active:
-            self.refresh()
-
     def on_jobs_changed(self, ids: set[str] | None) -> None:
-        if not self.isVisible():
-            self._stale = True
+        if not self.gate.shown():
+            pass
         elif ids is None:
-            self.model.reload()
-            self.reload_graph()
+            self._read()
         else:
             spawn(self._apply(ids), "pipelines-apply")
 

@@ -109,10 +109,10 @@ def test_approval_inbox(qapp: QApplication, qtbot, qtmodeltester, test_db: str, 
         await conn.execute("INSERT INTO jobs (id, type, input_data, status) VALUES ('a-5', 'x', '{}', "
                            "'waiting_approval')")
         await until(lambda: window.tabs.tabText(index) == "Approvals (1)", what="the count while hidden")
-        assert window.approvals.stale and loads == [] and inbox_ids(window) == []
+        assert window.approvals.gate.stale and loads == [] and inbox_ids(window) == []
         window.tabs.setCurrentWidget(window.approvals)
         await until(lambda: inbox_ids(window) == ["a-5"], what="the inbox once shown")
-        assert not window.approvals.stale
+        assert not window.approvals.gate.stale
         await conn.close()
         window.close()
         await window.connection.close()

@@ -215,10 +215,12 @@ def test_clicks_navigation_and_pipeline_actions(qapp: QApplication, qtbot, test_
         # While the tab is hidden, changes cost no pipeline queries; it catches up when shown.
         rows_before = tab.model.rowCount()
         await transitions.enqueue(conn, [JobCreate("later", {}, pipeline_id="p-3")])
-        await until(lambda: tab._stale, what="the hidden tab marked stale")
+        await until(lambda: tab.gate.stale, what="the hidden tab marked stale")
         await asyncio.sleep(0.6)  # past the 250 ms coalescing of pushed changes
         assert tab.model.rowCount() == rows_before
+        assert not tab._clock.isActive() and not tab.dag.clock.isActive(), "no clocks tick while hidden"
         window.tabs.setCurrentWidget(tab)
+        assert tab._clock.isActive() and tab.dag.clock.isActive()
         await until(lambda: tab.model.row_of("p-3") == 0, what="the new pipeline once the tab is shown")
         await conn.close()
         window.close()
