@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import uuid
+from collections.abc import AsyncIterator
+
 from tests.api.conftest import Api
 
 
@@ -50,6 +53,17 @@ async def test_malformed_bodies_are_422_with_the_field_path(api: Api) -> None:
 async def test_body_over_the_limit_is_413(api: Api) -> None:
     big = {"type": "x", "input_data": {"blob": "x" * 5000}}
     assert_error(await api.client.post("/api/jobs", json=big), 413, "payload_too_large")
+
+    async def streamed() -> AsyncIterator[bytes]:  # no Content-Length: the limit counts as it reads
+        yield b'{"type": "x", "input_data": {"blob": "'
+        for _ in range(5):
+            yield b"x" * 1000
+        yield b'"}}'
+
+    for path in ("/api/jobs", "/api/pipelines", f"/api/jobs/{uuid.uuid4()}/reject"):
+        answer = await api.client.post(path, content=streamed(), headers={"Content-Type": "application/json"})
+        assert_error(answer, 413, "payload_too_large")
+    assert await api.service.pool.fetchval("SELECT count(*) FROM jobs") == 0
 
 
 async def test_list_pages_newest_first_with_repeated_status(api: Api) -> None:

@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import json
 
+from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
-
-from worker.api.errors import ApiError
 
 _BODY = json.dumps({"error": {"code": "payload_too_large", "message": "the request body is too large"}}).encode()
 
@@ -36,7 +35,9 @@ class BodyLimitMiddleware:
             if message["type"] == "http.request":
                 seen += len(message.get("body", b""))
                 if seen > self.max_body:
-                    raise ApiError(413, "payload_too_large", "the request body is too large")
+                    # An HTTPException, as FastAPI lets it through from reading a declared body
+                    # (any other error there becomes its 400 "error parsing the body").
+                    raise HTTPException(413, "the request body is too large")
             return message
 
         await self.app(scope, counted, send)
