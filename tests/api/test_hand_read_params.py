@@ -5,8 +5,13 @@ from __future__ import annotations
 
 import asyncio
 
+import httpx
+from fastapi import FastAPI
+
 from tests.api.conftest import Api
 from tests.api.test_jobs_api import assert_error
+from worker.api import errors
+from worker.api.schemas import JobIn
 
 
 async def test_wait_and_status_are_validated_with_the_field_path(api: Api) -> None:
@@ -94,3 +99,45 @@ async def test_the_polled_get_checks_its_token_and_scope_by_hand_as_a_dependency
     assert_error(await api.client.get(path, headers=api.auth("bob")), 404, "not_found")  # another user's job
     # The 401 comes before the query is read, as it did when the token was a dependency.
     assert_error(await api.client.get(f"{path}?wait=99", headers={"Authorization": ""}), 401, "unauthorized")
+
+
+BAD_BODIES: list[tuple[bytes, str | None]] = [
+    (b"", None), (b"", "application/json"), (b'{"type": "t", "input_data": {}}', None),
+    (b'{"type": "t", "input_data": {}}', "text/plain"), (b'{"type": ', "application/json"),
+    (b"\xff\xfe{", "application/json"), (b"[1, 2]", "application/json"), (b"null", "application/json"),
+    (b"{}", "application/json"), (b'{"type": 5, "input_data": []}', "application/json"),
+    (b'{"type": "t", "input_data": {}, "bogus": 1}', "application/vnd.api+json"),
+    (b'{"type": "t", "input_data": {}, "priority": 1.5}', "application/json; charset=utf-8"),
+    (b'{"type": "t", "input_data": {}, "scheduled_at": "2030-01-01T00:00:00"}', "application/json"),
+    (b'{"type": "t", "input_data": {}, "dependent_on_jobs": [1]}', "application/json"),
+]
+
+
+async def test_the_hand_read_job_body_fails_as_a_declared_one_does(api: Api) -> None:
+    """POST /api/jobs reads its body by hand: every refusal is the one FastAPI gives for the
+    same body declared as a parameter, on an app with the same error handlers."""
+    reference = FastAPI()
+    errors.install(reference)
+
+    @reference.post("/api/jobs")
+    async def declared(body: JobIn) -> dict[str, bool]:
+        return {"valid": True}
+
+    transport = httpx.ASGITransport(app=reference, raise_app_exceptions=False)
+    async with httpx.AsyncClient(transport=transport, base_url="http://ref") as ref:
+        for content, content_type in BAD_BODIES:
+            headers = {"Content-Type": content_type} if content_type else {}
+            ours = await api.client.post("/api/jobs", content=content, headers=headers)
+            theirs = await ref.post("/api/jobs", content=content, headers=headers)
+            assert ours.status_code == theirs.status_code and ours.status_code in (400, 422), (content, ours.text)
+            assert ours.json() == theirs.json(), content
+        assert await api.service.pool.fetchval("SELECT count(*) FROM jobs") == 0
+        # The OpenAPI document declares the body as FastAPI does for a declared one.
+        mine, declared_doc = (await api.client.get("/openapi.json")).json(), (await ref.get("/openapi.json")).json()
+    post = "/api/jobs", "post"
+    assert mine["paths"][post[0]][post[1]]["requestBody"] == declared_doc["paths"][post[0]][post[1]]["requestBody"]
+    assert mine["components"]["schemas"]["JobIn"] == declared_doc["components"]["schemas"]["JobIn"]
+    # A valid body still needs a token with the submit scope, checked before its fields are.
+    no_token = await api.client.post("/api/jobs", content=b"{}", headers={"Content-Type": "application/json",
+                                                                             "Authorization": ""})
+    assert_error(no_token, 401, "unauthorized")

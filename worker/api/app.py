@@ -16,6 +16,7 @@ from worker.api.auth import Caller, TokenCache, document_security
 from worker.api.batcher import EnqueueBatcher
 from worker.api.body_limit import BodyLimitMiddleware
 from worker.api.events import ChangeHub
+from worker.api.hand_read import document_bodies
 from worker.api.metrics import ApiMetrics, MetricsMiddleware
 from worker.service import JobService
 from worker.settings import Settings
@@ -76,6 +77,7 @@ def create_app(service: JobService, dsn: str, *, settings: Settings | None = Non
     for router in routers:
         app.include_router(router)
     document_security(app, routers)
+    document_bodies(app, routers)
     if settings.JOBDESK_API_CORS_ORIGINS:
         app.add_middleware(CORSMiddleware, allow_origins=settings.JOBDESK_API_CORS_ORIGINS,
                            allow_methods=["GET", "POST"],

@@ -15,6 +15,7 @@ from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 
 from worker.api.auth import Caller, authorize, guarded_by, raw_header, require
 from worker.api.errors import ApiError
+from worker.api.hand_read import documented_body, raw_json, validate_body
 from worker.api.render import detail_json, job_json, version
 from worker.api.schemas import ErrorOut, JobCreatedOut, JobDetailOut, JobIn, JobPage, RejectIn
 from worker.errors import InvalidJob
@@ -68,7 +69,15 @@ def _idempotency_key(request: Request) -> str | None:
 @router.post("", status_code=201, response_model=JobCreatedOut,
              responses={**ERRORS, 200: {"model": JobCreatedOut, "description": "a replay, or a duplicate"}},
              openapi_extra={"parameters": [_IDEMPOTENCY_PARAMETER]})
-async def create_job(body: JobIn, request: Request, caller: Caller = Depends(require("submit"))) -> Response:
+@guarded_by("submit")
+@documented_body(JobIn)
+async def create_job(request: Request) -> Response:
+    # The enqueue route: its body and caller are read by hand, in FastAPI's order (the body,
+    # then the caller, then the body's fields), as FastAPI's solving of declared ones cost a
+    # fifth of its time (`documented_body` and `guarded_by` document them).
+    raw = await raw_json(request)
+    caller = await authorize(request, "submit")
+    body = validate_body(raw, JobIn)
     ctx = request.app.state.ctx
     idempotency_key = _idempotency_key(request)
     try:
