@@ -20,12 +20,16 @@ def relative(when: datetime | None, now: datetime | None = None) -> str:
 
 
 def span(seconds: float) -> str:
-    """A duration: "0.42s", "3m07s", "2h05m"."""
-    if seconds < 10:
+    """A duration: "0.42s", "26.3s", "3m07s", "2h05m" (the bounds are where rounding would
+    carry into the next form: 59.97 s is "1m00s", not "60.0s")."""
+    if seconds < 9.995:
         return f"{seconds:.2f}s"
-    if seconds < 3600:
-        return f"{int(seconds // 60)}m{int(seconds % 60):02d}s"
-    return f"{int(seconds // 3600)}h{int(seconds % 3600 // 60):02d}m"
+    if seconds < 59.95:
+        return f"{seconds:.1f}s"
+    whole = round(seconds)
+    if whole < 3600:
+        return f"{whole // 60}m{whole % 60:02d}s"
+    return f"{whole // 3600}h{whole % 3600 // 60:02d}m"
 
 
 def until(when: datetime, now: datetime | None = None) -> str:

@@ -59,7 +59,7 @@ def test_running_now_and_a_retry_still_due() -> None:
     assert shape(running) == [(WAIT, 1, 0, 3, "", False), (RUN, 1, 3, 10, "running", True)]
     due = segments(job("queued", next_retry_at=at(30)), [attempt(1, 1, 4)], now=at(10))
     assert shape(due) == [(WAIT, 1, 0, 1, "", False), (RUN, 1, 1, 4, "failed", False), (BACKOFF, 2, 4, 30, "", True)]
-    assert due[-1].describe() == "attempt 2: backoff before the retry, 0m26s (due)"
+    assert due[-1].describe() == "attempt 2: backoff before the retry, 26.0s (due)"
     waiting = segments(job("queued"), [], now=at(5))
     assert shape(waiting) == [(WAIT, 1, 0, 5, "", True)]
 
