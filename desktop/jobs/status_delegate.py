@@ -8,19 +8,27 @@ from PySide6.QtWidgets import QStyle, QStyledItemDelegate, QStyleOptionViewItem
 
 from desktop.jobs.job_table_model import ROW_ROLE
 from desktop.theme import STATUS_COLOURS, status_label
+from worker.models import Status
+
+STATUS_ROLE = Qt.ItemDataRole.UserRole + 7  # a row's Status, for models whose rows are not JobRows
 
 
 class StatusChipDelegate(QStyledItemDelegate):
+    """The chip of the row's status: the JobRow's (ROW_ROLE) or the Status under STATUS_ROLE.
+    Cells with neither are painted as text."""
+
     def paint(self, painter: QPainter, option: QStyleOptionViewItem,
               index: QModelIndex | QPersistentModelIndex) -> None:
         row = index.data(ROW_ROLE)
-        if row is None:
+        value = row.status if row is not None else index.data(STATUS_ROLE)
+        if value is None:
             super().paint(painter, option, index)
             return
+        status = Status(value)  # through Qt, a Status comes back as its str
         if option.state & QStyle.StateFlag.State_Selected:  # type: ignore[attr-defined]
             painter.fillRect(option.rect, option.palette.highlight())  # type: ignore[attr-defined]
-        background, foreground = STATUS_COLOURS[row.status]
-        text = status_label(row.status)
+        background, foreground = STATUS_COLOURS[status]
+        text = status_label(status)
         painter.save()
         painter.setRenderHint(QPainter.RenderHint.Antialiasing)
         metrics = option.fontMetrics  # type: ignore[attr-defined]

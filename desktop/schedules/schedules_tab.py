@@ -11,8 +11,9 @@ from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QSplitter, QVBox
 
 from desktop.connection import ConsoleConnection
 from desktop.errors import EXPECTED, reason
+from desktop.jobs.status_delegate import StatusChipDelegate
 from desktop.list_table import list_table
-from desktop.schedules.schedule_model import ScheduleTableModel, TickTableModel
+from desktop.schedules.schedule_model import TICK_COL_STATUS, ScheduleTableModel, TickTableModel
 from desktop.tasks import spawn
 from worker.scheduler import ScheduleRecord
 
@@ -30,7 +31,8 @@ class SchedulesTab(QWidget):
         self.table = list_table(self.model, (130, 90, 110, 90, 150, 150, 70))
         self.table.selectionModel().selectionChanged.connect(lambda *_: self._selection_changed())
         self.ticks = TickTableModel()
-        self.tick_table = list_table(self.ticks, (170, 260, 100))
+        self.tick_table = list_table(self.ticks, (170, 260, 150))
+        self.tick_table.setItemDelegateForColumn(TICK_COL_STATUS, StatusChipDelegate(self.tick_table))
         self.tick_table.doubleClicked.connect(self._tick_activated)
         self.pause_button = QPushButton("Pause")
         self.resume_button = QPushButton("Resume")

@@ -7,10 +7,12 @@ import asyncio
 import pytest
 from PySide6.QtWidgets import QApplication
 
+from desktop.jobs.status_delegate import STATUS_ROLE, StatusChipDelegate
 from tests import pg
 from tests.desktop.qt_helpers import run_qasync, until
 from tests.desktop.test_console import open_window
 from tests.helpers import RunningWorker
+from worker.models import Status
 from worker.processors.builtin import EchoProcessor
 from worker.schedules import Schedule
 from worker.service import JobService
@@ -46,6 +48,9 @@ def test_schedules_tab_lists_shows_jobs_and_pauses(qapp: QApplication, qtbot, qt
         qtmodeltester.check(tab.ticks)
         assert tab.ticks.index(0, 1).data() != "" and tab.ticks.index(0, 2).data() in ("queued", "in_progress",
                                                                                        "completed")
+        # The status is a chip, as in the job table: the delegate reads the Status under STATUS_ROLE.
+        assert tab.ticks.index(0, 2).data(STATUS_ROLE) == Status(tab.ticks.index(0, 2).data())
+        assert isinstance(tab.tick_table.itemDelegateForColumn(2), StatusChipDelegate)
 
         assert tab.pause_button.isEnabled() and not tab.resume_button.isEnabled()
         assert await tab.set_paused(True)
