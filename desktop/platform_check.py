@@ -15,6 +15,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -188,13 +189,23 @@ def check_platform(plugin_dir: Path, env: dict[str, str] | None = None, *,
     return problems[0] if problems else Problem("no Qt platform to try (QT_QPA_PLATFORM is empty)")
 
 
-def install_debian_packages(packages: Sequence[str]) -> bool:
-    """As root with apt-get (containers, CI): install the packages; True when it worked."""
+def install_debian_packages(packages: Sequence[str], *, why: str = "for the console's window") -> bool:
+    """As root with apt-get (containers, CI): install the packages; True when it worked.
+
+    One of our processes at a time runs apt-get (the test suite runs on two, and each may need
+    a package): a second apt-get would fail on dpkg's lock rather than wait for it. Another
+    program's apt-get is waited for too, up to two minutes."""
     if not packages or os.geteuid() != 0 or shutil.which("apt-get") is None:
         return False
-    print(f"jobdesk: installing {' '.join(packages)} for the console's window (apt-get)", file=sys.stderr)
+    import fcntl  # Linux only, like apt-get
+
+    print(f"jobdesk: installing {' '.join(packages)} {why} (apt-get)", file=sys.stderr)
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    for argv in (["apt-get", "update", "-qq"], ["apt-get", "install", "-y", "-qq", *packages]):
-        if subprocess.run(argv, env=env, stdout=subprocess.DEVNULL, check=False).returncode != 0:
-            return False
+    wait = ["-o", "DPkg::Lock::Timeout=120"]
+    with open(os.path.join(tempfile.gettempdir(), "jobdesk-apt-get.lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        for argv in (["apt-get", *wait, "update", "-qq"],
+                     ["apt-get", *wait, "install", "-y", "-qq", "--no-install-recommends", *packages]):
+            if subprocess.run(argv, env=env, stdout=subprocess.DEVNULL, check=False).returncode != 0:
+                return False
     return True

@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from desktop.platform_check import install_debian_packages
 from worker.embedded import EmbeddedServer
 
 SERVER_POOL_SIZE = 4  # server sessions per database: fewer than the clients, so they are shared
@@ -26,12 +27,10 @@ def ensure_installed() -> str:
     found = shutil.which("pgbouncer") or (os.path.exists("/usr/sbin/pgbouncer") and "/usr/sbin/pgbouncer")
     if found:
         return found
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    subprocess.run(["apt-get", "update"], check=True, capture_output=True, env=env, timeout=600)
-    subprocess.run(["apt-get", "install", "-y", "--no-install-recommends", "pgbouncer"], check=True,
-                   capture_output=True, env=env, timeout=600)
+    assert install_debian_packages(["pgbouncer"], why="for the tests behind a pooler"), \
+        "pgbouncer is missing and apt-get could not install it (the tests install it as root)"
     # The package starts its own service on port 6432; ours has its own config and port.
-    subprocess.run(["service", "pgbouncer", "stop"], capture_output=True, env=env)
+    subprocess.run(["service", "pgbouncer", "stop"], capture_output=True)
     return shutil.which("pgbouncer") or "/usr/sbin/pgbouncer"
 
 
