@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import asyncio
 
+import asyncpg
+import pytest
+
 from worker.db import create_pool
 
 
@@ -68,4 +71,33 @@ async def test_connections_go_to_callers_in_the_order_they_asked(dsn: str) -> No
         await pool.release(held)
         await other
     finally:
+        await pool.close()
+
+
+BROKEN = (asyncpg.PostgresError, asyncpg.InterfaceError, asyncpg.InternalClientError, OSError)
+
+
+async def test_a_connection_lost_while_lent_gives_its_turn_back(dsn: str) -> None:
+    """A connection the server drops while it is lent out goes back to asyncpg's queue on its
+    own; the pool's turn for it must come back too, or every outage would shrink the pool until
+    callers wait forever."""
+    pool = await create_pool(dsn, size=2)
+    admin = await asyncpg.connect(dsn)
+    try:
+        for _ in range(3):  # more losses than the pool has connections
+            async with pool.acquire(timeout=5) as conn:  # a lost turn would make this wait forever
+                pid = await conn.fetchval("SELECT pg_backend_pid()")
+                await admin.execute("SELECT pg_terminate_backend($1)", pid)
+                await asyncio.sleep(0.2)  # the server's goodbye reaches the client
+                with pytest.raises(BROKEN):
+                    await conn.fetchval("SELECT 1")
+
+        async def use() -> int:
+            async with pool.acquire() as conn:
+                await asyncio.sleep(0.05)
+                return int(await conn.fetchval("SELECT 1"))
+
+        assert await asyncio.wait_for(asyncio.gather(use(), use()), 10) == [1, 1], "both turns are free"
+    finally:
+        await admin.close()
         await pool.close()

@@ -27,6 +27,9 @@ class FairPool(asyncpg.Pool):
     def __init__(self, *args: Any, max_size: int, **kwargs: Any) -> None:  # noqa: ANN401
         super().__init__(*args, max_size=max_size, **{**_CREATE_POOL_DEFAULTS, **kwargs})
         self._turns = asyncio.Semaphore(max_size)  # taken by every acquire, given back on release
+        # The connections lent out, by the id of the proxy handed out (held here, so the id stays
+        # its own): each gives its turn back once, when released, whatever became of it.
+        self._lent: dict[int, PoolConnectionProxy] = {}
 
     async def _acquire(self, timeout: float | None) -> PoolConnectionProxy:
         if timeout is None:
@@ -34,15 +37,18 @@ class FairPool(asyncpg.Pool):
         else:
             await asyncio.wait_for(self._turns.acquire(), timeout)
         try:
-            return await super()._acquire(timeout)  # type: ignore[misc, no-any-return]
+            proxy: PoolConnectionProxy = await super()._acquire(timeout)
         except BaseException:
             self._turns.release()
             raise
+        self._lent[id(proxy)] = proxy
+        return proxy
 
     async def release(self, connection: Any, *, timeout: float | None = None) -> None:  # noqa: ANN401
-        # Only a connection this pool lent and that is still out gives a turn back.
-        lent = (type(connection) is PoolConnectionProxy and connection._holder._pool is self
-                and connection._con is not None)
+        # Only a connection this pool lent gives a turn back, once. One the server dropped while
+        # it was out has already gone back to asyncpg's queue by itself (its proxy is detached),
+        # but its turn has not.
+        lent = self._lent.pop(id(connection), None) is connection
         try:
             await super().release(connection, timeout=timeout)
         finally:
