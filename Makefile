@@ -18,7 +18,7 @@ venv: $(STAMP)
 run: $(STAMP)
 	$(PY) -m desktop.devrun
 
-## test: the whole suite against a real embedded PostgreSQL
+## test: the whole suite against a real embedded PostgreSQL, on two processes
 test: lint
 	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q -n 2
 
