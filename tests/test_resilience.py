@@ -99,6 +99,40 @@ async def test_postgres_restart_while_jobs_flow(dsn: str, conn: asyncpg.Connecti
     assert set(runs(log)) == set(await _all_ids(dsn))
 
 
+async def test_a_worker_stopped_while_the_database_is_down_still_exits(
+        dsn: str, conn: asyncpg.Connection, tmp_path: Path, pg_server: EmbeddedServer) -> None:
+    """Stopping needs no database: what the worker cannot give back, the lease rescue takes back
+    once the database returns, and no job is lost."""
+    await conn.execute("""INSERT INTO jobs (type, input_data) VALUES ('sleep', '{"seconds": 8}')""")
+    worker = start_worker(dsn, log_path=tmp_path / "w.log", JOB_SHUTDOWN_TIMEOUT="1", **FAST)
+    second = None
+    try:
+        await wait_for(lambda: conn.fetchval("SELECT status = 'in_progress' FROM jobs"), what="the job to start")
+        await conn.close()
+        pg_server.stop()
+        try:
+            worker.send_signal(signal.SIGTERM)
+            assert worker.wait(60) == 0, "a worker asked to stop exits, database or not"
+        finally:
+            pg_server.ensure_running()
+        log = (tmp_path / "w.log").read_text()
+        assert "could not put 1 running job(s) back in the queue" in log, log[-3000:]
+        second = start_worker(dsn, log_path=tmp_path / "w2.log", **FAST)
+        fresh = await asyncpg.connect(dsn)
+        try:
+            await wait_for(lambda: fresh.fetchval("SELECT status = 'completed' FROM jobs"),
+                           timeout=45, what="another worker to take the job back and run it")
+            assert await fresh.fetchval("SELECT worker_id IS NULL AND attempts = 2 FROM jobs"), \
+                "run again by the second worker, after the first one's attempt"
+            await assert_no_job_lost(fresh, 1)
+        finally:
+            await fresh.close()
+    finally:
+        for proc in (worker, second):
+            if proc is not None and proc.poll() is None:
+                proc.kill()
+
+
 async def _all_ids(dsn: str) -> list[str]:
     c = await asyncpg.connect(dsn)
     try:

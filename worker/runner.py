@@ -16,7 +16,7 @@ import socket
 import time
 import uuid
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -46,6 +46,7 @@ MAX_BACKOFF_S = 5.0
 REVIVE_EVERY_S = 2.0  # how often a worker on the embedded database tries to start it again
 ROLLUP_LAST_FLUSH_S = 5.0  # how long a stopping worker tries to write its last metrics
 CLOSE_TIMEOUT_S = 5.0  # how long each last step of a stop (tasks, listener, pool) may take
+FINAL_WRITES_S = 10.0  # how long a stopping worker tries to give back or record what it holds
 # One pump: a second one, on its own connection, overlapped round trips but made the two wait
 # for each other. A claim that meets a row the other pump claimed a moment before follows it to
 # its newest version and locks it, although it then skips it (PostgreSQL keeps such locks to the
@@ -219,7 +220,8 @@ class Worker:
             await self._stop.wait()
             await self._drain()
             try:  # what finished last goes into the metrics too, unless the database is away
-                await asyncio.wait_for(stats_rollup.flush(self.db_call, self.rollup), ROLLUP_LAST_FLUSH_S)
+                if not self._db_down:
+                    await asyncio.wait_for(stats_rollup.flush(self.db_call, self.rollup), ROLLUP_LAST_FLUSH_S)
             except TimeoutError:
                 log.warning("the last second of metrics was not written: the database did not answer")
             # A heartbeat still in flight would write "running" over the "stopped" below.
@@ -264,8 +266,28 @@ class Worker:
             unstarted, self._ready = [j.id for j in self._ready], deque()
             await self.db_call(lambda c: transitions.unclaim(c, self.worker_id, unstarted))
 
+    async def _last_write(self, write: Callable[[], Awaitable[Any]], what: str) -> None:
+        """One of a stopping worker's last writes, within FINAL_WRITES_S, and not tried once the
+        database is known to be away: `db_call` would wait for it for ever, and the worker must
+        exit. What was not written, the lease rescue takes back (another worker's, or this one's
+        when it starts again); a job whose result was lost runs again."""
+        if self._db_down:
+            log.warning("could not %s: the database is unreachable", what)
+            return
+        try:
+            await asyncio.wait_for(write(), FINAL_WRITES_S)
+        except TimeoutError:
+            log.warning("could not %s within %.0f s; the lease rescue takes back what this worker held",
+                        what, FINAL_WRITES_S)
+
+    async def _final_writes(self) -> None:
+        await self._unclaim_ready()  # what a claim in flight when the stop came brought back
+        await self._flush_all()
+        if self._side_tasks:
+            await asyncio.gather(*self._side_tasks, return_exceptions=True)
+
     async def _drain(self) -> None:
-        await self._unclaim_ready()
+        await self._last_write(self._unclaim_ready, "give back the jobs claimed but not started")
         if self._running:
             loop = asyncio.get_running_loop()
             deadline = loop.time() + self.settings.JOB_SHUTDOWN_TIMEOUT if self._put_back_on_timeout else None
@@ -284,10 +306,7 @@ class Worker:
         # The pump writes what finished meanwhile, then returns.
         self._kick.set()
         await asyncio.wait(self._pumps, timeout=self.settings.JOB_SHUTDOWN_TIMEOUT + 5)
-        await self._unclaim_ready()  # what a claim in flight when the stop came brought back
-        await self._flush_all()
-        if self._side_tasks:
-            await asyncio.gather(*self._side_tasks, return_exceptions=True)
+        await self._last_write(self._final_writes, "record the last results")
 
     async def _put_back_running(self, reason: str) -> None:
         """Stop the running jobs and give them back to the queue without spending a retry."""
@@ -296,7 +315,8 @@ class Worker:
         for _, task in jobs:
             task.cancel()
         await asyncio.gather(*(t for _, t in jobs), return_exceptions=True)
-        await self.db_call(lambda c: transitions.put_back(c, self.worker_id, ids, reason))
+        await self._last_write(lambda: self.db_call(lambda c: transitions.put_back(c, self.worker_id, ids, reason)),
+                               f"put {len(ids)} running job(s) back in the queue")
 
     # -- database plumbing -----------------------------------------------------------------
 
