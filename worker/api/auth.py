@@ -6,13 +6,13 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
 from fastapi import APIRouter, FastAPI, Request
-from fastapi.routing import APIRoute
 from fastapi.security import HTTPBearer
 
 from worker.api.errors import ApiError
+from worker.api.openapi_doc import F, amend, marked, operations
 from worker.service import JobService
 from worker.tokens import TokenRecord, hash_token
 from worker.transitions import Actor
@@ -21,8 +21,6 @@ from worker.transitions import Actor
 # revocation clears every process's cache at once over NOTIFY, and this bounds how long one
 # that missed the notification (its LISTEN connection was down) still accepts the token.
 CACHE_SECONDS = 2.0
-
-F = TypeVar("F", bound=Callable[..., Any])
 
 bearer = HTTPBearer(auto_error=False, description="A token from `jobdesk token create`.")
 
@@ -148,37 +146,23 @@ def require(scope: str) -> Callable[..., Awaitable[Caller]]:
 def guarded_by(scope: str) -> Callable[[F], F]:
     """Mark an endpoint that calls `authorize(request, scope)` itself, for `document_security`:
     the hot routes do, as FastAPI's solving of any dependency costs a share of their time."""
-
-    def mark(endpoint: F) -> F:
-        endpoint.jobdesk_scope = scope  # type: ignore[attr-defined]
-        return endpoint
-
-    return mark
+    return marked("jobdesk_scope", scope)
 
 
 def document_security(app: FastAPI, routers: Sequence[APIRouter]) -> None:
     """Declare the bearer scheme in the OpenAPI document on every route of `routers` (included
     in `app` without a prefix) that requires a scope, as FastAPI does for a declared security
     dependency."""
-    generate = app.openapi
 
-    def openapi() -> dict[str, Any]:
-        if app.openapi_schema is not None:
-            return app.openapi_schema
-        schema = generate()
+    def declare(schema: dict[str, Any]) -> None:
         guarded = False
-        for route in (r for router in routers for r in router.routes):
-            if isinstance(route, APIRoute) and (getattr(route.endpoint, "jobdesk_scope", None) or any(
-                    getattr(d.call, "jobdesk_scope", None) for d in route.dependant.dependencies)):
+        for route, operation in operations(schema, routers):
+            if getattr(route.endpoint, "jobdesk_scope", None) or any(
+                    getattr(d.call, "jobdesk_scope", None) for d in route.dependant.dependencies):
                 guarded = True
-                for method in route.methods or ():
-                    operation = schema["paths"][route.path_format].get(method.lower())
-                    if operation is not None:
-                        operation["security"] = [{bearer.scheme_name: []}]
+                operation["security"] = [{bearer.scheme_name: []}]
         if guarded:
             schema.setdefault("components", {}).setdefault("securitySchemes", {})[bearer.scheme_name] = \
                 bearer.model.model_dump(mode="json", by_alias=True, exclude_none=True)
-        app.openapi_schema = schema
-        return schema
 
-    app.openapi = openapi  # type: ignore[method-assign]
+    amend(app, declare)

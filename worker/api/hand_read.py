@@ -1,10 +1,10 @@
 """A hot route's JSON body, read by hand as FastAPI reads a declared one.
 
 FastAPI solves a route's declared parameters on every request: for `POST /api/jobs` that was
-about a fifth of the route's time. `read_body` reads the body in the same steps, with the same
-errors (a 422 naming `body[pos]` for malformed JSON, `body.field` for a field, and a 400 for a
-body that cannot be read); `documented_body` and `document_bodies` keep the route's request body
-in the OpenAPI document as FastAPI writes it for a declared one.
+about a fifth of the route's time. `raw_json` and `validate_body` read the body in the same
+steps, with the same errors (a 422 naming `body[pos]` for malformed JSON, `body.field` for a
+field, and a 400 for a body that cannot be read); `documented_body` and `document_bodies` keep
+the route's request body in the OpenAPI document as FastAPI writes it for a declared one.
 """
 
 from __future__ import annotations
@@ -23,9 +23,9 @@ from pydantic import BaseModel, ValidationError
 from starlette.exceptions import HTTPException
 
 from worker.api.auth import raw_header
+from worker.api.openapi_doc import F, amend, marked, operations
 
 M = TypeVar("M", bound=BaseModel)
-F = TypeVar("F", bound=Callable[..., Any])
 _MISSING = object()
 _REF = re.compile(r'"#/components/schemas/([^"]+)"')
 
@@ -72,12 +72,7 @@ def validate_body(body: Any, model: type[M]) -> M:  # noqa: ANN401
 
 def documented_body(model: type[BaseModel]) -> Callable[[F], F]:
     """Mark an endpoint that reads a body of `model` itself, for `document_bodies`."""
-
-    def mark(endpoint: F) -> F:
-        endpoint.jobdesk_body = model  # type: ignore[attr-defined]
-        return endpoint
-
-    return mark
+    return marked("jobdesk_body", model)
 
 
 def _declared_schemas(model: type[BaseModel]) -> dict[str, Any]:
@@ -103,26 +98,16 @@ def _declared_schemas(model: type[BaseModel]) -> dict[str, Any]:
 def document_bodies(app: FastAPI, routers: Sequence[APIRouter]) -> None:
     """The request body of every marked route in the OpenAPI document: required, JSON, with its
     model among the components, as FastAPI writes a declared body."""
-    generate = app.openapi
 
-    def openapi() -> dict[str, Any]:
-        if app.openapi_schema is not None:
-            return app.openapi_schema
-        schema = generate()
-        for route in (r for router in routers for r in router.routes):
-            model = getattr(route.endpoint, "jobdesk_body", None) if isinstance(route, APIRoute) else None
-            if model is None or not isinstance(route, APIRoute):
+    def declare(schema: dict[str, Any]) -> None:
+        components = schema.setdefault("components", {}).setdefault("schemas", {})
+        for route, operation in operations(schema, routers):
+            model = getattr(route.endpoint, "jobdesk_body", None)
+            if model is None:
                 continue
-            components = schema.setdefault("components", {}).setdefault("schemas", {})
             for name, part in _declared_schemas(model).items():
                 components.setdefault(name, part)
-            body = {"required": True, "content": {"application/json": {
+            operation["requestBody"] = {"required": True, "content": {"application/json": {
                 "schema": {"$ref": f"#/components/schemas/{model.__name__}"}}}}
-            for method in route.methods or ():
-                operation = schema["paths"][route.path_format].get(method.lower())
-                if operation is not None:
-                    operation["requestBody"] = body
-        app.openapi_schema = schema
-        return schema
 
-    app.openapi = openapi  # type: ignore[method-assign]
+    amend(app, declare)
