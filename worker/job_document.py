@@ -25,32 +25,33 @@ def _iso(column: str) -> str:
             f"ELSE to_char({utc}, 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"+00:00\"') END")
 
 
-# (key, SQL) in the order of render._JOB_FIELDS.
-_JOB_KEYS = (
-    ("id", "j.id"), ("type", "j.type"), ("status", "j.status"), ("user_id", "j.user_id"),
-    ("pipeline_id", "j.pipeline_id"), ("input_data", "j.input_data"), ("result_data", "j.result_data"),
-    ("error_message", "j.error_message"), ("dependent_on_jobs", "COALESCE(j.dependent_on_jobs, '[]'::jsonb)"),
-    ("retry_count", "j.retry_count"), ("next_retry_at", _iso("j.next_retry_at")), ("is_active", "j.is_active"),
-    ("created_at", _iso("j.created_at")), ("updated_at", _iso("j.updated_at")),
-    ("completed_at", _iso("j.completed_at")), ("priority", "j.priority"), ("worker_id", "j.worker_id"),
-    ("started_at", _iso("j.started_at")), ("scheduled_at", _iso("j.scheduled_at")), ("unique_key", "j.unique_key"),
-)
-_ATTEMPT_KEYS = (
-    ("attempt", "a.attempt"), ("worker_id", "a.worker_id"), ("started_at", _iso("a.started_at")),
-    ("finished_at", _iso("a.finished_at")), ("outcome", "a.outcome"), ("error_message", "a.error_message"),
-    ("traceback", "a.traceback"),
-)
+# The answer's keys, in order: `worker.api.render` writes the same ones from Python objects.
+JOB_KEYS = ("id", "type", "status", "user_id", "pipeline_id", "input_data", "result_data", "error_message",
+            "dependent_on_jobs", "retry_count", "next_retry_at", "is_active", "created_at", "updated_at",
+            "completed_at", "priority", "worker_id", "started_at", "scheduled_at", "unique_key")
+ATTEMPT_KEYS = ("attempt", "worker_id", "started_at", "finished_at", "outcome", "error_message", "traceback")
 
 
-def _pairs(keys: tuple[tuple[str, str], ...]) -> str:
+def _value(alias: str, key: str) -> str:
+    """The SQL of one key: its column, timestamps (`*_at`) in `_iso`'s form."""
+    column = f"{alias}.{key}"
+    if key.endswith("_at"):
+        return _iso(column)
+    if key == "dependent_on_jobs":
+        return f"COALESCE({column}, '[]'::jsonb)"
+    return column
+
+
+def _pairs(alias: str, keys: tuple[str, ...]) -> str:
     """json_build_object's arguments: 'key', value, ..."""
-    return ", ".join(f"'{k}', {v}" for k, v in keys)
+    return ", ".join(f"'{k}', {_value(alias, k)}" for k in keys)
 
 
 _DOCUMENT = f"""
 SELECT j.user_id, j.status,
-       json_build_object({_pairs(_JOB_KEYS)},
-           'attempts', COALESCE((SELECT json_agg(json_build_object({_pairs(_ATTEMPT_KEYS)}) ORDER BY a.attempt, a.id)
+       json_build_object({_pairs('j', JOB_KEYS)},
+           'attempts', COALESCE((SELECT json_agg(json_build_object({_pairs('a', ATTEMPT_KEYS)})
+                                                 ORDER BY a.attempt, a.id)
                                    FROM job_attempts a WHERE a.job_id = j.id), '[]'::json))::text AS document
   FROM jobs j WHERE j.id = $1"""
 

@@ -5,12 +5,9 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+from worker.job_document import ATTEMPT_KEYS, JOB_KEYS
 from worker.models import JobRecord
 from worker.service import Attempt, JobDetail, PipelineSteps
-
-_JOB_FIELDS = ("id", "type", "status", "user_id", "pipeline_id", "input_data", "result_data", "error_message",
-               "dependent_on_jobs", "retry_count", "next_retry_at", "is_active", "created_at", "updated_at",
-               "completed_at", "priority", "worker_id", "started_at", "scheduled_at", "unique_key")
 
 
 def iso(value: datetime | None) -> str | None:
@@ -19,16 +16,15 @@ def iso(value: datetime | None) -> str | None:
 
 def job_json(job: JobRecord) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    for name in _JOB_FIELDS:
+    for name in JOB_KEYS:
         value = getattr(job, name)
         out[name] = iso(value) if isinstance(value, datetime) else (str(value) if name == "status" else value)
     return out
 
 
 def attempt_json(a: Attempt) -> dict[str, Any]:
-    return {"attempt": a.attempt, "worker_id": a.worker_id, "started_at": iso(a.started_at),
-            "finished_at": iso(a.finished_at), "outcome": a.outcome, "error_message": a.error_message,
-            "traceback": a.traceback}
+    values = ((name, getattr(a, name)) for name in ATTEMPT_KEYS)
+    return {name: iso(value) if isinstance(value, datetime) else value for name, value in values}
 
 
 def detail_json(detail: JobDetail) -> dict[str, Any]:
