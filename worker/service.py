@@ -357,8 +357,7 @@ class JobService:
             row = await conn.fetchrow(_DETAIL, job_id)
             if row is None or not self._owns(row["user_id"]):
                 raise JobNotFound(f"no job with id {job_id}")
-            reason = await waiting.waiting_reason(conn, job_id, self.settings.JOB_LEASE_TIMEOUT) \
-                if row["status"] == Status.QUEUED else None
+            reason = await self._reason_if_queued(conn, job_id, row["status"])
         values = dict(row)
         attempts = [Attempt(*a) for a in values.pop("attempt_rows") or []]
         dependencies, dependants = values.pop("dependency_ids"), values.pop("dependant_ids")
@@ -371,9 +370,13 @@ class JobService:
             doc = await job_document.fetch_document(conn, job_id)
             if doc is None or not self._owns(doc.user_id):
                 raise JobNotFound(f"no job with id {job_id}")
-            reason = await waiting.waiting_reason(conn, job_id, self.settings.JOB_LEASE_TIMEOUT) \
-                if doc.status == Status.QUEUED else None
+            reason = await self._reason_if_queued(conn, job_id, doc.status)
         return job_document.with_waiting_reason(doc.text, reason.text if reason is not None else None)
+
+    async def _reason_if_queued(self, conn: asyncpg.Connection, job_id: str, status: str) -> WaitingReason | None:
+        """Why the job has not started, read only when its status says it is queued."""
+        return await waiting.waiting_reason(conn, job_id, self.settings.JOB_LEASE_TIMEOUT) \
+            if status == Status.QUEUED else None
 
     async def waiting_reason(self, job_id: str) -> WaitingReason | None:
         """Why this queued job has not started; None when it is not queued."""
