@@ -101,12 +101,11 @@ class ApprovalsTab(QWidget):
             self.gate.refresh()
 
     def on_jobs_changed(self, ids: set[str] | None) -> None:
-        if not self.gate.shown():
-            pass
-        elif ids is None:
-            self.model.reload()
-        else:
-            spawn(self._apply(ids), "approvals-changes")
+        if self.gate.shown():  # else the list is read again when shown
+            if ids is None:
+                self.model.reload()
+            else:
+                spawn(self._apply(ids), "approvals-changes")
         if not self._count_timer.isActive():
             self._count_timer.start()
 

@@ -158,8 +158,8 @@ class PipelinesTab(QWidget):
 
     def on_jobs_changed(self, ids: set[str] | None) -> None:
         if not self.gate.shown():
-            pass
-        elif ids is None:
+            return  # read again when shown
+        if ids is None:
             self._read()
         else:
             spawn(self._apply(ids), "pipelines-apply")

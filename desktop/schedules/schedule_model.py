@@ -10,7 +10,7 @@ from PySide6.QtCore import Qt
 from desktop.jobs.status_delegate import STATUS_ROLE
 from desktop.live_diff import diff_rows
 from desktop.table_model import Index, RowsTableModel
-from worker.models import Status, short_id
+from worker.models import short_id
 from worker.scheduler import ScheduledJob, ScheduleRecord
 from worker.timefmt import relative
 
@@ -18,7 +18,6 @@ COLUMNS = ["Name", "When", "Timezone", "Type", "Next run", "Last run", "State"]
 COL_NAME, COL_WHEN, COL_ZONE, COL_TYPE, COL_NEXT, COL_LAST, COL_STATE = range(len(COLUMNS))
 TICK_COLUMNS = ["Tick", "Job", "Status"]
 TICK_COL_STATUS = 2
-STATUSES = frozenset(str(s) for s in Status)
 
 
 def _when(at: datetime | None, now: datetime) -> str:
@@ -93,7 +92,7 @@ class TickTableModel(RowsTableModel):
         if role == Qt.ItemDataRole.UserRole:
             return tick.job_id
         if role == STATUS_ROLE and index.column() == TICK_COL_STATUS:
-            return Status(tick.status) if tick.status in STATUSES else None
+            return tick.status  # the job's status, or None once the job is pruned
         if role != Qt.ItemDataRole.DisplayRole:
             return None
         col = index.column()
