@@ -30,6 +30,7 @@ import httpx
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from desktop.platform_check import install_debian_packages  # noqa: E402
 from tests.api.test_api_server import free_port  # noqa: E402
 from tests.helpers import JOBDESK, cli_env, run_cli  # noqa: E402
 from worker.embedded import EmbeddedServer  # noqa: E402
@@ -39,9 +40,8 @@ def ensure_hey() -> str:
     found = shutil.which("hey")
     if found:
         return found
-    if subprocess.run(["apt-get", "install", "-y", "hey"], capture_output=True).returncode != 0:
-        subprocess.run(["apt-get", "update"], capture_output=True, check=True)
-        subprocess.run(["apt-get", "install", "-y", "hey"], capture_output=True, check=True)
+    if not install_debian_packages(["hey"], why="for the HTTP benchmark"):
+        raise SystemExit("the HTTP benchmark needs hey: apt-get install hey (as root)")
     return shutil.which("hey") or "hey"
 
 
