@@ -11,6 +11,7 @@ state. `waiting_reason` is added last, by `with_waiting_reason`.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import NamedTuple
 
 import asyncpg
@@ -48,12 +49,12 @@ def _pairs(alias: str, keys: tuple[str, ...]) -> str:
 
 
 _DOCUMENT = f"""
-SELECT j.user_id, j.status,
+SELECT j.id, j.user_id, j.status,
        json_build_object({_pairs('j', JOB_KEYS)},
            'attempts', COALESCE((SELECT json_agg(json_build_object({_pairs('a', ATTEMPT_KEYS)})
                                                  ORDER BY a.attempt, a.id)
                                    FROM job_attempts a WHERE a.job_id = j.id), '[]'::json))::text AS document
-  FROM jobs j WHERE j.id = $1"""
+  FROM jobs j WHERE j.id = ANY($1::varchar[])"""
 
 
 class JobDocument(NamedTuple):
@@ -62,9 +63,10 @@ class JobDocument(NamedTuple):
     text: str  # one JSON object: the job's keys, then `attempts`
 
 
-async def fetch_document(conn: asyncpg.Connection, job_id: str) -> JobDocument | None:
-    row = await conn.fetchrow(_DOCUMENT, job_id)
-    return None if row is None else JobDocument(row["user_id"], row["status"], row["document"])
+async def fetch_documents(conn: asyncpg.Connection, job_ids: Sequence[str]) -> dict[str, JobDocument]:
+    """The documents of the jobs among `job_ids` that exist, by id: one round trip."""
+    rows = await conn.fetch(_DOCUMENT, job_ids)
+    return {row["id"]: JobDocument(row["user_id"], row["status"], row["document"]) for row in rows}
 
 
 def with_waiting_reason(document: str, reason: str | None) -> str:

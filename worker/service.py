@@ -366,12 +366,28 @@ class JobService:
     async def job_detail_json(self, job_id: str) -> str:
         """The job and its attempts as `GET /api/jobs/{id}` answers them, as JSON text that
         PostgreSQL writes (see `worker.job_document`): the polled route's read."""
+        [answer] = await self.job_details_json([(self, job_id)])
+        if isinstance(answer, JobNotFound):
+            raise answer
+        return answer
+
+    async def job_details_json(self, reads: Sequence[tuple[JobService, str]]) -> list[str | JobNotFound]:
+        """`job_detail_json` for several readers at once (group read): one round trip reads every
+        document, and each reader sees only the jobs its own scope shows it."""
         async with self.pool.acquire() as conn:
-            doc = await job_document.fetch_document(conn, job_id)
-            if doc is None or not self._owns(doc.user_id):
-                raise JobNotFound(f"no job with id {job_id}")
-            reason = await self._reason_if_queued(conn, job_id, doc.status)
-        return job_document.with_waiting_reason(doc.text, reason.text if reason is not None else None)
+            documents = await job_document.fetch_documents(conn, list({job_id for _, job_id in reads}))
+            reasons: dict[str, str | None] = {}  # a queued job's reason is read once per batch
+            answers: list[str | JobNotFound] = []
+            for reader, job_id in reads:
+                doc = documents.get(job_id)
+                if doc is None or not reader._owns(doc.user_id):
+                    answers.append(JobNotFound(f"no job with id {job_id}"))
+                    continue
+                if job_id not in reasons:
+                    reason = await self._reason_if_queued(conn, job_id, doc.status)
+                    reasons[job_id] = reason.text if reason is not None else None
+                answers.append(job_document.with_waiting_reason(doc.text, reasons[job_id]))
+        return answers
 
     async def _reason_if_queued(self, conn: asyncpg.Connection, job_id: str, status: str) -> WaitingReason | None:
         """Why the job has not started, read only when its status says it is queued."""

@@ -92,3 +92,33 @@ async def test_another_users_job_is_not_found_as_an_unknown_one_is(api: Api) -> 
     bob = api.service.as_actor(transitions.Actor.current("api"), user_id=3)
     with pytest.raises(JobNotFound):
         await bob.job_detail_json(mine)
+
+
+async def test_one_group_read_answers_each_reader_in_its_own_scope(api: Api) -> None:
+    """Concurrent polls share one read (worker.api.batcher): each still sees only what its
+    token's scope shows it, as when it reads alone."""
+    svc = api.service
+    alices, queued = await svc.enqueue_many([JobCreate("doc.user", {}, user_id=2), JobCreate("doc.queued", {})])
+    actor = transitions.Actor.current("api")
+    alice, bob = svc.as_actor(actor, user_id=2), svc.as_actor(actor, user_id=3)
+    reads = [(alice, alices), (bob, alices), (svc, alices), (svc, "nope"), (alice, queued), (svc, queued),
+             (svc, queued), (bob, "nope")]
+    answers = await svc.job_details_json(reads)
+    for (reader, job_id), answer in zip(reads, answers, strict=True):
+        try:
+            alone: str | JobNotFound = await reader.job_detail_json(job_id)
+        except JobNotFound as exc:
+            alone = exc
+        if isinstance(alone, JobNotFound):
+            assert isinstance(answer, JobNotFound) and str(answer) == str(alone), (reader.user_id, job_id)
+        else:
+            assert isinstance(answer, str) and json.loads(answer) == json.loads(alone), (reader.user_id, job_id)
+    assert [isinstance(a, str) for a in answers] == [True, False, True, False, False, True, True, False]
+    assert json.loads(answers[5])["waiting_reason"].startswith("no live worker serves")
+
+    # Through the route, many polls at once from three tokens: each gets its own answer.
+    import asyncio
+    tokens = ["alice", "bob", "admin"] * 10
+    resps = await asyncio.gather(*(api.client.get(f"/api/jobs/{alices}", headers=api.auth(t)) for t in tokens))
+    assert [r.status_code for r in resps] == [200, 404, 200] * 10
+    assert {r.json()["id"] for r in resps if r.status_code == 200} == {alices}

@@ -13,11 +13,12 @@ from fastapi.middleware.cors import CORSMiddleware
 from worker import __version__
 from worker.api import errors, routes_bulk, routes_jobs, routes_pipelines, routes_schedules, routes_system
 from worker.api.auth import Caller, TokenCache, document_security
-from worker.api.batcher import EnqueueBatcher
+from worker.api.batcher import Batcher
 from worker.api.body_limit import BodyLimitMiddleware
 from worker.api.events import ChangeHub
 from worker.api.hand_read import document_bodies
 from worker.api.metrics import ApiMetrics, MetricsMiddleware
+from worker.models import JobCreate, JobRecord
 from worker.service import JobService
 from worker.settings import Settings
 from worker.tokens import SCOPES, TOKENS_CHANNEL
@@ -38,7 +39,8 @@ class ApiContext:
 
     service: JobService
     hub: ChangeHub
-    batcher: EnqueueBatcher
+    enqueues: Batcher[tuple[Actor, JobCreate], JobRecord]  # group commit of POST /api/jobs
+    reads: Batcher[tuple[JobService, str], str]  # group read of GET /api/jobs/{id}
     metrics: ApiMetrics
     tokens: TokenCache | None  # None: no auth (`--no-auth`)
     anonymous: Caller
@@ -53,7 +55,8 @@ def create_app(service: JobService, dsn: str, *, settings: Settings | None = Non
     ctx = ApiContext(
         service=service,
         hub=ChangeHub(dsn, {TOKENS_CHANNEL: tokens.clear} if tokens else None),
-        batcher=EnqueueBatcher(anonymous_service),
+        enqueues=Batcher(anonymous_service.enqueue_batch),
+        reads=Batcher(service.job_details_json),
         metrics=ApiMetrics(),
         tokens=tokens,
         anonymous=Caller(anonymous_service, None, None, frozenset(SCOPES)),

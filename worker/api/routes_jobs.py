@@ -102,7 +102,7 @@ async def create_job(request: Request) -> Response:
         if caller.user_id is not None and job.dependent_on_jobs:
             record = (await caller.service.enqueue_records([job]))[0]  # checks the user may see the dependencies
         else:
-            record = await ctx.batcher.submit(caller.actor, job)
+            record = await ctx.enqueues.submit((caller.actor, job))
     except InvalidJob as exc:
         raise locate(exc, "body") from None
     body_out = created(record)
@@ -172,7 +172,8 @@ async def get_job(request: Request) -> Response:
     job_id: str = request.path_params["job_id"]
     query = _wait_query(request)
     if query is None or not query.wait:
-        return Response(await caller.service.job_detail_json(job_id), media_type="application/json")
+        ctx = request.app.state.ctx
+        return Response(await ctx.reads.submit((caller.service, job_id)), media_type="application/json")
     wait, status = query.wait, query.status
     hub = request.app.state.ctx.hub
     deadline = time.monotonic() + wait
