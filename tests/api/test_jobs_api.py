@@ -109,3 +109,19 @@ async def test_concurrent_posts_are_grouped_and_each_gets_its_answer(api: Api) -
     assert [r.status_code for r in resps].count(201) == 39
     assert_error(resps[7], 422, "invalid")
     assert {r.json()["input_data"]["i"] for r in resps if r.status_code == 201} == set(range(40)) - {7}
+
+
+async def test_routing_answers_unknown_paths_wrong_methods_and_trailing_slashes(api: Api) -> None:
+    """The routes sit flat in the app's list, cheapest first: a path that no route has, a method
+    that its route does not take and a trailing slash get the same answers as ever."""
+    assert_error(await api.client.get("/nope"), 404, "not_found")
+    assert_error(await api.client.get("/api/jobs/a/b/c"), 404, "not_found")
+    wrong = await api.client.post("/api/ping")
+    assert_error(wrong, 405, "method_not_allowed")
+    assert wrong.headers["allow"] == "GET"
+    assert (await api.client.get("/api/jobs/x/cancel")).headers["allow"] == "POST"
+    slash = await api.client.get("/api/jobs/")
+    assert slash.status_code == 307 and slash.headers["location"] == "http://api/api/jobs"
+    for path in ("/api/ping", "/healthz", "/docs", "/openapi.json", "/api/schedules", "/api/jobs"):
+        assert (await api.client.get(path)).status_code == 200, path
+    assert (await api.client.post("/api/jobs/retry", json={"dry_run": True})).status_code == 200

@@ -33,6 +33,16 @@ def accept_any_input(_type: str, _input_data: dict[str, Any]) -> None:
     """The default: any JSON object is accepted."""
 
 
+# The sections of /docs, in this order (the routes are matched in another, cheapest first).
+DOCUMENT_TAGS = [
+    {"name": "jobs", "description": "Enqueue one job, read and follow it, and act on it."},
+    {"name": "pipelines", "description": "Jobs that depend on each other, created and followed as one."},
+    {"name": "bulk", "description": "Retry or cancel every job that matches a filter."},
+    {"name": "schedules", "description": "Periodic jobs: list, pause and resume."},
+    {"name": "system", "description": "Health, Prometheus metrics, and a constant route."},
+]
+
+
 @dataclass
 class ApiContext:
     """What the routes share, per process: nothing here is state a second process would miss."""
@@ -71,14 +81,18 @@ def create_app(service: JobService, dsn: str, *, settings: Settings | None = Non
         finally:
             await ctx.hub.stop()
 
-    app = FastAPI(title="jobdesk", version=__version__, lifespan=lifespan,
+    app = FastAPI(title="jobdesk", version=__version__, lifespan=lifespan, openapi_tags=DOCUMENT_TAGS,
                   description="Enqueue, follow and act on jobdesk jobs and pipelines.")
     app.state.ctx = ctx
     errors.install(app)
-    routers = (routes_bulk.router, routes_jobs.router, routes_pipelines.router, routes_schedules.router,
-               routes_system.router)
-    for router in routers:
-        app.include_router(router)
+    # The cheap and the polled routes first (probes, the constant, then the jobs), and flat in
+    # the app's own list, which is matched once per request in order: `include_router` keeps a
+    # router as a branch that is matched twice (to choose it, then inside it), and that cost the
+    # constant route half its time in a profile. FastAPI's /openapi.json and /docs go last.
+    routers = (routes_system.router, routes_jobs.router, routes_bulk.router, routes_pipelines.router,
+               routes_schedules.router)
+    framework_routes = list(app.router.routes)
+    app.router.routes[:] = [*(route for router in routers for route in router.routes), *framework_routes]
     document_security(app, routers)
     document_bodies(app, routers)
     if settings.JOBDESK_API_CORS_ORIGINS:
