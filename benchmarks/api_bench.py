@@ -7,8 +7,11 @@ Measures, against one real `jobdesk api` on a private embedded PostgreSQL:
 then prints req/s, p50 and p99 of each and the ratios to the ceiling, and checks that the worker
 completed every enqueued job. The machine is shared: compare the ratios, not the absolute numbers.
 
-    .venv/bin/python benchmarks/api_bench.py [--seconds 8] [--workers N]
+    .venv/bin/python benchmarks/api_bench.py [--seconds 4] [--rounds 3] [--workers N]
 
+The three are measured in turn, `--rounds` times, `--seconds` each: a burst of load from a
+neighbour on this shared machine then hits one round of each rather than one route's whole
+measure. It prints each round, then the median of each figure and of each round's ratios.
 `--workers` is passed to `jobdesk api`; the ceiling is measured on those same processes.
 """
 
@@ -18,6 +21,7 @@ import argparse
 import asyncio
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -67,7 +71,8 @@ async def count(dsn: str, where: str) -> int:
 
 def main() -> int:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--seconds", type=float, default=8)
+    parser.add_argument("--seconds", type=float, default=4, help="per route and round")
+    parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--workers", type=int, default=1, help="`jobdesk api --workers N`")
     args = parser.parse_args()
     binary = ensure_hey()
@@ -102,21 +107,32 @@ def main() -> int:
                 raise SystemExit("the worker did not run the first job within 60 s")
             time.sleep(0.2)
         time.sleep(1)
-        ceiling = hey(binary, args.seconds, f"{url}/api/ping", token)
-        enqueue = hey(binary, args.seconds, f"{url}/api/jobs", token, post='{"type": "noop", "input_data": {}}')
-        get = hey(binary, args.seconds, f"{url}/api/jobs/{job_id}", token)
+        names = ("ceiling GET /api/ping", "POST /api/jobs", "GET /api/jobs/{id}")
+        rounds: list[dict[str, dict[str, float]]] = []
+        for _ in range(args.rounds):
+            rounds.append(dict(zip(names, (
+                hey(binary, args.seconds, f"{url}/api/ping", token),
+                hey(binary, args.seconds, f"{url}/api/jobs", token, post='{"type": "noop", "input_data": {}}'),
+                hey(binary, args.seconds, f"{url}/api/jobs/{job_id}", token)), strict=True)))
         total = asyncio.run(count(dsn, "true"))
         deadline = time.monotonic() + 120
         while asyncio.run(count(dsn, "status <> 'completed'")) and time.monotonic() < deadline:
             time.sleep(0.5)
         left = asyncio.run(count(dsn, "status <> 'completed'"))
-        print(f"jobdesk api --workers {args.workers}; every route, the ceiling too, on the same processes")
-        for name, r in (("ceiling GET /api/ping", ceiling), ("POST /api/jobs", enqueue),
-                        ("GET /api/jobs/{id}", get)):
-            print(f"{name:<24} {r['rps']:>8.0f} req/s  p50 {r['p50_ms']:6.1f} ms  p99 {r['p99_ms']:6.1f} ms  "
-                  f"codes {r['codes']}")
-        print(f"enqueue / ceiling {enqueue['rps'] / ceiling['rps']:.0%} (target 50%), "
-              f"GET / ceiling {get['rps'] / ceiling['rps']:.0%} (target 70%)")
+        print(f"jobdesk api --workers {args.workers}; every route, the ceiling too, on the same processes; "
+              f"{args.rounds} rounds of {args.seconds:g} s per route")
+        for i, measured in enumerate(rounds, 1):
+            print(f"round {i}: " + ", ".join(f"{name.split()[-1]} {r['rps']:.0f} req/s p99 {r['p99_ms']:.1f} ms"
+                                             for name, r in measured.items()))
+        ceiling, enqueue, get = names
+        for name in names:
+            med = {k: statistics.median(r[name][k] for r in rounds) for k in ("rps", "p50_ms", "p99_ms")}
+            codes = sorted({code for r in rounds for code in r[name]["codes"]})  # type: ignore[attr-defined]
+            print(f"{name:<24} {med['rps']:>8.0f} req/s  p50 {med['p50_ms']:6.1f} ms  p99 {med['p99_ms']:6.1f} ms  "
+                  f"(medians)  codes {codes}")
+        share = {name: statistics.median(r[name]["rps"] / r[ceiling]["rps"] for r in rounds) for name in names}
+        print(f"enqueue / ceiling {share[enqueue]:.0%} (target 50%), GET / ceiling {share[get]:.0%} (target 70%) "
+              f"(medians of the rounds' ratios)")
         print(f"worker: {total - left} of {total} jobs completed" + ("" if left == 0 else " (NOT ALL)"))
         if left:
             print("worker log (last lines):\n" + "\n".join(worker_log.read_text().splitlines()[-15:]))
