@@ -3,6 +3,7 @@ from __future__ import annotations
 import os
 import shutil
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 
 import asyncpg
 import pytest
@@ -53,8 +54,22 @@ def pgbouncer(pg_server: EmbeddedServer) -> Iterator[PgBouncer]:
     bouncer.stop()
 
 
+BUNDLE_TESTS = Path(__file__).resolve().parent / "test_bundle.py"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """On several processes, the controller starts the one bundle build that every worker waits
+    for (tests/bundle_build.py), when the run may hold the bundle's tests."""
+    if hasattr(config, "workerinput") or not config.getoption("numprocesses", None):
+        return
+    paths = [Path(arg.split("::")[0]).resolve() for arg in config.args] or [BUNDLE_TESTS.parent]
+    if any(path == BUNDLE_TESTS or path in BUNDLE_TESTS.parents for path in paths):
+        bundle_build.share()
+
+
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The bundle's tests go last, and its build starts now, in the background."""
+    """The bundle's tests go last, and its build starts now, in the background (or was started by
+    the controller of several processes)."""
     bundled = [item for item in items if item.path.name == "test_bundle.py"]
     if bundled:
         items[:] = [item for item in items if item.path.name != "test_bundle.py"] + bundled
