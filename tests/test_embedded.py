@@ -377,8 +377,12 @@ def test_the_console_starts_the_embedded_server_again_when_it_is_stopped(data_di
                                env=embedded_env(data_dir, QT_QPA_PLATFORM="offscreen"),
                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=ROOT)
     try:
-        time.sleep(3)  # the console connects
-        assert console.poll() is None
+        # Stop the server only once the console is connected: a console still starting up when it
+        # stops would start one as any first client does, and that is not the safety net.
+        deadline = time.monotonic() + 60
+        while "jobdesk-console" not in {c["application_name"] for c in status(data_dir)["clients"]}:
+            assert console.poll() is None and time.monotonic() < deadline, "the console did not connect"
+            time.sleep(0.2)
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(20) == 0 and first is not None and wait_dead(first)
         deadline = time.monotonic() + 30
