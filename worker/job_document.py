@@ -57,6 +57,11 @@ SELECT j.id, j.user_id, j.status,
   FROM jobs j WHERE j.id = ANY($1::varchar[])"""
 
 
+_JOB = f"""
+SELECT j.id, json_build_object({_pairs('j', JOB_KEYS)})::text AS document
+  FROM jobs j WHERE j.id = ANY($1::varchar[])"""
+
+
 class JobDocument(NamedTuple):
     user_id: int | None
     status: str
@@ -69,6 +74,17 @@ async def fetch_documents(conn: asyncpg.Connection, job_ids: Sequence[str]) -> d
     return {row["id"]: JobDocument(row["user_id"], row["status"], row["document"]) for row in rows}
 
 
+async def fetch_job_texts(conn: asyncpg.Connection, job_ids: Sequence[str]) -> dict[str, str]:
+    """The jobs among `job_ids` that exist, by id, each as one JSON object of `JOB_KEYS` (no
+    attempts): what `POST /api/jobs` answers about a job it enqueued. One round trip."""
+    return {row["id"]: row["document"] for row in await conn.fetch(_JOB, job_ids)}
+
+
+def with_key(document: str, key: str, value: object) -> str:
+    """`document` (a JSON object's text) with `key` added last."""
+    return f'{document[:-1]}, {json.dumps(key)} : {json.dumps(value)}}}'
+
+
 def with_waiting_reason(document: str, reason: str | None) -> str:
     """The answer: `document` with `waiting_reason` as its last key."""
-    return f'{document[:-1]}, "waiting_reason" : {json.dumps(reason)}}}'
+    return with_key(document, "waiting_reason", reason)

@@ -19,7 +19,7 @@ from collections.abc import AsyncIterator, Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from types import TracebackType
-from typing import Any
+from typing import Any, NamedTuple
 
 import asyncpg
 
@@ -82,6 +82,15 @@ async def migrate_database(dsn: str) -> list[Migration]:
         return await migrate(conn)
     finally:
         await conn.close()
+
+
+class Enqueued(NamedTuple):
+    """A job `enqueue_batch` placed: the id that stands for it, whether it was a duplicate (an
+    unfinished job held its unique key, so nothing was created), and that job as JSON text."""
+
+    id: str
+    duplicate: bool
+    document: str
 
 
 @dataclass
@@ -293,9 +302,10 @@ class JobService:
         return [by_id[i] for i in ids]
 
     async def enqueue_batch(self, entries: Sequence[tuple[transitions.Actor, JobCreate]]
-                            ) -> list[JobRecord | InvalidJob]:
+                            ) -> list[Enqueued | InvalidJob]:
         """Enqueue independent jobs of several callers in one statement and one commit (group
-        commit); each entry gets its record, or the reason it was refused. When the batch is
+        commit); each entry gets the job that stands for it, as JSON text that PostgreSQL writes
+        (`job_document.fetch_job_texts`), or the reason it was refused. When the batch is
         refused, each job is tried alone, so one bad job fails only its own caller."""
         if not entries:
             return []
@@ -306,17 +316,19 @@ class JobService:
                 # A duplicate created nothing: only the jobs inserted are audited as submitted.
                 await transitions.audit_submissions(conn, [(actor, [job_id]) for (actor, _), (job_id, dup)
                                                            in zip(entries, placed) if not dup])
-                return list(await self._records(conn, [i for i, _ in placed]))
+                texts = await job_document.fetch_job_texts(conn, list({i for i, _ in placed}))
+                return [Enqueued(job_id, dup, texts[job_id]) for job_id, dup in placed]
         except InvalidJob:
             if len(entries) == 1:
                 raise
-        out: list[JobRecord | InvalidJob] = []
+        out: list[Enqueued | InvalidJob] = []
         for actor, job in entries:
             try:
                 async with self.pool.acquire() as conn, conn.transaction():
                     [(job_id, dup)] = await transitions.enqueue_detailed(conn, [job])
                     await transitions.audit_submissions(conn, [] if dup else [(actor, [job_id])])
-                    out.extend(await self._records(conn, [job_id]))
+                    texts = await job_document.fetch_job_texts(conn, [job_id])
+                    out.append(Enqueued(job_id, dup, texts[job_id]))
             except InvalidJob as exc:
                 out.append(exc)
         return out

@@ -11,7 +11,7 @@ import pytest
 
 from tests.api.conftest import Api
 from worker import transitions
-from worker.api.render import detail_json
+from worker.api.render import detail_json, job_json
 from worker.errors import JobNotFound
 from worker.models import JobCreate
 
@@ -122,3 +122,23 @@ async def test_one_group_read_answers_each_reader_in_its_own_scope(api: Api) -> 
     resps = await asyncio.gather(*(api.client.get(f"/api/jobs/{alices}", headers=api.auth(t)) for t in tokens))
     assert [r.status_code for r in resps] == [200, 404, 200] * 10
     assert {r.json()["id"] for r in resps if r.status_code == 200} == {alices}
+
+
+async def test_the_enqueue_answer_is_the_job_rendered_in_python(api: Api) -> None:
+    """POST /api/jobs answers with the job as PostgreSQL writes it (`fetch_job_texts`), then
+    `duplicate`: the same keys, order and timestamp text as `job_json` writes."""
+    bodies = [
+        ({"type": "doc.post", "input_data": {"text": "naïve \"q\" \\ ü€😀", "n": [1, 2.5, None]}}, False),
+        ({"type": "doc.post", "input_data": {}, "priority": 4, "pipeline_id": "p-post", "user_id": 2,
+          "scheduled_at": "2031-05-06T07:08:09.123456+02:00", "unique_key": "k-post"}, False),
+        ({"type": "doc.post", "input_data": {}, "unique_key": "k-post"}, True),  # the one before holds the key
+        ({"type": "doc.post", "input_data": {}, "scheduled_at": "2031-05-06T07:08:09+02:00"}, False),  # whole
+    ]
+    for body, duplicate in bodies:
+        answer = await api.client.post("/api/jobs", json=body)
+        assert answer.status_code == (200 if duplicate else 201), answer.text
+        got = answer.json()
+        expected = {**job_json(await api.service.get_job(got["id"])), "duplicate": duplicate}
+        assert list(got) == list(expected), body
+        assert got == expected, body
+    assert got["scheduled_at"] == "2031-05-06T05:08:09+00:00"

@@ -18,8 +18,8 @@ from worker.api.body_limit import BodyLimitMiddleware
 from worker.api.events import ChangeHub
 from worker.api.hand_read import document_bodies
 from worker.api.metrics import ApiMetrics, MetricsMiddleware
-from worker.models import JobCreate, JobRecord
-from worker.service import JobService
+from worker.models import JobCreate
+from worker.service import Enqueued, JobService
 from worker.settings import Settings
 from worker.tokens import SCOPES, TOKENS_CHANNEL
 from worker.transitions import Actor
@@ -49,7 +49,7 @@ class ApiContext:
 
     service: JobService
     hub: ChangeHub
-    enqueues: Batcher[tuple[Actor, JobCreate], JobRecord]  # group commit of POST /api/jobs
+    enqueues: Batcher[tuple[Actor, JobCreate], Enqueued]  # group commit of POST /api/jobs
     reads: Batcher[tuple[JobService, str], str]  # group read of GET /api/jobs/{id}
     metrics: ApiMetrics
     tokens: TokenCache | None  # None: no auth (`--no-auth`)

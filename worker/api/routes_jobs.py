@@ -13,6 +13,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 
+from worker import job_document
 from worker.api.auth import Caller, authorize, guarded_by, raw_header, require
 from worker.api.errors import ApiError
 from worker.api.hand_read import documented_body, raw_json, validate_body
@@ -101,12 +102,13 @@ async def create_job(request: Request) -> Response:
             return _json(done.body, 200 if done.replayed or done.body.get("duplicate") else 201)
         if caller.user_id is not None and job.dependent_on_jobs:
             record = (await caller.service.enqueue_records([job]))[0]  # checks the user may see the dependencies
-        else:
-            record = await ctx.enqueues.submit((caller.actor, job))
+            body_out = created(record)
+            return _json(body_out, 200 if body_out["duplicate"] else 201)
+        placed = await ctx.enqueues.submit((caller.actor, job))
     except InvalidJob as exc:
         raise locate(exc, "body") from None
-    body_out = created(record)
-    return _json(body_out, 200 if body_out["duplicate"] else 201)
+    return Response(job_document.with_key(placed.document, "duplicate", placed.duplicate),
+                    status_code=200 if placed.duplicate else 201, media_type="application/json")
 
 
 def _cursor(text: str | None) -> int | None:
