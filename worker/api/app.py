@@ -93,8 +93,8 @@ def create_app(service: JobService, dsn: str, *, settings: Settings | None = Non
                routes_schedules.router)
     framework_routes = list(app.router.routes)
     app.router.routes[:] = [*(route for router in routers for route in router.routes), *framework_routes]
-    document_security(app, routers)
-    document_bodies(app, routers)
+    document_security(app)
+    document_bodies(app)
     if settings.JOBDESK_API_CORS_ORIGINS:
         app.add_middleware(CORSMiddleware, allow_origins=settings.JOBDESK_API_CORS_ORIGINS,
                            allow_methods=["GET", "POST"],

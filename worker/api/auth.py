@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from fastapi import APIRouter, FastAPI, Request
+from fastapi import FastAPI, Request
 from fastapi.security import HTTPBearer
 
 from worker.api.errors import ApiError
@@ -149,14 +149,13 @@ def guarded_by(scope: str) -> Callable[[F], F]:
     return marked("jobdesk_scope", scope)
 
 
-def document_security(app: FastAPI, routers: Sequence[APIRouter]) -> None:
-    """Declare the bearer scheme in the OpenAPI document on every route of `routers` (included
-    in `app` without a prefix) that requires a scope, as FastAPI does for a declared security
-    dependency."""
+def document_security(app: FastAPI) -> None:
+    """Declare the bearer scheme in the OpenAPI document on every route of `app` that requires a
+    scope, as FastAPI does for a declared security dependency."""
 
     def declare(schema: dict[str, Any]) -> None:
         guarded = False
-        for route, operation in operations(schema, routers):
+        for route, operation in operations(app, schema):
             if getattr(route.endpoint, "jobdesk_scope", None) or any(
                     getattr(d.call, "jobdesk_scope", None) for d in route.dependant.dependencies):
                 guarded = True

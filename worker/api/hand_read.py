@@ -12,13 +12,13 @@ from __future__ import annotations
 import email.message
 import json
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
-from fastapi.routing import APIRoute, APIRouter
+from fastapi.routing import APIRoute
 from pydantic import BaseModel, ValidationError
 from starlette.exceptions import HTTPException
 
@@ -95,13 +95,13 @@ def _declared_schemas(model: type[BaseModel]) -> dict[str, Any]:
     return wanted
 
 
-def document_bodies(app: FastAPI, routers: Sequence[APIRouter]) -> None:
+def document_bodies(app: FastAPI) -> None:
     """The request body of every marked route in the OpenAPI document: required, JSON, with its
     model among the components, as FastAPI writes a declared body."""
 
     def declare(schema: dict[str, Any]) -> None:
         components = schema.setdefault("components", {}).setdefault("schemas", {})
-        for route, operation in operations(schema, routers):
+        for route, operation in operations(app, schema):
             model = getattr(route.endpoint, "jobdesk_body", None)
             if model is None:
                 continue

@@ -7,10 +7,10 @@ the generated document (`amend`) writes for it what FastAPI writes for the decla
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
-from fastapi import APIRouter, FastAPI
+from fastapi import FastAPI
 from fastapi.routing import APIRoute
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -26,13 +26,12 @@ def marked(attribute: str, value: object) -> Callable[[F], F]:
     return mark
 
 
-def operations(schema: dict[str, Any], routers: Sequence[APIRouter]) -> Iterator[tuple[APIRoute, dict[str, Any]]]:
-    """Each route of `routers` (included in the app without a prefix), with each of its
-    operations in the document."""
-    for route in (r for router in routers for r in router.routes):
+def operations(app: FastAPI, schema: dict[str, Any]) -> Iterator[tuple[APIRoute, dict[str, Any]]]:
+    """Each of the app's routes, with each of its operations in the document."""
+    for route in app.routes:
         if isinstance(route, APIRoute):
             for method in route.methods or ():
-                operation = schema["paths"][route.path_format].get(method.lower())
+                operation = schema["paths"].get(route.path_format, {}).get(method.lower())
                 if operation is not None:
                     yield route, operation
 
