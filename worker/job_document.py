@@ -6,6 +6,9 @@ time; PostgreSQL writes the same document in one pass. Its keys, their order and
 timestamps' form (ISO 8601 in UTC, as `datetime.isoformat` writes them) are those of
 `worker.api.render.detail_json`, and a test holds the two to the same output for jobs in every
 state. `waiting_reason` is added last, by `with_waiting_reason`.
+
+`POST /api/jobs` answers with the same job keys, without the attempts (`fetch_job_texts`), and
+adds `duplicate` last.
 """
 
 from __future__ import annotations

@@ -377,7 +377,8 @@ class JobService:
 
     async def job_detail_json(self, job_id: str) -> str:
         """The job and its attempts as `GET /api/jobs/{id}` answers them, as JSON text that
-        PostgreSQL writes (see `worker.job_document`): the polled route's read."""
+        PostgreSQL writes (see `worker.job_document`). The route itself reads through
+        `job_details_json`, in groups."""
         [answer] = await self.job_details_json([(self, job_id)])
         if isinstance(answer, JobNotFound):
             raise answer
