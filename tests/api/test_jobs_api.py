@@ -120,6 +120,11 @@ async def test_routing_answers_unknown_paths_wrong_methods_and_trailing_slashes(
     assert_error(wrong, 405, "method_not_allowed")
     assert wrong.headers["allow"] == "GET"
     assert (await api.client.get("/api/jobs/x/cancel")).headers["allow"] == "POST"
+    # A path that several routes share names every method they take, not the first route's.
+    for path, allow in (("/api/jobs", "GET, POST"), ("/api/pipelines", "POST"), ("/api/jobs/x", "GET")):
+        wrong = await api.client.put(path, json={})
+        assert_error(wrong, 405, "method_not_allowed")
+        assert wrong.headers["allow"] == allow, path
     slash = await api.client.get("/api/jobs/")
     assert slash.status_code == 307 and slash.headers["location"] == "http://api/api/jobs"
     for path in ("/api/ping", "/healthz", "/docs", "/openapi.json", "/api/schedules", "/api/jobs"):

@@ -11,6 +11,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
+from starlette.routing import Match
 
 from worker.db import CONNECTION_ERRORS
 from worker.errors import DatabaseUnavailable, IllegalTransition, InvalidJob, JobNotFound
@@ -47,18 +48,30 @@ def field_path(loc: Sequence[object]) -> str:
     return out
 
 
+def allowed_methods(request: Request) -> str:
+    """Every method that some route takes at this request's path, as an `Allow` header. Starlette
+    names only those of the first route whose path matches (`/api/jobs` is two routes, GET and POST)."""
+    methods: set[str] = set()
+    for route in request.app.router.routes:
+        if getattr(route, "methods", None) and route.matches(request.scope)[0] is not Match.NONE:
+            methods |= route.methods
+    return ", ".join(sorted(methods))
+
+
 def install(app: FastAPI) -> None:
     async def on_api_error(_: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, ApiError)
         return error_response(exc.status, exc.code, exc.message, exc.headers)
 
-    async def on_http(_: Request, exc: Exception) -> JSONResponse:
+    async def on_http(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, HTTPException)
         message = exc.detail if isinstance(exc.detail, str) else str(exc.detail)
+        headers = dict(exc.headers or {})
         if exc.status_code == 413:
             message = "the request body is too large"
-        return error_response(exc.status_code, _HTTP_CODES.get(exc.status_code, "error"), message,
-                              dict(exc.headers or {}))
+        if exc.status_code == 405:
+            headers["Allow"] = allowed_methods(request) or headers.get("Allow", "")
+        return error_response(exc.status_code, _HTTP_CODES.get(exc.status_code, "error"), message, headers)
 
     async def on_validation(_: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, RequestValidationError)
