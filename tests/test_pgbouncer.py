@@ -10,6 +10,7 @@ import json
 import logging
 import os
 import signal
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,7 @@ from tests import pg
 from tests.helpers import RunningWorker, assert_no_job_lost, run_cli, start_worker, wait_for
 from tests.pgbouncer import SERVER_POOL_SIZE, PgBouncer
 from worker import cli
+from worker.db import is_pooled, know_pooler
 from worker.errors import DatabaseUnavailable
 from worker.listener import Listener, ListenerDeaf
 from worker.models import Job, JobCreate, ProcessorResult
@@ -34,8 +36,8 @@ POLLING = "DATABASE_LISTEN_URL is not set, so there is no LISTEN"
 
 @pytest.fixture
 def pooled(dsn: str, pgbouncer: PgBouncer) -> str:
-    """The test database through PgBouncer, declared with ?pgbouncer=true."""
-    return pgbouncer.url(dsn)
+    """The test database through PgBouncer, as a plain URL: jobdesk finds the pooler by itself."""
+    return pgbouncer.url(dsn, declared=False)
 
 
 async def status(conn: asyncpg.Connection, *ids: str) -> set[str]:
@@ -77,10 +79,69 @@ async def test_service_through_the_pooler(pooled: str, dsn: str, pgbouncer: PgBo
             await jobs.pool.fetchval("SELECT pg_sleep(5)")
         assert len(await jobs.list_jobs(status="queued")) == 20
 
-    # Without ?pgbouncer=true, PgBouncer refuses the statement_timeout startup parameter: one
-    # clear line that says what to add.
-    with pytest.raises(DatabaseUnavailable, match=r"unsupported startup parameter.*\?pgbouncer=true"):
-        await JobService.connect(pgbouncer.url(dsn, declared=False), settings=settings)
+    assert is_pooled(pooled) and not is_pooled(dsn)
+    # Said outright, nothing is probed: ?pgbouncer=true works the same; ?pgbouncer=false makes
+    # PgBouncer refuse the statement_timeout startup parameter, in one line that says why.
+    declared = pgbouncer.url(dsn)
+    async with await JobService.connect(declared, settings=settings) as jobs:
+        assert (await jobs.get_job(ids[0])).input_data == {"n": 0}
+    with pytest.raises(DatabaseUnavailable, match=r"unsupported startup parameter.*\?pgbouncer=false"):
+        await JobService.connect(declared.replace("pgbouncer=true", "pgbouncer=false"), settings=settings)
+
+
+async def test_a_pooler_is_found_by_the_backend_id_the_handshake_gave(dsn: str, pgbouncer: PgBouncer) -> None:
+    """PgBouncer makes up the backend id of its cancel keys: the first connection to a URL
+    compares it with PostgreSQL's own, and the answer is kept for the process."""
+    url = pgbouncer.url(dsn, declared=False) + "&application_name=probe"  # a URL no test used yet
+    assert not is_pooled(url), "not known before its first connection"
+    assert await know_pooler(url) and is_pooled(url)
+    assert not await know_pooler(dsn) and not is_pooled(dsn)
+    assert await know_pooler(pgbouncer.url(dsn)), "?pgbouncer=true, without a probe"
+    with pytest.raises(DatabaseUnavailable, match="cannot connect"):
+        await know_pooler(f"postgresql://postgres@127.0.0.1:{pgbouncer.port}/no_such_database", timeout=5)
+
+
+async def test_api_follows_jobs_through_the_pooler_without_listen(pooled: str, conn: asyncpg.Connection) -> None:
+    """`jobdesk api` on a plain PgBouncer URL, without DATABASE_LISTEN_URL, cannot LISTEN: it
+    says so once, and a long-poll and an SSE stream over its socket still see changes made by
+    plain SQL within a second."""
+    import httpx
+
+    from tests.api.test_api_server import start_api, stop
+
+    proc, url = await asyncio.to_thread(start_api, pooled, "--no-auth")
+    try:
+        async with httpx.AsyncClient(base_url=url, timeout=30) as client:
+            job = (await client.post("/api/jobs", json={"type": "t", "input_data": {}})).json()
+            seen: list[tuple[float, str]] = []
+
+            async def follow() -> None:
+                async with client.stream("GET", f"/api/jobs/{job['id']}/events") as resp:
+                    async for line in resp.aiter_lines():
+                        if line.startswith("data: "):
+                            seen.append((time.monotonic(), json.loads(line[6:])["status"]))
+
+            stream = asyncio.create_task(follow())
+            waiting = asyncio.create_task(client.get(f"/api/jobs/{job['id']}?wait=20"))
+            await wait_for(lambda: asyncio.sleep(0, bool(seen)), what="the stream's first event")
+            await asyncio.sleep(0.3)
+            assert not waiting.done()
+            changed_at = time.monotonic()
+            await conn.execute("UPDATE jobs SET status = 'in_progress', updated_at = now() WHERE id = $1", job["id"])
+            assert (await waiting).json()["status"] == "in_progress"
+            answered_s = time.monotonic() - changed_at
+            await asyncio.sleep(0.3)
+            finished_at = time.monotonic()
+            await conn.execute("UPDATE jobs SET status = 'completed', updated_at = now() WHERE id = $1", job["id"])
+            await asyncio.wait_for(stream, 10)
+    finally:
+        assert await asyncio.to_thread(stop, proc) == 0
+    output = proc.stdout.read() if proc.stdout else ""
+    assert answered_s < 1.0
+    assert [s for _, s in seen] == ["queued", "in_progress", "completed"], output
+    assert seen[1][0] - changed_at < 1.0 and seen[2][0] - finished_at < 1.0
+    assert output.count(POLLING) == 1 and "waiting requests read" in output, output
+    assert "Traceback" not in output and "prepared statement" not in output, output
 
 
 async def test_engine_through_the_pooler(pooled: str, conn: asyncpg.Connection,
@@ -147,7 +208,7 @@ async def test_cli_and_worker_process_through_the_pooler(template: str, pgbounce
     fresh_name = f"jdtest_{os.getpid()}_unmigrated"
     await admin.execute(f"CREATE DATABASE {fresh_name}")
     fresh = pg.with_database(template, fresh_name)
-    url = pgbouncer.url(fresh)
+    url = pgbouncer.url(fresh, declared=False)
     worker = None
     try:
         done = run_cli("migrate", dsn=url)

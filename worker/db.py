@@ -38,26 +38,62 @@ CONNECTION_ERRORS: tuple[type[BaseException], ...] = (
 EXPECTED_DB_ERRORS: tuple[type[BaseException], ...] = (*CONNECTION_ERRORS, asyncpg.PostgresError, TimeoutError)
 
 
-# `?pgbouncer=true` on a URL: it goes through a pooler in transaction mode (PgBouncer's
-# `pool_mode = transaction`), where every transaction may run on another server session.
+# Whether a URL goes through a pooler in transaction mode (PgBouncer's `pool_mode = transaction`),
+# where every transaction may run on another server session. A pooler is found by itself: the
+# first connection to a URL compares the backend id that the handshake gave (a pooler makes up
+# its own, for cancel requests) with the one PostgreSQL reports. `?pgbouncer=true` or `=false` on
+# the URL says it outright, and nothing is probed.
 POOLER_OPTION = "pgbouncer"
 _TRUE = {"true", "1", "yes", "on"}
+_probed: dict[str, bool] = {}  # URL without the option -> whether a pooler answered it
 
 
-def split_pooler(dsn: str) -> tuple[str, bool]:
-    """The DSN without jobdesk's pooler option (no driver knows it), and whether it was on."""
+def split_pooler(dsn: str) -> tuple[str, bool | None]:
+    """The DSN without jobdesk's pooler option (no driver knows it), and the option's value:
+    True or False when given, None when not."""
     parts = urlsplit(dsn)
     if POOLER_OPTION not in parts.query:
-        return dsn, False
+        return dsn, None
     pairs = parse_qsl(parts.query, keep_blank_values=True)
-    pooled = any(k == POOLER_OPTION and v.lower() in _TRUE for k, v in pairs)
+    given = [v.lower() in _TRUE for k, v in pairs if k == POOLER_OPTION]
     query = urlencode([(k, v) for k, v in pairs if k != POOLER_OPTION], safe="/")
-    return urlunsplit(parts._replace(query=query)), pooled
+    return urlunsplit(parts._replace(query=query)), (given[-1] if given else None)
 
 
 def is_pooled(dsn: str) -> bool:
-    """Whether a DSN goes through a transaction pooler: nothing may outlive a transaction."""
-    return split_pooler(dsn)[1]
+    """Whether a DSN goes through a transaction pooler, so that nothing may outlive a
+    transaction: as the URL says, or as its first connection found (`know_pooler`)."""
+    clean, given = split_pooler(dsn)
+    return given if given is not None else _probed.get(clean, False)
+
+
+def known_direct(dsn: str) -> None:
+    """Record that this DSN reaches PostgreSQL itself (the embedded server): nothing to probe."""
+    _probed[split_pooler(dsn)[0]] = False
+
+
+async def know_pooler(dsn: str, timeout: float = 10) -> bool:
+    """`is_pooled`, finding out with one short connection the first time a URL that does not
+    say is used. That connection sends no startup parameter and prepares no named statement,
+    which a pooler would refuse or lose. DatabaseUnavailable when it cannot connect."""
+    clean, given = split_pooler(dsn)
+    if given is not None:
+        return given
+    if clean not in _probed:
+        try:
+            conn = await asyncpg.connect(clean, timeout=timeout, statement_cache_size=0)
+            try:
+                pooled = await conn.fetchval("SELECT pg_backend_pid()") != conn.get_server_pid()
+            finally:
+                await conn.close()
+        except (*CONNECTION_ERRORS, asyncpg.PostgresError, TimeoutError, socket.gaierror,
+                ValueError) as exc:
+            raise _unavailable(dsn, exc) from exc
+        if pooled:
+            log.info("%s answers through a connection pooler: nothing is kept in a session between "
+                     "transactions", describe(clean))
+        _probed[clean] = pooled
+    return _probed[clean]
 
 
 def is_starting_up(exc: BaseException) -> bool:
@@ -92,7 +128,9 @@ def resolve_target(settings: Settings) -> Target:
         return Target(settings.DATABASE_URL, embedded=False)
     from worker.embedded import embedded_server
 
-    return Target(embedded_server().ensure_running(), embedded=True)
+    dsn = embedded_server().ensure_running()
+    known_direct(dsn)
+    return Target(dsn, embedded=True)
 
 
 async def _init_connection(conn: asyncpg.Connection) -> None:
@@ -103,7 +141,7 @@ async def _init_connection(conn: asyncpg.Connection) -> None:
 def _unavailable(dsn: str, exc: BaseException) -> DatabaseUnavailable:
     reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     if "unsupported startup parameter" in reason and not is_pooled(dsn):
-        reason += f" (a pooler such as PgBouncer? add ?{POOLER_OPTION}=true to the URL)"
+        reason += f" (a pooler such as PgBouncer? remove ?{POOLER_OPTION}=false from the URL)"
     return DatabaseUnavailable(f"cannot connect to PostgreSQL at {describe(dsn)}: {reason}")
 
 
@@ -154,12 +192,12 @@ def _driver_options(dsn: str) -> tuple[str, dict[str, Any]]:
     (a pooler gives each transaction any server session, where a statement prepared on another
     does not exist, or exists twice). asyncpg then uses the unnamed statement, parsed, bound and
     run within one exchange that the pooler keeps on one server session."""
-    clean, pooled = split_pooler(dsn)
-    return clean, ({"statement_cache_size": 0} if pooled else {})
+    return split_pooler(dsn)[0], ({"statement_cache_size": 0} if is_pooled(dsn) else {})
 
 
 async def connect(dsn: str, *, timeout: float = 10, **kwargs: Any) -> asyncpg.Connection:
     """One connection with jobdesk's codecs; DatabaseUnavailable if it cannot be had."""
+    await know_pooler(dsn, timeout)
     clean, options = _driver_options(dsn)
     try:
         conn = await asyncpg.connect(clean, timeout=timeout, **options, **kwargs)
@@ -182,6 +220,7 @@ async def _keep_session(_conn: asyncpg.Connection) -> None:
 async def create_pool(dsn: str, *, size: int, timeout: float = 10, statement_timeout: float | None = None,
                       application_name: str | None = None) -> asyncpg.Pool:
     """A pool of `size` connections with jobdesk's codecs; `statement_timeout` in seconds."""
+    await know_pooler(dsn, timeout)
     clean, options = _driver_options(dsn)
     settings: dict[str, str] = {}
     if application_name:

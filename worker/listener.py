@@ -44,7 +44,7 @@ def listen_dsn(dsn: str, settings: Settings) -> str | None:
 
 
 # Why a process polls when listen_dsn() gives None, for its one log line.
-NO_LISTEN_REASON = ("the database URL goes through a transaction pooler (pgbouncer=true) and "
+NO_LISTEN_REASON = ("the database URL goes through a transaction pooler and "
                     "DATABASE_LISTEN_URL is not set, so there is no LISTEN")
 
 

@@ -1,28 +1,41 @@
 """Job changes pushed to waiting requests: ONE LISTEN connection per API process, fanned out
-in memory to every SSE stream and long-poll waiting on a job."""
+in memory to every SSE stream and long-poll waiting on a job. Where there is no LISTEN (behind a
+transaction pooler without DATABASE_LISTEN_URL, or while the listener is down), the hub reads the
+waited-on jobs' versions in one query every POLL_S and wakes the waiters of those that changed."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from datetime import datetime
 
-from worker.listener import Listener
+from worker.job_queries import JobRow
+from worker.listener import NO_LISTEN_REASON, Listener, listen_dsn
+from worker.settings import Settings
 
 log = logging.getLogger("worker.api.events")
 
 JOB_CHANNEL = "jobdesk_job_changes"
 PING_INTERVAL_S = 2.0
-# Waiters read the job again at least this often, so a listener that is down only slows them.
+# Waiters read the job again at least this often, whatever the hub hears.
 FALLBACK_POLL_S = 5.0
+# Without LISTEN, how often the hub reads the versions of the jobs waited on.
+POLL_S = 0.25
+
+RowReader = Callable[[Sequence[str]], Awaitable[Sequence[JobRow]]]
 
 
 class ChangeHub:
-    def __init__(self, dsn: str, extra_handlers: dict[str, Callable[[str], None]] | None = None) -> None:
+    def __init__(self, dsn: str, settings: Settings, read_rows: RowReader,
+                 extra_handlers: dict[str, Callable[[str], None]] | None = None) -> None:
         self._waiters: dict[str, set[asyncio.Event]] = {}
-        self._listener = Listener(dsn, {JOB_CHANNEL: self._on_jobs, **(extra_handlers or {})})
-        self._task: asyncio.Task[None] | None = None
+        self._dsn, self._settings, self._read_rows = dsn, settings, read_rows
+        self._handlers = {JOB_CHANNEL: self._on_jobs, **(extra_handlers or {})}
+        self._listener: Listener | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+        self._seen: dict[str, datetime] = {}  # polling: the version each waited-on job had
         self.stopping = asyncio.Event()
 
     @contextlib.contextmanager
@@ -41,7 +54,7 @@ class ChangeHub:
 
     @property
     def listening(self) -> bool:
-        return self._listener.is_open
+        return self._listener is not None and self._listener.is_open
 
     def _on_jobs(self, payload: str) -> None:
         if payload == "*":
@@ -57,35 +70,72 @@ class ChangeHub:
                 event.set()
 
     async def start(self) -> None:
-        self._task = asyncio.create_task(self._run(), name="api-listener")
+        """Listen where that works (the service's pool has found out whether the URL goes
+        through a pooler); poll the waited-on jobs whenever not listening."""
+        dsn = listen_dsn(self._dsn, self._settings)
+        if dsn is None:
+            log.warning("%s: waiting requests read their jobs' versions every %g s", NO_LISTEN_REASON, POLL_S)
+        else:
+            self._listener = Listener(dsn, self._handlers)
+            self._tasks.append(asyncio.create_task(self._run(self._listener), name="api-listener"))
+        self._tasks.append(asyncio.create_task(self._poll(), name="api-change-poll"))
 
     async def stop(self) -> None:
         self.stopping.set()
         self.wake_all()
-        if self._task is not None:
-            self._task.cancel()
+        for task in self._tasks:
+            task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-        with contextlib.suppress(Exception):
-            await asyncio.wait_for(self._listener.close(), 2)
+                await task
+        if self._listener is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._listener.close(), 2)
 
-    async def _run(self) -> None:
+    async def _poll(self) -> None:
+        failing = False
+        while True:
+            await asyncio.sleep(POLL_S)
+            if self.listening or not self._waiters:
+                self._seen.clear()
+                continue
+            ids = list(self._waiters)
+            try:
+                rows = {r.id: r.updated_at for r in await self._read_rows(ids)}
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # the database is away: the waiters' own reads say so
+                if not failing:
+                    log.warning("cannot read the jobs waited on (%s)", str(exc).splitlines()[0] if str(exc) else exc)
+                failing = True
+                continue
+            failing = False
+            for job_id in ids:
+                now = rows.get(job_id)  # None: deleted, or no longer visible
+                if job_id not in self._seen or self._seen[job_id] != now:
+                    for event in self._waiters.get(job_id, ()):
+                        event.set()
+                if now is not None:
+                    self._seen[job_id] = now
+            for job_id in set(self._seen) - set(self._waiters):
+                del self._seen[job_id]
+
+    async def _run(self, listener: Listener) -> None:
         down = False
         while True:
             try:
-                if not self._listener.is_open:
-                    await self._listener.open()
+                if not listener.is_open:
+                    await listener.open()
                     if down:
                         log.warning("listening for job changes again")
                     down = False
                     self.wake_all()  # changes may have been missed while not listening
                 await asyncio.sleep(PING_INTERVAL_S)
-                await asyncio.wait_for(self._listener.ping(), PING_INTERVAL_S)
+                await asyncio.wait_for(listener.ping(), PING_INTERVAL_S)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
                 if not down:
                     log.warning("not listening for job changes (%s); waiters poll meanwhile", exc)
                 down = True
-                self._listener.terminate()
+                listener.terminate()
                 await asyncio.sleep(1.0)
