@@ -74,13 +74,19 @@ async def test_every_worker_paused(service: JobService, conn: asyncpg.Connection
     assert await reason(service, job_id) == ("paused", "every worker that serves a is paused (2)")
 
 
+async def test_the_one_worker_paused(service: JobService, conn: asyncpg.Connection) -> None:
+    await add_worker(conn, "w1", ["a"], state="paused")
+    [job_id] = await transitions.enqueue(conn, [JobCreate("a", {})])
+    assert await reason(service, job_id) == ("paused", "the worker is paused (the one live worker that serves a)")
+
+
 async def test_type_limit_reached(service: JobService, conn: asyncpg.Connection) -> None:
     await add_worker(conn, "w", ["a"])
     await conn.execute("INSERT INTO type_limits (type, max_running) VALUES ('a', 2)")
     await conn.execute("INSERT INTO jobs (id, type, input_data, status, worker_id) VALUES "
                        "('x', 'a', '{}', 'in_progress', 'w'), ('y', 'a', '{}', 'in_progress', 'w')")
     [job_id] = await transitions.enqueue(conn, [JobCreate("a", {})])
-    assert await reason(service, job_id) == ("type_limit", "type limit reached (2 of 2 a running)")
+    assert await reason(service, job_id) == ("type_limit", "type limit reached (2 of 2 running)")
 
 
 async def test_ready(service: JobService, conn: asyncpg.Connection) -> None:

@@ -60,14 +60,15 @@ async def waiting_reason(conn: asyncpg.Connection, job_id: str, lease_timeout_s:
     if not states:
         return WaitingReason("no_worker", f"no live worker serves {job_type}")
     if "running" not in states:
-        which = "paused" if set(states) == {"paused"} else "paused or draining"
+        which = "paused" if set(states) == {"paused"} else ("paused or draining" if len(states) > 1 else "draining")
+        if len(states) == 1:
+            return WaitingReason("paused", f"the worker is {which} (the one live worker that serves {job_type})")
         return WaitingReason("paused", f"every worker that serves {job_type} is {which} ({len(states)})")
     limit = await conn.fetchrow("""
         SELECT l.max_running, (SELECT count(*) FROM jobs WHERE status = 'in_progress' AND type = l.type) AS running
           FROM type_limits l WHERE l.type = $1""", job_type)
     if limit is not None and limit["running"] >= limit["max_running"]:
-        return WaitingReason("type_limit", f"type limit reached ({limit['running']} of {limit['max_running']} "
-                                           f"{job_type} running)")
+        return WaitingReason("type_limit", f"type limit reached ({limit['running']} of {limit['max_running']} running)")
     ahead = await conn.fetchval("""
         SELECT count(*) FROM (SELECT 1 FROM jobs
          WHERE type = $1 AND status = 'queued' AND pending_deps = 0 AND is_active AND run_at IS NULL
