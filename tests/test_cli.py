@@ -111,6 +111,10 @@ async def test_schema_must_be_migrated_on_a_given_database(template: str) -> Non
 def test_worker_rejects_a_bad_processor_module(dsn: str) -> None:
     one_line_error(run_cli("worker", "--processors", "no_such_module_here", dsn=dsn), "no_such_module_here")
     one_line_error(run_cli("worker", "--processors", "json", dsn=dsn), "json has no PROCESSOR_MAP")
+    # `--processors MODULE ...`: several modules after one flag, each loaded.
+    one_line_error(run_cli("worker", "--processors", "cli_processors", "json", dsn=dsn), "json has no PROCESSOR_MAP")
+    one_line_error(run_cli("api", "--no-auth", "--processors", "cli_processors", "json", dsn=dsn),
+                   "json has no PROCESSOR_MAP")
 
 
 async def test_worker_loads_processors_and_exits_0_on_sigterm(dsn: str, conn: asyncpg.Connection,

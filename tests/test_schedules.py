@@ -138,6 +138,7 @@ def test_the_cli_manages_schedules(dsn: str) -> None:
     assert [(s["name"], s["expression"], s["misfire"], s["paused"]) for s in listed] == [
         ("report", "0 2 * * *", "once", False), ("tick", "every 30s", "skip", False)]
     assert listed[0]["next_run_at"].endswith(("+00:00", "Z")) and listed[0]["input_data"] == {"kind": "nightly"}
+    assert json.loads(run_cli("schedule", "--json", "list", dsn=dsn).stdout) == listed, "--json before the verb too"
     assert "paused" in run_cli("schedule", "pause", "tick", dsn=dsn).stdout
     table = run_cli("schedule", "list", dsn=dsn).stdout.splitlines()
     assert table[0].split() == ["NAME", "WHEN", "TIMEZONE", "TYPE", "NEXT", "RUN", "LAST", "RUN", "STATE"]

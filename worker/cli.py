@@ -122,8 +122,8 @@ def build_parser() -> ArgumentParser:
     p.add_argument("--force", action="store_true", help="with stop: stop it even while clients use it")
 
     p = sub.add_parser("worker", parents=[common], help="run a worker")
-    p.add_argument("--processors", action="append", default=[], metavar="MODULE",
-                   help="module with a PROCESSOR_MAP (repeatable)")
+    p.add_argument("--processors", action="extend", nargs="+", default=[], metavar="MODULE",
+                   help="modules with a PROCESSOR_MAP (one or more; repeatable)")
     p.add_argument("--concurrency", type=int, metavar="N", help="override MAX_CONCURRENT_JOBS")
     p.add_argument("--metrics-port", type=int, metavar="P",
                    help="serve Prometheus metrics on this port (overrides JOB_METRICS_PORT)")
@@ -149,8 +149,8 @@ def build_parser() -> ArgumentParser:
                       help="run no earlier than this long from now (10m)")
     p.add_argument("--unique-key", metavar="KEY",
                    help="create nothing if an unfinished job has this key; print that job's id")
-    p.add_argument("--processors", action="append", default=[], metavar="MODULE",
-                   help="module with a PROCESSOR_MAP whose input models check --input (repeatable)")
+    p.add_argument("--processors", action="extend", nargs="+", default=[], metavar="MODULE",
+                   help="modules with a PROCESSOR_MAP whose input models check --input (one or more)")
 
     p = sub.add_parser("jobs", parents=[common], help="list jobs, newest first")
     p.add_argument("--status", type=_status_arg)
@@ -205,8 +205,8 @@ def build_parser() -> ArgumentParser:
     p = sub.add_parser("api", parents=[common], help="serve the HTTP API")
     p.add_argument("--host", help="address to listen on (default JOBDESK_API_HOST, 127.0.0.1)")
     p.add_argument("--port", type=int, help="port (default JOBDESK_API_PORT, 8000)")
-    p.add_argument("--processors", action="append", default=[], metavar="MODULE",
-                   help="module with a PROCESSOR_MAP (repeatable), to check inputs at enqueue")
+    p.add_argument("--processors", action="extend", nargs="+", default=[], metavar="MODULE",
+                   help="modules with a PROCESSOR_MAP (one or more), to check inputs at enqueue")
     p.add_argument("--no-auth", action="store_true", help="no tokens needed (loopback hosts only)")
     p.add_argument("--workers", type=_api_workers, metavar="N",
                    help="processes serving the port (default JOBDESK_API_WORKERS, 1)")
@@ -232,9 +232,13 @@ def _interval_arg(text: str) -> float:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-def _schedule_parser(sub: Any, common: ArgumentParser) -> None:
-    p = sub.add_parser("schedule", parents=[common], help="periodic jobs: add, list, pause, resume, remove")
+def _schedule_parser(sub: Any, group_common: ArgumentParser) -> None:
+    p = sub.add_parser("schedule", parents=[group_common], help="periodic jobs: add, list, pause, resume, remove")
     verbs = p.add_subparsers(dest="verb", metavar="VERB", parser_class=ArgumentParser, required=True)
+    # `--json` before the verb or after it: the verb's parser must not put back a False default
+    # over the True that `schedule --json` already set.
+    common = ArgumentParser(add_help=False)
+    common.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="print JSON for scripts")
     add = verbs.add_parser("add", parents=[common], help="add a schedule")
     add.add_argument("name", metavar="NAME")
     rule = add.add_mutually_exclusive_group(required=True)
