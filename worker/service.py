@@ -299,7 +299,7 @@ class JobService:
     async def _records(self, conn: asyncpg.Connection, ids: Sequence[str]) -> list[JobRecord]:
         rows = await conn.fetch(f"SELECT {JobRecord.COLUMNS} FROM jobs WHERE id = ANY($1::text[])", list(ids))
         by_id = {r["id"]: JobRecord.from_row(r) for r in rows}
-        return [by_id[i] for i in ids]
+        return [by_id[i] for i in ids if i in by_id and self._owns(by_id[i].user_id)]
 
     async def enqueue_batch(self, entries: Sequence[tuple[transitions.Actor, JobCreate]]
                             ) -> list[Enqueued | InvalidJob]:
@@ -361,6 +361,11 @@ class JobService:
         if row is None or not self._owns(row["user_id"]):
             raise JobNotFound(f"no job with id {job_id}")
         return JobRecord.from_row(row)
+
+    async def job_records(self, job_ids: Sequence[str]) -> list[JobRecord]:
+        """These jobs as they are now, in the order given; ids not found (or not visible) are left out."""
+        async with self.pool.acquire() as conn:
+            return await self._records(conn, job_ids)
 
     async def job_detail(self, job_id: str) -> JobDetail:
         """The job, its attempts, what it depends on and what depends on it: one round trip (and

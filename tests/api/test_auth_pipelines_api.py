@@ -63,12 +63,19 @@ async def test_pipeline_create_step_indicator_cancel_and_retry(api: Api) -> None
     assert view["progress"] == {"completed": 0, "total": 3}
     assert [j["id"] for j in view["jobs"]] == ["a", "b", "c"]  # dependency order
     assert_error(await api.client.get("/api/pipelines/nope"), 404, "not_found")
-    cancelled = (await api.client.post(f"/api/pipelines/{pid}/cancel")).json()["job_ids"]
+    answer = (await api.client.post(f"/api/pipelines/{pid}/cancel")).json()
+    cancelled = answer["job_ids"]
     assert sorted(cancelled) == ["a", "b", "c"]
+    # The jobs themselves too, after the action, in the order of the ids.
+    assert [j["id"] for j in answer["jobs"]] == cancelled and {j["status"] for j in answer["jobs"]} == {"cancelled"}
+    assert answer["jobs"][0] == {k: v for k, v in (await api.client.get(f"/api/jobs/{cancelled[0]}")).json().items()
+                                 if k not in ("attempts", "waiting_reason")}
     assert (await api.client.get(f"/api/pipelines/{pid}")).json()["status"] == "cancelled"
     assert_error(await api.client.post(f"/api/pipelines/{pid}/cancel"), 409, "illegal_transition")
-    retried = (await api.client.post(f"/api/pipelines/{pid}/retry-failed")).json()["job_ids"]
+    answer = (await api.client.post(f"/api/pipelines/{pid}/retry-failed")).json()
+    retried = answer["job_ids"]
     assert sorted(retried) == ["a", "b", "c"]
+    assert [j["id"] for j in answer["jobs"]] == retried and {j["status"] for j in answer["jobs"]} == {"queued"}
     assert_error(await api.client.post("/api/pipelines/nope/retry-failed"), 404, "not_found")
 
 

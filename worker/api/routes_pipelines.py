@@ -8,7 +8,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Header, Request, Response
 
 from worker.api.auth import Caller, require
-from worker.api.render import pipeline_json
+from worker.api.render import job_json, pipeline_json
 from worker.api.routes_jobs import ERRORS, _json, locate
 from worker.api.schemas import ChangedJobs, PipelineCreated, PipelineIn, PipelineOut
 from worker.errors import InvalidJob
@@ -61,12 +61,17 @@ async def get_pipeline(pipeline_id: str, caller: Caller = Depends(require("read"
     return _json(pipeline_json(await caller.service.pipeline_steps(pipeline_id)))
 
 
+async def _changed(caller: Caller, job_ids: list[str]) -> Response:
+    """The jobs an action changed: their ids, and each job as it is now."""
+    return _json({"job_ids": job_ids, "jobs": [job_json(r) for r in await caller.service.job_records(job_ids)]})
+
+
 @router.post("/{pipeline_id}/cancel", response_model=ChangedJobs, responses=ERRORS)
 async def cancel_pipeline(pipeline_id: str, caller: Caller = Depends(require("operate"))) -> Response:
-    return _json({"job_ids": await caller.service.cancel_pipeline(pipeline_id)})
+    return await _changed(caller, await caller.service.cancel_pipeline(pipeline_id))
 
 
 @router.post("/{pipeline_id}/retry-failed", response_model=ChangedJobs, responses=ERRORS)
 async def retry_failed(pipeline_id: str, caller: Caller = Depends(require("operate"))) -> Response:
     await caller.service.pipeline_steps(pipeline_id)  # 404 for an unknown pipeline
-    return _json({"job_ids": await caller.service.retry_pipeline(pipeline_id)})
+    return await _changed(caller, await caller.service.retry_pipeline(pipeline_id))

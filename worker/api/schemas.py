@@ -121,6 +121,7 @@ class PipelineOut(BaseModel):
 
 class ChangedJobs(BaseModel):
     job_ids: list[str]
+    jobs: list[JobOut] = Field(description="the jobs changed, as they are after the action, in the order of job_ids")
 
 
 class ErrorBody(BaseModel):
