@@ -42,6 +42,23 @@ async def test_plain_sql_schedules_and_a_past_time_runs_now(conn: asyncpg.Connec
     assert await conn.fetchval("SELECT status FROM jobs WHERE id = 'later'") == "queued"
 
 
+async def test_plain_sql_moves_a_queued_jobs_time_either_way(conn: asyncpg.Connection) -> None:
+    """`UPDATE jobs SET scheduled_at = ...` on a queued job puts it off or brings it forward."""
+    await conn.execute("INSERT INTO jobs (id, type, input_data, scheduled_at) VALUES "
+                       "('put_off', 'a', '{}', NULL), ('brought', 'a', '{}', now() + interval '1 hour')")
+    await conn.execute("UPDATE jobs SET scheduled_at = now() + interval '2 hours' WHERE id = 'put_off'")
+    await conn.execute("UPDATE jobs SET scheduled_at = now() - interval '1 second' WHERE id = 'brought'")
+    row = await conn.fetchrow("SELECT run_at, scheduled_at FROM jobs WHERE id = 'put_off'")
+    assert row["run_at"] == row["scheduled_at"]
+    assert await claim(conn, ["a"]) == ["brought"], "only the job whose time has come"
+    await conn.execute("UPDATE jobs SET scheduled_at = NULL WHERE id = 'put_off'")
+    assert await claim(conn, ["a"]) == ["put_off"]
+    # Not queued any more: its time is only a record; nothing else about the job changes.
+    await conn.execute("UPDATE jobs SET scheduled_at = now() + interval '1 hour' WHERE id = 'put_off'")
+    assert await conn.fetchval("SELECT (status, run_at IS NULL)::text FROM jobs WHERE id = 'put_off'") \
+        == "(in_progress,t)"
+
+
 async def test_a_naive_time_is_local_time(conn: asyncpg.Connection) -> None:
     naive = datetime.now() + timedelta(hours=1)
     [job_id] = await transitions.enqueue(conn, [JobCreate("a", {}, scheduled_at=naive)])
