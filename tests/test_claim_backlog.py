@@ -270,3 +270,40 @@ async def test_a_claim_of_many_types_behind_an_analyzed_backlog_is_planned_once(
     counts = dict(await conn.fetch("SELECT status, count(*) FROM jobs WHERE type = ANY($1::text[]) "
                                    "AND next_retry_at IS NULL GROUP BY status", types))
     assert counts == {"in_progress": 60, "completed": 240}  # those the claims alone took are still running
+
+
+async def test_lanes_split_every_type_between_a_workers_claim_loops(conn: asyncpg.Connection, dsn: str) -> None:
+    """A worker's two claim loops each walk their own lane: together every job once, each lane
+    in claim order and about half of every type; while one lane's claim is open, the other
+    lane's claim goes ahead at once and takes none of its rows."""
+    await conn.execute("INSERT INTO jobs (type, input_data, priority) SELECT (ARRAY['a', 'b'])[1 + g % 2], '{}', "
+                       "g % 3 FROM generate_series(1, 200) g")
+    await add_backlog(conn, 50)
+    expected = await expected_order(conn, ["a", "b"])
+    other = await connect(dsn)
+    try:
+        async with conn.transaction():
+            _, first = await transitions.complete_and_claim(conn, "w-test", ["a", "b"], 30, lane=(0, 2))
+            _, second = await asyncio.wait_for(
+                transitions.complete_and_claim(other, "w-test", ["a", "b"], 30, lane=(1, 2)), 5)
+            assert len(first) == len(second) == 30 and not {j.id for j in first} & {j.id for j in second}
+            # Nothing but its own claims is locked by the open claim.
+            taken = [j.id for j in first]
+            assert len(await other.fetch("SELECT id FROM jobs WHERE status = 'queued' AND NOT id = ANY($1::text[]) "
+                                         "FOR UPDATE NOWAIT", taken)) == 200 + 100 - 60
+        lanes = [[j.id for j in first], [j.id for j in second]]
+        for index in (0, 1):
+            while True:
+                _, jobs = await transitions.complete_and_claim(conn, "w-test", ["a", "b"], 25, lane=(index, 2))
+                if not jobs:
+                    break
+                lanes[index] += [j.id for j in jobs]
+    finally:
+        await other.close()
+    assert not set(lanes[0]) & set(lanes[1]) and sorted(lanes[0] + lanes[1]) == sorted(expected)
+    for lane in lanes:
+        assert lane == [i for i in expected if i in set(lane)], "each lane in claim order"
+    types = dict(await conn.fetch("SELECT id, type FROM jobs WHERE id = ANY($1::text[])", lanes[0]))
+    assert 20 <= Counter(types.values())["a"] <= 80 and 20 <= Counter(types.values())["b"] <= 80
+    assert await conn.fetchval("SELECT count(*) FROM jobs WHERE status = 'queued' AND type IN ('a', 'b') "
+                               "AND run_at IS NULL") == 0

@@ -47,12 +47,12 @@ REVIVE_EVERY_S = 2.0  # how often a worker on the embedded database tries to sta
 ROLLUP_LAST_FLUSH_S = 5.0  # how long a stopping worker tries to write its last metrics
 CLOSE_TIMEOUT_S = 5.0  # how long each last step of a stop (tasks, listener, pool) may take
 FINAL_WRITES_S = 10.0  # how long a stopping worker tries to give back or record what it holds
-# One pump: a second one, on its own connection, overlapped round trips but made the two wait
-# for each other. A claim that meets a row the other pump claimed a moment before follows it to
-# its newest version and locks it, although it then skips it (PostgreSQL keeps such locks to the
-# end of the transaction), so the other pump's completion of that running job waits for this
-# claim's commit. One pump ran 20,000 no-op jobs a third faster (benchmarks/engine_bench.py).
-PUMPS = 1
+# Two pumps, each on its own connection, so that one's round trip overlaps the other's. Each
+# claims only its lane of the jobs (transitions.Lane): without lanes, a claim met rows the other
+# pump had just claimed, locked them on its way past, and made the other's completions wait for
+# its commit; two pumps were then a third slower than one. With lanes they ran 20,000 no-op jobs
+# about a fifth faster than one (../shared/bench-peers, our row).
+PUMPS = 2
 PREFETCH_BELOW_S = 0.05  # claim ahead only while jobs average less than this
 
 
@@ -120,8 +120,9 @@ class Worker:
         self.supervisor = Supervisor(self)
         self._tasks: list[asyncio.Task[None]] = []
         self._pumps: list[asyncio.Task[None]] = []
-        self._free_idle = False  # the unlimited types had nothing to claim (see _pump)
-        self._free_idle_since = 0.0
+        # Per lane: since when its unlimited types had nothing to claim (see _pump).
+        self._free_idle: dict[transitions.Lane, float] = {}
+        self._starved = False  # a pump found every free slot reserved by another (see _pump)
         self._db_down = False
         self.stats = {"completed": 0, "failed_attempts": 0, "claimed": 0, "rounds": 0}
         self.rollup = stats_rollup.Rollup()  # this worker's share of the metrics rollup
@@ -152,7 +153,7 @@ class Worker:
 
     def kick(self) -> None:
         """Look for work now."""
-        self._free_idle = False
+        self._free_idle.clear()
         self._kick.set()
 
     @property
@@ -205,7 +206,9 @@ class Worker:
             await self.refresh_limits()
             log.info("worker %s ready: %d slot(s), types %s", self.worker_id, self.concurrency,
                      ", ".join(self.types) or "(none)")
-            self._pumps = [asyncio.create_task(self._pump(), name=f"jobdesk-pump-{i + 1}") for i in range(PUMPS)]
+            lanes = [(i, PUMPS) if PUMPS > 1 else None for i in range(PUMPS)]
+            self._pumps = [asyncio.create_task(self._pump(lane), name=f"jobdesk-pump-{i + 1}")
+                           for i, lane in enumerate(lanes)]
             self._tasks = [*self._pumps,
                            asyncio.create_task(self._flush_loop(), name="jobdesk-flush"),
                            asyncio.create_task(self._listener_watch(), name="jobdesk-listener"),
@@ -468,21 +471,26 @@ class Worker:
         short = self._avg_run_s is not None and self._avg_run_s < PREFETCH_BELOW_S
         return self.concurrency * 3 if short else self.concurrency
 
-    async def _pump(self) -> None:
-        """Record plain results and claim more work, one statement per round.
+    async def _pump(self, lane: transitions.Lane) -> None:
+        """Record plain results and claim more work (of this pump's lane), one statement per round.
 
         PUMPS of them may run at once on separate connections; `_reserved` keeps them from
-        claiming the same slots twice.
+        claiming the same slots twice. Each asks for at most its share of the open slots, so that
+        a pump whose lane is empty does not hold the slots another's lane could fill; a pump that
+        found every slot reserved is woken when the holder gives back slots it did not fill.
         """
         poll = self.settings.JOB_PROCESSOR_POLL_INTERVAL
         while True:
             finished, self._plain_done = self._plain_done, []
-            free = 0 if self._stopping or self.paused else (
-                self._capacity() - len(self._running) - len(self._ready) - self._reserved)
+            open_slots = 0 if self._stopping or self.paused else (
+                self._capacity() - len(self._running) - len(self._ready))
+            free = min(open_slots - self._reserved, -(-open_slots // PUMPS))
             if free <= 0 and not finished:
                 if self._stopping and not self._running and not self._plain_done:
                     self._kick.set()  # let the other pump see it too
                     return
+                if self._reserved:
+                    self._starved = True
                 self._kick.clear()
                 await self._kick.wait()
                 continue
@@ -493,15 +501,18 @@ class Worker:
             try:
                 limits = self.limits if self.limits.fleet or self.limits.local else None
                 limited = limits.limited(self.types) if limits is not None else []
-                skip_free = (self._free_idle and bool(limited) and free > 0
-                             and time.monotonic() - self._free_idle_since < poll)
+                idle_since = self._free_idle.get(lane)
+                skip_free = (idle_since is not None and bool(limited) and free > 0
+                             and time.monotonic() - idle_since < poll)
                 written, jobs = await self.db_call(lambda c: transitions.complete_and_claim(
-                    c, self.worker_id, self.types, free, finished, limits, free_idle=skip_free))
+                    c, self.worker_id, self.types, free, finished, limits, free_idle=skip_free, lane=lane))
                 if limited and free > 0 and not skip_free:
                     # The unlimited types gave nothing: leave them out until new work is announced
                     # or the poll interval passes (jobs whose retry time comes wake nobody).
-                    self._free_idle = not any(j.type not in limited for j in jobs)
-                    self._free_idle_since = time.monotonic()
+                    if any(j.type not in limited for j in jobs):
+                        self._free_idle.pop(lane, None)
+                    else:
+                        self._free_idle[lane] = time.monotonic()
             finally:
                 self._reserved -= free
                 self._writing -= writing
@@ -511,6 +522,9 @@ class Worker:
             self.stats["claimed"] += len(jobs)
             self._ready.extend(jobs)
             self._start_ready()
+            if len(jobs) < free and self._starved:
+                self._starved = False
+                self._kick.set()  # slots this pump held and did not fill: another's lane may fill them
             if not finished and len(jobs) < free:
                 # Nothing (more) to claim: sleep until a NOTIFY, a finished job or the poll interval.
                 self._kick.clear()

@@ -322,19 +322,36 @@ _CLAIM_LIMIT = "LIMIT (SELECT $3::int)"  # how many jobs to claim; the limited c
 _WALK_LIMIT = "LIMIT (SELECT $4::int)"  # how far each type's walk may go
 
 
-def _candidates(n_types: int) -> str:
-    """Runnable jobs of the worker's types ($2), best first, each walk at most $4 long."""
+# A worker's claim loops each walk their own lane, a fixed half (or third...) of every type's
+# jobs by a hash of the id: two loops of one worker then never meet each other's rows. A claim
+# that met a row the other loop had just claimed would follow it to its newest version and lock
+# it (PostgreSQL keeps that lock to the end of the transaction, although the row is then
+# skipped), and the other loop's completion of that running job would wait for this claim's
+# commit. Lanes are for one process's loops; other workers and direct calls walk every row.
+Lane = tuple[int, int] | None  # (this lane, how many)
+
+
+def _lane_filter(lane: Lane) -> str:
+    if lane is None:
+        return ""
+    index, count = lane
+    return f" AND (hashtext(id) & 2147483647) % {int(count)} = {int(index)}"
+
+
+def _candidates(n_types: int, lane: Lane = None) -> str:
+    """Runnable jobs of the worker's types ($2) in its lane, best first, each walk at most $4 long."""
+    ready = _READY + _lane_filter(lane)
     if n_types <= UNION_MAX_TYPES:
         walks = "\n  UNION ALL\n  ".join(
-            f"(SELECT ctid AS tid, priority, seq FROM jobs WHERE type = (SELECT ($2::text[])[{i}]) AND {_READY}"
+            f"(SELECT ctid AS tid, priority, seq FROM jobs WHERE type = (SELECT ($2::text[])[{i}]) AND {ready}"
             f" ORDER BY priority DESC, seq {_WALK_LIMIT})" for i in range(1, max(n_types, 1) + 1))
         return f"SELECT * FROM (\n  {walks}\n) walks ORDER BY priority DESC, seq"
     return (f"SELECT c.* FROM unnest({_TYPES}) AS t(type) CROSS JOIN LATERAL ("
-            f"SELECT ctid AS tid, priority, seq FROM jobs WHERE jobs.type = t.type AND {_READY}"
+            f"SELECT ctid AS tid, priority, seq FROM jobs WHERE jobs.type = t.type AND {ready}"
             f" ORDER BY priority DESC, seq {_WALK_LIMIT}) c ORDER BY c.priority DESC, c.seq")
 
 
-def _pick(n_types: int) -> str:
+def _pick(n_types: int, lane: Lane = None) -> str:
     """CTEs `due`, `picked` and `promoted`: the ids to claim ($3 at most), locked."""
     return f"""
 due AS (
@@ -344,7 +361,7 @@ due AS (
        FOR UPDATE SKIP LOCKED
 ), ready AS (
     SELECT r.id, c.priority, c.seq
-      FROM ({_candidates(n_types)}) c
+      FROM ({_candidates(n_types, lane)}) c
      CROSS JOIN LATERAL (SELECT id FROM jobs WHERE ctid = c.tid AND {_READY}
                            FOR UPDATE SKIP LOCKED) r
      {_CLAIM_LIMIT}
@@ -383,13 +400,13 @@ _COMPLETE = _DONE.replace("${ids}", "$2").replace("${results}", "$3").replace("$
 
 
 @functools.lru_cache(maxsize=64)
-def _exchange_sql(n_types: int) -> str:
+def _exchange_sql(n_types: int, lane: Lane = None) -> str:
     """Completes the jobs a worker finished and claims more, in one statement and one commit."""
     done = _DONE.replace("${ids}", "(SELECT $5::text[])").replace("${results}", "(SELECT $6::text[])").replace(
         "${attempts}", "(SELECT $7::int[])")
     return f"""
 WITH done AS ({done}
-), {_pick(n_types).strip()}, claimed AS (
+), {_pick(n_types, lane).strip()}, claimed AS (
     UPDATE jobs AS j
        SET {_CLAIM_SET}
      WHERE j.id = ANY(ARRAY(SELECT id FROM picked))
@@ -411,11 +428,11 @@ SELECT true, c.id, c.type, c.input_data, c.user_id, c.pipeline_id, c.retry_count
 # queue, where it is claimed again, exactly as if the worker had crashed. Every statement that
 # records a result commits durably.
 @functools.lru_cache(maxsize=64)
-def _claim_sql(n_types: int) -> str:
+def _claim_sql(n_types: int, lane: Lane = None) -> str:
     return f"""
 WITH async_commit AS (
     SELECT set_config('synchronous_commit', 'off', true) AS setting
-), {_pick(n_types).strip()}
+), {_pick(n_types, lane).strip()}
 UPDATE jobs AS j
    SET {_CLAIM_SET}
  WHERE j.id = ANY(ARRAY(SELECT id FROM picked)) AND (SELECT setting FROM async_commit) = 'off'
@@ -497,14 +514,15 @@ def _claimed_jobs(claimed: list[asyncpg.Record]) -> list[Job]:
 async def complete_and_claim(conn: asyncpg.Connection, worker_id: str, types: Sequence[str], limit: int,
                              finished: Sequence[tuple[Job, ProcessorResult]] = (),
                              limits: ClaimLimits | None = None, *,
-                             free_idle: bool = False) -> tuple[set[str], list[Job]]:
+                             free_idle: bool = False, lane: Lane = None) -> tuple[set[str], list[Job]]:
     """Record plain results (no next jobs, no approval) and claim up to `limit` runnable jobs
     of the given types, oldest first, atomically. Returns the ids completed and the jobs claimed.
 
     A finished job this worker no longer owns (or that was cancelled) is not completed. Types
     `limits` names are claimed within their limits, after the others (see `claim_limited`).
     With `free_idle` (the unlimited types had nothing last time, and nothing new came since),
-    only the limited types are claimed: one statement per round instead of two.
+    only the limited types are claimed: one statement per round instead of two. `lane` keeps
+    the claim of unlimited types to that lane's share of the jobs (see `Lane`).
     """
     limited = limits.limited(types) if limits is not None and limit > 0 else []
     if limited and limits is not None:
@@ -512,7 +530,7 @@ async def complete_and_claim(conn: asyncpg.Connection, worker_id: str, types: Se
         written: set[str] = set()
         jobs: list[Job] = []
         if free or not finished:
-            written, jobs = await complete_and_claim(conn, worker_id, free, limit, finished)
+            written, jobs = await complete_and_claim(conn, worker_id, free, limit, finished, lane=lane)
             finished = ()
         if len(jobs) < limit or finished:
             done, rows = await claim_limited(conn, worker_id, limited, limit - len(jobs), limits.local, finished)
@@ -525,11 +543,11 @@ async def complete_and_claim(conn: asyncpg.Connection, worker_id: str, types: Se
         rows = await conn.fetch(_COMPLETE, worker_id, [j.id for j, _ in finished],
                                 [json_text(r.result_data) for _, r in finished], [j.attempt for j, _ in finished])
     elif finished:
-        rows = await conn.fetch(_exchange_sql(len(types)), worker_id, types, limit, _walk_limit(limit),
+        rows = await conn.fetch(_exchange_sql(len(types), lane), worker_id, types, limit, _walk_limit(limit),
                                 [j.id for j, _ in finished], [json_text(r.result_data) for _, r in finished],
                                 [j.attempt for j, _ in finished])
     elif limit > 0 and types:
-        rows = await conn.fetch(_claim_sql(len(types)), worker_id, types, limit, _walk_limit(limit))
+        rows = await conn.fetch(_claim_sql(len(types), lane), worker_id, types, limit, _walk_limit(limit))
     else:
         return set(), []
     written = {r["id"] for r in rows if not r["claimed"]}
