@@ -56,6 +56,22 @@ PUMPS = 2
 PREFETCH_BELOW_S = 0.05  # claim ahead only while jobs average less than this
 
 
+class Kicks:
+    """A wake-up flag per pump: a kick (new work, a finished job, a stop) reaches every pump, and
+    each pump clears only its own, when it starts a round, so none misses a kick meant for its lane."""
+
+    def __init__(self, pumps: int) -> None:
+        self._events = [asyncio.Event() for _ in range(pumps)]
+
+    def set(self, *, but: int | None = None) -> None:
+        for i, event in enumerate(self._events):
+            if i != but:
+                event.set()
+
+    def of(self, pump: int) -> asyncio.Event:
+        return self._events[pump]
+
+
 class InvalidResult(Exception):
     """A processor returned something the engine cannot store."""
 
@@ -105,7 +121,7 @@ class Worker:
         self._plain_done: list[tuple[Job, ProcessorResult]] = []  # written by the pump
         self._done: list[tuple[Job, ProcessorResult]] = []  # with next jobs or approval: own transaction
         self._done_event = asyncio.Event()
-        self._kick = asyncio.Event()  # new work, a finished job, or a stop request
+        self._kick = Kicks(PUMPS)  # new work, a finished job, or a stop request
         self._side_tasks: set[asyncio.Task[None]] = set()
         self._avg_run_s: float | None = None
         self._reserved = 0  # slots a claim in flight may fill
@@ -206,9 +222,7 @@ class Worker:
             await self.refresh_limits()
             log.info("worker %s ready: %d slot(s), types %s", self.worker_id, self.concurrency,
                      ", ".join(self.types) or "(none)")
-            lanes = [(i, PUMPS) if PUMPS > 1 else None for i in range(PUMPS)]
-            self._pumps = [asyncio.create_task(self._pump(lane), name=f"jobdesk-pump-{i + 1}")
-                           for i, lane in enumerate(lanes)]
+            self._pumps = [asyncio.create_task(self._pump(i), name=f"jobdesk-pump-{i + 1}") for i in range(PUMPS)]
             self._tasks = [*self._pumps,
                            asyncio.create_task(self._flush_loop(), name="jobdesk-flush"),
                            asyncio.create_task(self._listener_watch(), name="jobdesk-listener"),
@@ -471,36 +485,46 @@ class Worker:
         short = self._avg_run_s is not None and self._avg_run_s < PREFETCH_BELOW_S
         return self.concurrency * 3 if short else self.concurrency
 
-    async def _pump(self, lane: transitions.Lane) -> None:
+    async def _pump(self, index: int) -> None:
         """Record plain results and claim more work (of this pump's lane), one statement per round.
 
         PUMPS of them may run at once on separate connections; `_reserved` keeps them from
         claiming the same slots twice. Each asks for at most its share of the open slots, so that
         a pump whose lane is empty does not hold the slots another's lane could fill; a pump that
         found every slot reserved is woken when the holder gives back slots it did not fill.
+        While the worker serves a limited type, the first pump alone claims, every lane: a limited
+        claim is one serialized round, which a second pump would only cut in two.
         """
         poll = self.settings.JOB_PROCESSOR_POLL_INTERVAL
+        kick = self._kick.of(index)
         while True:
+            kick.clear()  # a kick from now on is for the round below, or ends its wait
+            limits = self.limits if self.limits.fleet or self.limits.local else None
+            limited = limits.limited(self.types) if limits is not None else []
+            solo = bool(limited) or PUMPS == 1
+            if solo and index > 0:
+                if self._stopping:
+                    return
+                await asyncio.sleep(poll)
+                continue
+            lane: transitions.Lane = None if solo else (index, PUMPS)
             finished, self._plain_done = self._plain_done, []
             open_slots = 0 if self._stopping or self.paused else (
                 self._capacity() - len(self._running) - len(self._ready))
-            free = min(open_slots - self._reserved, -(-open_slots // PUMPS))
+            free = open_slots - self._reserved if solo else min(open_slots - self._reserved, -(-open_slots // PUMPS))
             if free <= 0 and not finished:
                 if self._stopping and not self._running and not self._plain_done:
                     self._kick.set()  # let the other pump see it too
                     return
                 if self._reserved:
                     self._starved = True
-                self._kick.clear()
-                await self._kick.wait()
+                await kick.wait()
                 continue
             free = max(free, 0)
             self._reserved += free
             writing = {j.id for j, _ in finished}
             self._writing |= writing
             try:
-                limits = self.limits if self.limits.fleet or self.limits.local else None
-                limited = limits.limited(self.types) if limits is not None else []
                 idle_since = self._free_idle.get(lane)
                 skip_free = (idle_since is not None and bool(limited) and free > 0
                              and time.monotonic() - idle_since < poll)
@@ -524,12 +548,12 @@ class Worker:
             self._start_ready()
             if len(jobs) < free and self._starved:
                 self._starved = False
-                self._kick.set()  # slots this pump held and did not fill: another's lane may fill them
+                self._kick.set(but=index)  # slots this pump held and did not fill: another's lane may fill them
             if not finished and len(jobs) < free:
-                # Nothing (more) to claim: sleep until a NOTIFY, a finished job or the poll interval.
-                self._kick.clear()
+                # Nothing (more) to claim: sleep until a NOTIFY, a finished job or the poll
+                # interval (a kick that came during the round ends the wait at once).
                 try:
-                    await asyncio.wait_for(self._kick.wait(), poll)
+                    await asyncio.wait_for(kick.wait(), poll)
                 except TimeoutError:
                     pass
             else:
