@@ -30,10 +30,14 @@ def data_dir() -> Iterator[Path]:
 
 
 def postmaster_pid(data_dir: Path) -> int | None:
+    """The server's pid from its pid file; None while there is none, or while PostgreSQL has
+    created the file but not yet written its first line."""
     pidfile = data_dir / "pg" / "data" / "postmaster.pid"
-    if not pidfile.exists():
+    try:
+        first = pidfile.read_text().split("\n", 1)[0].strip()
+    except FileNotFoundError:
         return None
-    return int(pidfile.read_text().split()[0])
+    return int(first) if first.isdigit() else None
 
 
 def alive(pid: int) -> bool:
