@@ -136,8 +136,7 @@ class Worker:
         self.supervisor = Supervisor(self)
         self._tasks: list[asyncio.Task[None]] = []
         self._pumps: list[asyncio.Task[None]] = []
-        # Per lane: since when its unlimited types had nothing to claim (see _pump).
-        self._free_idle: dict[transitions.Lane, float] = {}
+        self._free_idle_since: float | None = None  # the unlimited types had nothing to claim (see _pump)
         self._starved = False  # a pump found every free slot reserved by another (see _pump)
         self._db_down = False
         self.stats = {"completed": 0, "failed_attempts": 0, "claimed": 0, "rounds": 0}
@@ -169,7 +168,7 @@ class Worker:
 
     def kick(self) -> None:
         """Look for work now."""
-        self._free_idle.clear()
+        self._free_idle_since = None
         self._kick.set()
 
     @property
@@ -525,18 +524,14 @@ class Worker:
             writing = {j.id for j, _ in finished}
             self._writing |= writing
             try:
-                idle_since = self._free_idle.get(lane)
-                skip_free = (idle_since is not None and bool(limited) and free > 0
-                             and time.monotonic() - idle_since < poll)
+                skip_free = (self._free_idle_since is not None and bool(limited) and free > 0
+                             and time.monotonic() - self._free_idle_since < poll)
                 written, jobs = await self.db_call(lambda c: transitions.complete_and_claim(
                     c, self.worker_id, self.types, free, finished, limits, free_idle=skip_free, lane=lane))
                 if limited and free > 0 and not skip_free:
                     # The unlimited types gave nothing: leave them out until new work is announced
                     # or the poll interval passes (jobs whose retry time comes wake nobody).
-                    if any(j.type not in limited for j in jobs):
-                        self._free_idle.pop(lane, None)
-                    else:
-                        self._free_idle[lane] = time.monotonic()
+                    self._free_idle_since = None if any(j.type not in limited for j in jobs) else time.monotonic()
             finally:
                 self._reserved -= free
                 self._writing -= writing
