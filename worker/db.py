@@ -37,6 +37,9 @@ CONNECTION_ERRORS: tuple[type[BaseException], ...] = (
 # (a timeout, a missing right) or is not there yet. Anything else is a bug.
 EXPECTED_DB_ERRORS: tuple[type[BaseException], ...] = (*CONNECTION_ERRORS, asyncpg.PostgresError, TimeoutError)
 
+# What a failed attempt to connect raises: the database away or refusing, an unknown host, a bad URL.
+CONNECT_FAILURES: tuple[type[BaseException], ...] = (*EXPECTED_DB_ERRORS, socket.gaierror, ValueError)
+
 
 # Whether a URL goes through a pooler in transaction mode (PgBouncer's `pool_mode = transaction`),
 # where every transaction may run on another server session. A pooler is found by itself: the
@@ -86,8 +89,7 @@ async def know_pooler(dsn: str, timeout: float = 10) -> bool:
                 pooled = await conn.fetchval("SELECT pg_backend_pid()") != conn.get_server_pid()
             finally:
                 await conn.close()
-        except (*CONNECTION_ERRORS, asyncpg.PostgresError, TimeoutError, socket.gaierror,
-                ValueError) as exc:
+        except CONNECT_FAILURES as exc:
             raise _unavailable(dsn, exc) from exc
         if pooled:
             log.info("%s answers through a connection pooler: nothing is kept in a session between "
@@ -201,8 +203,7 @@ async def connect(dsn: str, *, timeout: float = 10, **kwargs: Any) -> asyncpg.Co
     clean, options = _driver_options(dsn)
     try:
         conn = await asyncpg.connect(clean, timeout=timeout, **options, **kwargs)
-    except (*CONNECTION_ERRORS, asyncpg.PostgresError, TimeoutError, socket.gaierror,
-            ValueError) as exc:
+    except CONNECT_FAILURES as exc:
         raise _unavailable(dsn, exc) from exc
     await _init_connection(conn)
     return conn
@@ -234,8 +235,7 @@ async def create_pool(dsn: str, *, size: int, timeout: float = 10, statement_tim
         pool = await FairPool(clean, min_size=min(2, size), max_size=size, timeout=timeout,
                               init=_init_connection, server_settings=settings or None,
                               max_inactive_connection_lifetime=300, reset=_keep_session, **options)
-    except (*CONNECTION_ERRORS, asyncpg.PostgresError, TimeoutError, socket.gaierror,
-            ValueError) as exc:
+    except CONNECT_FAILURES as exc:
         raise _unavailable(dsn, exc) from exc
     assert pool is not None
     return pool
