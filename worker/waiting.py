@@ -60,9 +60,9 @@ async def waiting_reason(conn: asyncpg.Connection, job_id: str, lease_timeout_s:
     if not states:
         return WaitingReason("no_worker", f"no live worker serves {job_type}")
     if "running" not in states:
-        which = "paused" if set(states) == {"paused"} else ("paused or draining" if len(states) > 1 else "draining")
         if len(states) == 1:
-            return WaitingReason("paused", f"the worker is {which} (the one live worker that serves {job_type})")
+            return WaitingReason("paused", f"the worker is {states[0]} (the one live worker that serves {job_type})")
+        which = "paused" if set(states) == {"paused"} else "paused or draining"
         return WaitingReason("paused", f"every worker that serves {job_type} is {which} ({len(states)})")
     limit = await conn.fetchrow("""
         SELECT l.max_running, (SELECT count(*) FROM jobs WHERE status = 'in_progress' AND type = l.type) AS running
