@@ -7,7 +7,10 @@ Each case runs on a fresh database of a private embedded PostgreSQL (durable set
 backlog is inserted first, so that it sits ahead of the worker's jobs in enqueue order, then
 `VACUUM ANALYZE` (except in the stale-statistics case), then N no-op jobs of the worker's types,
 CHECKPOINT, and one `jobdesk worker` (MAX_CONCURRENT_JOBS=10) is launched; jobs/s = N /
-(all N completed - launch). Cases, each also shown as a share of the same run's baseline:
+(all N completed - launch). Each run also shows where the time went: the worker's and
+PostgreSQL's CPU per job (PostgreSQL's includes this script's polling, the same in every case),
+and how many jobs each round trip to claim and complete carried. Cases, each also shown as a
+share of the same run's baseline:
 
 * baseline: nothing ahead;
 * unserved: 100,000 queued jobs of a type no live worker serves;
@@ -33,10 +36,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import re
 import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -48,7 +53,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.engine_bench import stop_worker, worker_env  # noqa: E402
+from benchmarks.harness import server_cpu_seconds  # noqa: E402
 from tests import pg  # noqa: E402
+from worker.embedded import EmbeddedServer  # noqa: E402
 
 PROCESSORS = "benchmarks.bench_processors"
 MANY_TYPES = 20  # bench.noop plus 19 bench.extra.N types, see bench_processors
@@ -105,9 +112,25 @@ def job_types(count: int) -> list[str]:
     return ["bench.noop", *(f"bench.extra.{i}" for i in range(1, count))]
 
 
-async def run_case(server_dsn: str, case: Case, n: int, backlog: int, autovacuum: bool = False) -> float:
-    dsn = await pg.create_test_database(server_dsn)
+@dataclass(frozen=True)
+class Run:
+    rate: float  # jobs/s
+    worker_ms: float  # the worker's CPU per job
+    server_ms: float  # PostgreSQL's CPU per job
+    per_round: float  # jobs per round trip to claim and complete
+
+    def describe(self) -> str:
+        return (f"{self.rate:8,.0f} jobs/s   CPU per job: worker {self.worker_ms:.3f} ms, "
+                f"PostgreSQL {self.server_ms:.3f} ms   {self.per_round:4.1f} jobs per round trip")
+
+
+ROUNDS = re.compile(r"(\d+) round trip\(s\) to claim and complete")
+
+
+async def run_case(server: EmbeddedServer, case: Case, n: int, backlog: int, autovacuum: bool = False) -> Run:
+    dsn = await pg.create_test_database(server.dsn)
     conn = await asyncpg.connect(dsn)
+    log = tempfile.TemporaryFile()
     try:
         if not autovacuum or case.stale:
             await conn.execute("ALTER TABLE jobs SET (autovacuum_enabled = false)")
@@ -126,9 +149,11 @@ async def run_case(server_dsn: str, case: Case, n: int, backlog: int, autovacuum
         env = worker_env(dsn)
         env["BENCH_TYPES"] = str(MANY_TYPES)
         env.update(case.env)
+        env["LOG_LEVEL"] = "INFO"  # for the worker's last line, which counts its round trips
+        server_cpu = server_cpu_seconds(server.pgdata)
         start = time.time()
         proc = subprocess.Popen([sys.executable, "-m", "worker.cli", "worker", "--processors", PROCESSORS],
-                                env=env, cwd=ROOT)
+                                env=env, cwd=ROOT, stderr=log)
         try:
             while True:
                 left = await conn.fetchval("SELECT count(*) FROM jobs WHERE status IN ('queued', 'in_progress') "
@@ -136,21 +161,28 @@ async def run_case(server_dsn: str, case: Case, n: int, backlog: int, autovacuum
                 if left == 0:
                     break
                 if proc.poll() is not None:
-                    raise RuntimeError(f"worker exited with {proc.returncode}")
+                    log.seek(0)
+                    tail = log.read().decode(errors="replace").strip().splitlines()[-5:]
+                    raise RuntimeError(f"worker exited with {proc.returncode}: " + " | ".join(tail))
                 if time.time() - start > 600:
                     raise RuntimeError(f"{left} jobs left after 600 s")
                 await asyncio.sleep(0.25 if left > 1000 else 0.01)
             done = time.time()
+            server_cpu = server_cpu_seconds(server.pgdata) - server_cpu  # before the worker's backends end
         finally:
-            stop_worker(proc)
+            _, worker_cpu = stop_worker(proc)
         completed = await conn.fetchval("SELECT count(*) FROM jobs WHERE status = 'completed' AND seq > $1", mark)
         assert completed == n, f"only {completed} of {n} completed"
         untouched = await conn.fetchval("SELECT count(*) FROM jobs WHERE seq <= $1 AND status <> 'queued'", mark)
         assert untouched == 0, f"{untouched} backlog jobs were run"
+        log.seek(0)
+        rounds = ROUNDS.search(log.read().decode(errors="replace"))
     finally:
+        log.close()
         await conn.close()
         await pg.drop_test_database(dsn)
-    return n / (done - start)
+    return Run(n / (done - start), 1000 * worker_cpu / n, 1000 * server_cpu / n,
+               n / int(rounds.group(1)) if rounds and int(rounds.group(1)) else float("nan"))
 
 
 async def main() -> None:
@@ -174,18 +206,22 @@ async def main() -> None:
         if unknown:
             raise SystemExit(f"--cases: unknown case(s) {', '.join(sorted(unknown))}")
         cases = [c for c in CASES if not wanted or c.name in wanted or c.name == "baseline"]
-        results: dict[str, list[float]] = {c.name: [] for c in cases}
+        results: dict[str, list[Run]] = {c.name: [] for c in cases}
         for i in range(args.runs):
             for case in cases:
                 size = args.scheduled if case.scheduled else args.backlog
-                rate = await run_case(server.dsn, case, args.jobs, size, args.autovacuum)
-                results[case.name].append(rate)
-                print(f"  run {i + 1} {case.name:<14} {rate:8,.0f} jobs/s", flush=True)
-        base = statistics.median(results["baseline"])
-        print(f"{'case':<14} {'jobs/s':>8}  share of baseline")
+                run = await run_case(server, case, args.jobs, size, args.autovacuum)
+                results[case.name].append(run)
+                print(f"  run {i + 1} {case.name:<14} {run.describe()}", flush=True)
+        base = statistics.median(r.rate for r in results["baseline"])
+        print(f"{'case':<14} {'jobs/s':>8}  share of baseline  (medians) worker ms/job  PostgreSQL ms/job  jobs/round")
         for case in cases:
-            rate = statistics.median(results[case.name])
-            print(f"{case.name:<14} {rate:8,.0f}  {rate / base:5.2f}")
+            runs = results[case.name]
+            rate = statistics.median(r.rate for r in runs)
+            print(f"{case.name:<14} {rate:8,.0f}  {rate / base:5.2f}              "
+                  f"{statistics.median(r.worker_ms for r in runs):13.3f}  "
+                  f"{statistics.median(r.server_ms for r in runs):17.3f}  "
+                  f"{statistics.median(r.per_round for r in runs):10.1f}")
     finally:
         server.stop()
         shutil.rmtree(root, ignore_errors=True)

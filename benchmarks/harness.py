@@ -4,6 +4,7 @@ on, percentiles, and a probe of how late the event loop runs."""
 from __future__ import annotations
 
 import asyncio
+import os
 import shutil
 import sys
 import time
@@ -13,6 +14,27 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from tests import pg  # noqa: E402
+
+
+def server_cpu_seconds(pgdata: Path) -> float:
+    """CPU seconds (user + system) used so far by the PostgreSQL server of `pgdata`: its
+    postmaster and every process it started that is still alive (the connections' backends
+    end with their connections, so read this while the measured clients are connected)."""
+    try:
+        postmaster = int((pgdata / "postmaster.pid").read_text().split()[0])
+    except (OSError, IndexError, ValueError):
+        return 0.0
+    ticks = 0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:
+            continue
+        fields = text[text.rindex(")") + 2:].split()  # after the command's name, which may hold spaces
+        pid, ppid = int(stat.parent.name), int(fields[1])
+        if postmaster in (pid, ppid):
+            ticks += int(fields[11]) + int(fields[12])
+    return ticks / os.sysconf("SC_CLK_TCK")
 
 
 def pct(values: list[float], p: float) -> float:
