@@ -97,9 +97,15 @@ async def run_console(app: QApplication, args: argparse.Namespace) -> int:
 
 
 def platform_problem() -> Problem | None:
-    """Why Qt could not open a window here (it would abort the process), or None."""
+    """Why Qt could not open a window here (it would abort the process), or None; nothing once
+    this process has its QApplication (a window opens)."""
     if QApplication.instance() is not None:
         return None
+    return qt_platform_problem()
+
+
+def qt_platform_problem() -> Problem | None:
+    """Why Qt's platforms could not open a window here, whatever this process has started."""
     return check_platform(Path(QLibraryInfo.path(QLibraryInfo.LibraryPath.PluginsPath)))
 
 

@@ -19,11 +19,11 @@ from worker.errors import JobdeskError
 def window_problem() -> Problem | None:
     """Why the console could not open here; as root with apt-get, the missing system libraries
     are installed first (containers, CI, a fresh machine run by its admin)."""
-    from desktop.app import platform_problem
+    from desktop.app import qt_platform_problem  # the libraries, even where a QApplication runs (tests)
 
-    problem = platform_problem()
+    problem = qt_platform_problem()
     if problem is not None and install_debian_packages(problem.debian_packages):
-        problem = platform_problem()
+        problem = qt_platform_problem()
     return problem
 
 

@@ -88,9 +88,10 @@ def test_an_unknown_platform_is_one_line_not_an_abort() -> None:
 
 @pytest.fixture(scope="module")
 def xvfb() -> Iterator[str]:
-    """A real X server; the console's libraries installed as `make run` installs them (the same
-    check and apt-get, called directly: `window_problem` says nothing is wrong in a process that
-    already has a QApplication, as this one has when a Qt test ran before on this test process)."""
+    """A real X server; the console's libraries installed the way `make run` installs them (in a
+    test process where a Qt test already made a QApplication, too)."""
+    from desktop.devrun import window_problem
+
     if shutil.which("Xvfb") is None:
         assert platform_check.install_debian_packages(["xvfb", "xauth"]), "cannot install xvfb with apt-get"
     display = ":87"
@@ -103,9 +104,7 @@ def xvfb() -> Iterator[str]:
     os.environ["DISPLAY"] = display
     os.environ["QT_QPA_PLATFORM"] = "xcb"
     try:
-        problem = check_platform(PLUGINS)
-        if problem is not None and platform_check.install_debian_packages(problem.debian_packages):
-            problem = check_platform(PLUGINS)
+        problem = window_problem()  # installs what is missing, as root with apt-get
     finally:
         for key, value in old.items():
             if value is None:
