@@ -127,6 +127,10 @@ async def test_worker_loads_processors_and_exits_0_on_sigterm(dsn: str, conn: as
     try:
         await wait_for(lambda: conn.fetchval("SELECT status = 'in_progress' FROM jobs WHERE id = $1", other),
                        what="the sleep job to start")
+        # The two jobs may sit in the two claim loops' different lanes: a job still unclaimed at
+        # SIGTERM rightly stays queued, so the stop comes once the record job has run.
+        await wait_for(lambda: conn.fetchval("SELECT status = 'completed' FROM jobs WHERE id = $1", job_id),
+                       what="the record job to run")
         proc.send_signal(signal.SIGTERM)
         t0 = time.monotonic()
         assert proc.wait(20) == 0, (tmp_path / "worker.log").read_text()
