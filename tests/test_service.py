@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 
 import asyncpg
@@ -121,3 +122,35 @@ async def test_worker_commands_follow_the_table(service: JobService, conn: async
     view = await service.workers_view(30, with_unserved=True)
     assert [w.id for w in view.workers] == ["w1"] and view.served == frozenset({"echo"})
     assert view.unserved == []
+
+
+async def test_a_group_commit_answers_each_caller_and_audits_each_submitter(service: JobService,
+                                                                            conn: asyncpg.Connection) -> None:
+    """`enqueue_batch` (POST /api/jobs under load): one statement inserts the jobs of several
+    callers, audits each submitter's, and answers each with its job as it was stored; a job the
+    database refuses fails its own caller only."""
+    from datetime import UTC, datetime, timedelta
+
+    from worker.api.render import job_json
+    from worker.errors import InvalidJob
+
+    ann, bob = transitions.Actor("api", None, "ann"), transitions.Actor("api", None, "bob")
+    [parent] = await service.enqueue_many([JobCreate("t", {})])
+    later = datetime.now(UTC) + timedelta(hours=1)
+    entries = [(ann, JobCreate("t", {"n": 1})), (bob, JobCreate("t", {}, scheduled_at=later, priority=2)),
+               (ann, JobCreate("t", {}, dependent_on_jobs=[parent], pipeline_id="p1"))]
+    placed = await service.enqueue_batch(entries)
+    assert [p.id for p in placed] == [job.id for _, job in entries]  # type: ignore[union-attr]
+    for answer in placed:
+        assert not isinstance(answer, InvalidJob) and not answer.duplicate
+        stored = job_json(await service.get_job(answer.id))
+        assert json.loads(answer.document) == stored and list(json.loads(answer.document)) == list(stored)
+    audits = await conn.fetch("SELECT actor, job_ids FROM audit_log WHERE action = 'submit' ORDER BY actor")
+    assert [(r["actor"], sorted(r["job_ids"])) for r in audits] == [
+        ("ann", sorted([entries[0][1].id, entries[2][1].id])), ("bob", [entries[1][1].id])]
+
+    bad = [(ann, JobCreate("t", {})), (bob, JobCreate("t", {}, dependent_on_jobs=["no-such-job"]))]
+    good, refused = await service.enqueue_batch(bad)
+    assert isinstance(refused, InvalidJob) and "no-such-job" in str(refused)
+    assert not isinstance(good, InvalidJob) and await service.get_job(good.id)
+    assert await conn.fetchval("SELECT count(*) FROM jobs WHERE id = $1", bad[1][1].id) == 0

@@ -60,8 +60,13 @@ SELECT j.id, j.user_id, j.status,
   FROM jobs j WHERE j.id = ANY($1::varchar[])"""
 
 
+def job_object(alias: str) -> str:
+    """The SQL of one job's answer (`JOB_KEYS`, no attempts) as JSON text, from the row `alias`."""
+    return f"json_build_object({_pairs(alias, JOB_KEYS)})::text"
+
+
 _JOB = f"""
-SELECT j.id, json_build_object({_pairs('j', JOB_KEYS)})::text AS document
+SELECT j.id, {job_object('j')} AS document
   FROM jobs j WHERE j.id = ANY($1::varchar[])"""
 
 

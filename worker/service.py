@@ -311,6 +311,12 @@ class JobService:
             return []
         jobs = [job for _, job in entries]
         try:
+            if all(job.unique_key is None for job in jobs):
+                # The common case, in one statement: no job can be a duplicate, and each job's
+                # answer comes from the row inserted (no read of the table after the insert).
+                async with self.pool.acquire() as conn:
+                    rows = await transitions.enqueue_audited(conn, entries, job_document.job_object("ins"))
+                return [Enqueued(job.id, False, rows[job.id][1]) for job in jobs]
             async with self.pool.acquire() as conn, conn.transaction():
                 placed = await transitions.enqueue_detailed(conn, jobs)
                 # A duplicate created nothing: only the jobs inserted are audited as submitted.

@@ -10,13 +10,14 @@ otherwise.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import getpass
 import json
 import logging
 import re
 import traceback as tb_module
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
@@ -261,30 +262,32 @@ async def _enqueue_unique(conn: asyncpg.Connection, jobs: Sequence[JobCreate], *
     return [(stands.get(j.id, j.id), j.id in stands) for j in jobs]
 
 
-async def _insert(conn: asyncpg.Connection, jobs: Sequence[JobCreate]) -> set[str] | None:
-    """Insert checked jobs in one statement; the ids inserted when any has a time or a key."""
-    ordered, outside = order_batch(jobs)
-    if outside:
-        known = {r["id"] for r in await conn.fetch("SELECT id FROM jobs WHERE id = ANY($1::text[])",
-                                                   sorted(outside))}
-        missing = sorted(outside - known)
-        if missing:
-            child = next(j.id for j in ordered if missing[0] in j.dependent_on_jobs)
-            raise InvalidJob(f"dependency {missing[0]} of job {child} is not a known job", job_id=child,
-                             field="dependent_on_jobs")
-    full = any(j.scheduled_at is not None or j.unique_key is not None for j in ordered)
-    args: list[Any] = [
+def _insert_args(ordered: Sequence[JobCreate]) -> list[Any]:
+    """The arrays `_INSERT` reads ($1 to $8)."""
+    return [
         [j.id for j in ordered], [j.type for j in ordered], [j.user_id for j in ordered],
         [j.pipeline_id for j in ordered],
         [json_text(j.input_data, "input_data", job_id=j.id, field="input_data") for j in ordered],
         [json_text(list(j.dependent_on_jobs)) for j in ordered], [j.priority for j in ordered], DEFAULT_USER_ID]
+
+
+async def _check_outside(conn: asyncpg.Connection, ordered: Sequence[JobCreate], outside: set[str]) -> None:
+    """Refuse a batch that depends on a job that does not exist, naming the job and the field."""
+    if not outside:
+        return
+    known = {r["id"] for r in await conn.fetch("SELECT id FROM jobs WHERE id = ANY($1::text[])", sorted(outside))}
+    missing = sorted(outside - known)
+    if missing:
+        child = next(j.id for j in ordered if missing[0] in j.dependent_on_jobs)
+        raise InvalidJob(f"dependency {missing[0]} of job {child} is not a known job", job_id=child,
+                         field="dependent_on_jobs")
+
+
+@contextlib.contextmanager
+def _insert_errors(ordered: Sequence[JobCreate]) -> Iterator[None]:
+    """An insert's refusals as InvalidJob."""
     try:
-        if not full:
-            await conn.execute(_INSERT, *args)
-            return None
-        rows = await conn.fetch(_INSERT_FULL, *args, [j.scheduled_at for j in ordered],
-                                [j.unique_key for j in ordered])
-        return {r["id"] for r in rows}
+        yield
     except asyncpg.UniqueViolationError as exc:
         raise InvalidJob(f"a job with this id already exists ({exc.detail or exc})", field="id") from None
     except asyncpg.ForeignKeyViolationError as exc:
@@ -294,6 +297,62 @@ async def _insert(conn: asyncpg.Connection, jobs: Sequence[JobCreate]) -> set[st
         if getattr(exc, "sqlstate", "").startswith("JD"):
             raise InvalidJob(str(exc)) from None
         raise
+
+
+async def _insert(conn: asyncpg.Connection, jobs: Sequence[JobCreate]) -> set[str] | None:
+    """Insert checked jobs in one statement; the ids inserted when any has a time or a key."""
+    ordered, outside = order_batch(jobs)
+    await _check_outside(conn, ordered, outside)
+    full = any(j.scheduled_at is not None or j.unique_key is not None for j in ordered)
+    args = _insert_args(ordered)
+    with _insert_errors(ordered):
+        if not full:
+            await conn.execute(_INSERT, *args)
+            return None
+        rows = await conn.fetch(_INSERT_FULL, *args, [j.scheduled_at for j in ordered],
+                                [j.unique_key for j in ordered])
+        return {r["id"] for r in rows}
+
+
+# Jobs without unique keys, inserted and audited in one statement (atomic without a
+# transaction), answering `{returning}` (SQL over the inserted rows, `ins`) per job.
+_INSERT_AUDITED = f"""
+WITH ins AS ({_INSERT_FULL.replace(UNIQUE_CONFLICT, "").replace("RETURNING id", "RETURNING *")}
+), audit AS (
+    INSERT INTO audit_log (os_user, source, actor, action, job_ids)
+    SELECT o, s, a, 'submit', string_to_array(i, ',')
+      FROM unnest($11::text[], $12::text[], $13::text[], $14::text[]) AS t(o, s, a, i)
+)
+SELECT ins.id, {{returning}} FROM ins"""
+
+
+@functools.lru_cache(maxsize=8)
+def _insert_audited_sql(returning: str) -> str:
+    return _INSERT_AUDITED.format(returning=returning)
+
+
+async def enqueue_audited(conn: asyncpg.Connection, submissions: Sequence[tuple[Actor, JobCreate]],
+                          returning: str) -> dict[str, asyncpg.Record]:
+    """Enqueue the jobs of several submitters and audit each one's submission, in one statement
+    and one round trip; by id, a row of `returning` (SQL over the inserted row, `ins`) per job.
+    For jobs without unique keys (see `enqueue_detailed` for those); refusals as `enqueue`'s."""
+    jobs = [job for _, job in submissions]
+    for job in jobs:
+        if job.unique_key is not None:
+            raise ValueError("enqueue_audited takes jobs without a unique_key")
+        _check_new_job(job)
+    ordered, outside = order_batch(jobs)
+    await _check_outside(conn, ordered, outside)
+    by_actor: dict[Actor, list[str]] = {}
+    for actor, job in submissions:
+        by_actor.setdefault(actor, []).append(job.id)
+    actors = list(by_actor)
+    with _insert_errors(ordered):
+        rows = await conn.fetch(_insert_audited_sql(returning), *_insert_args(ordered),
+                                [j.scheduled_at for j in ordered], [None] * len(ordered),
+                                [a.os_user for a in actors], [a.source for a in actors], [a.name for a in actors],
+                                [",".join(by_actor[a]) for a in actors])
+    return {r["id"]: r for r in rows}
 
 
 # -- worker side ----------------------------------------------------------------------------
