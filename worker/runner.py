@@ -210,7 +210,7 @@ class Worker:
 
     async def run(self) -> None:
         size = max(2, min(self.settings.DB_POOL_SIZE, self.concurrency + 4))
-        self.pool = await create_pool(self.dsn, size=size)
+        self.pool = await create_pool(self.dsn, size=size, indexes_only=True)
         try:
             if self.metrics is not None and self.settings.JOB_METRICS_PORT is not None:
                 self.metrics.serve(self.settings.JOB_METRICS_PORT)
