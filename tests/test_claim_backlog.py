@@ -234,6 +234,17 @@ async def test_ids_made_by_the_database_are_time_ordered_uuid7(conn: asyncpg.Con
     assert [u.bytes[:6] for u in parsed] == sorted(u.bytes[:6] for u in parsed)  # milliseconds first
 
 
+def test_ids_made_in_python_are_time_ordered_uuid7_in_canonical_form() -> None:
+    from worker.models import new_job_id
+
+    ids = [new_job_id() for _ in range(200)]
+    parsed = [uuid.UUID(i) for i in ids]
+    assert [str(u) for u in parsed] == ids  # lower-case, hyphens where UUIDs have them
+    assert all(u.version == 7 and u.variant == uuid.RFC_4122 for u in parsed)
+    assert [u.bytes[:6] for u in parsed] == sorted(u.bytes[:6] for u in parsed)
+    assert len(set(ids)) == len(ids)
+
+
 async def claim_statements(conn: asyncpg.Connection) -> list[asyncpg.Record]:
     """How the claim statements this connection prepared were planned."""
     return await conn.fetch("SELECT generic_plans, custom_plans FROM pg_prepared_statements "

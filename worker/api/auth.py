@@ -14,7 +14,7 @@ from fastapi.security import HTTPBearer
 from worker.api.errors import ApiError
 from worker.api.openapi_doc import F, amend, marked, operations
 from worker.service import JobService
-from worker.tokens import TokenRecord, hash_token
+from worker.tokens import TokenRecord
 from worker.transitions import Actor
 
 # A token is read from the database at most this often per process, not on every request; a
@@ -45,14 +45,14 @@ class Caller:
 
 
 class TokenCache:
-    """Token lookups, cached briefly per hash (a miss is cached too, against floods of bad tokens).
+    """Token lookups, cached briefly per token (a miss is cached too, against floods of bad tokens).
     Concurrent requests that miss share one lookup: when an entry expires under load, the
     requests in flight would otherwise each read the token (and wait for a connection to)."""
 
     def __init__(self, service: JobService) -> None:
         self.service = service
         self._cache: dict[str, tuple[float, Caller | None]] = {}
-        self._lookups: dict[str, asyncio.Future[Caller | None]] = {}  # per hash, the lookup under way
+        self._lookups: dict[str, asyncio.Future[Caller | None]] = {}  # per token, the lookup under way
         self._generation = 0  # bumped by every clear
 
     def clear(self, _payload: str = "") -> None:
@@ -61,7 +61,7 @@ class TokenCache:
         self._generation += 1
 
     async def caller(self, token: str) -> Caller | None:
-        key = hash_token(token)
+        key = token  # not its hash: hashing every request's token cost more than the lookup
         now = time.monotonic()
         hit = self._cache.get(key)
         if hit is not None and now - hit[0] < CACHE_SECONDS:
