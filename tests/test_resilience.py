@@ -221,10 +221,14 @@ async def test_pause_resume_and_drain_through_the_control_channel(dsn: str, conn
 async def test_many_workers_run_each_job_exactly_once(dsn: str, conn: asyncpg.Connection, tmp_path: Path,
                                                       workers: int, jobs: int) -> None:
     log = tmp_path / "runs.txt"
-    await conn.execute("INSERT INTO jobs (type, input_data) SELECT 'test.record', '{}' "
-                       "FROM generate_series(1, $1)", jobs)
     procs = [start_worker(dsn, log_path=tmp_path / f"w{i}.log", RUN_LOG=str(log), **FAST) for i in range(workers)]
     try:
+        # The jobs come once every worker is up: one that started first could otherwise run
+        # them all before the others have connected.
+        await wait_for(lambda: conn.fetchval("SELECT count(*) = $1 FROM workers WHERE state = 'running'", workers),
+                       timeout=60, what="every worker to start")
+        await conn.execute("INSERT INTO jobs (type, input_data) SELECT 'test.record', '{}' "
+                           "FROM generate_series(1, $1)", jobs)
         await wait_for(lambda: conn.fetchval("SELECT count(*) = $1 FROM jobs WHERE status = 'completed'", jobs),
                        timeout=120, what="every job to complete")
     finally:
