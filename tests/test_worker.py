@@ -229,3 +229,35 @@ async def test_cancel_without_notify_is_seen_at_the_next_heartbeat(conn: asyncpg
         await wait_for(lambda: done(conn, job_id, status="cancelled"), timeout=2, what="cancellation")
     finally:
         await worker.stop()
+
+
+async def test_a_dependant_starts_at_once_though_nothing_announces_it(conn: asyncpg.Connection, dsn: str) -> None:
+    """A worker waits for news after a round that completed jobs: the release of a dependant
+    is news (a NOTIFY), so the dependant starts well within the (long) poll interval."""
+    parent = JobCreate("echo", {"n": 1})
+    chain = [parent, JobCreate("echo", {"n": 2}, dependent_on_jobs=[parent.id])]
+    worker = RunningWorker(dsn, {"echo": EchoProcessor()}, JOB_PROCESSOR_POLL_INTERVAL=5.0)
+    try:
+        await asyncio.sleep(0.5)  # idle: its rounds are over, and it waits for news
+        await transitions.enqueue(conn, chain)
+        await wait_for(lambda: conn.fetchval("SELECT count(*) = 2 FROM jobs WHERE status = 'completed'"),
+                       timeout=2, what="the dependant, well before the 5 s poll")
+    finally:
+        await worker.stop()
+
+
+async def test_a_trickle_of_jobs_costs_no_claim_after_each_completion(conn: asyncpg.Connection, dsn: str) -> None:
+    """Each job announced alone: each pump claims (one finds it), then one pump completes it.
+    A claim after each completion, which found nothing, was a quarter of the round trips."""
+    worker = RunningWorker(dsn, {"echo": EchoProcessor()}, JOB_PROCESSOR_POLL_INTERVAL=5.0)
+    try:
+        await asyncio.sleep(0.5)
+        before = worker.worker.stats["rounds"]
+        for i in range(20):
+            await transitions.enqueue(conn, [JobCreate("echo", {"n": i})])
+            await wait_for(lambda n=i + 1: conn.fetchval(
+                "SELECT count(*) = $1 FROM jobs WHERE status = 'completed'", n), what=f"job {i}")
+        rounds = worker.worker.stats["rounds"] - before
+    finally:
+        await worker.stop()
+    assert rounds <= 3 * 20 + 2, rounds
