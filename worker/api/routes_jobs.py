@@ -107,8 +107,12 @@ async def create_job(request: Request) -> Response:
         placed = await ctx.enqueues.submit((caller.actor, job))
     except InvalidJob as exc:
         raise locate(exc, "body") from None
-    return Response(job_document.with_key(placed.document, "duplicate", placed.duplicate),
+    # `job_document.with_key(document, "duplicate", ...)`, its tail encoded once, not per request.
+    return Response(placed.document[:-1] + _DUPLICATE_TAIL[placed.duplicate],
                     status_code=200 if placed.duplicate else 201, media_type="application/json")
+
+
+_DUPLICATE_TAIL = {dup: job_document.with_key("{}", "duplicate", dup)[1:] for dup in (False, True)}
 
 
 def _cursor(text: str | None) -> int | None:
