@@ -86,8 +86,9 @@ class Kicks:
             self.set()
 
     def alone(self, pump: int) -> bool:
-        """Whether every other pump waits: this one's claim cannot meet theirs, and takes every lane."""
-        return all(waiting for i, waiting in enumerate(self._waiting) if i != pump)
+        """Whether every other pump waits, and none was woken yet: this one's claim cannot meet
+        theirs, and takes every lane. (One woken but not yet running is about to claim.)"""
+        return all(self._waiting[i] and not self._events[i].is_set() for i in range(len(self._events)) if i != pump)
 
     def one(self) -> None:
         """Wake the next waiting pump, if any waits and none is woken already (the jobs that
