@@ -45,7 +45,7 @@ bench: $(STAMP)
 bench-backlog: $(STAMP)
 	$(PY) benchmarks/backlog_bench.py
 
-## bench-enqueue: bulk enqueue by per-row SQL INSERTs and by JobClient.enqueue_many (prints figures)
+## bench-enqueue: bulk enqueue by per-row SQL INSERTs and by JobClient.enqueue_many, independent jobs and jobs with a dependency each (prints figures)
 bench-enqueue: $(STAMP)
 	$(PY) benchmarks/enqueue_bench.py
 

@@ -1,4 +1,5 @@
-"""Enqueue benchmark: independent no-op jobs by plain SQL, one INSERT per row, and in a batch.
+"""Enqueue benchmark: no-op jobs by plain SQL, one INSERT per row, and in a batch; independent,
+then each depending on one of 100 jobs already there (a fan-out, as a pipeline's stage is).
 
     python benchmarks/enqueue_bench.py [--jobs 20000] [--runs 3]
 
@@ -9,6 +10,9 @@ On a private embedded PostgreSQL (durable settings), each measurement on a fresh
   (and as the peers' harness does with psycopg);
 * batch: `JobClient.enqueue_many` with the same jobs (one statement).
 
+With `dependent_on_jobs`, each job is checked and counted against its parent, which is flagged
+(the insert triggers): the same calls measure those.
+
 jobs/s = N / the time of the call, commit included, measured after connecting. Median of the runs.
 """
 
@@ -16,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import shutil
 import statistics
 import sys
@@ -34,24 +39,40 @@ from worker.settings import load_settings  # noqa: E402
 INSERT = "INSERT INTO jobs (type, user_id, input_data, dependent_on_jobs) VALUES ($1, $2, $3::jsonb, $4::jsonb)"
 
 
-async def per_row(dsn: str, n: int) -> float:
+PARENTS = [f"parent-{i}" for i in range(100)]
+
+
+async def add_parents(dsn: str) -> None:
     conn = await asyncpg.connect(dsn)
     try:
-        rows = [("bench.noop", 1, "{}", "[]") for _ in range(n)]
+        await conn.execute("INSERT INTO jobs (id, type, input_data) SELECT unnest($1::text[]), 'bench.parent', '{}'",
+                           PARENTS)
+    finally:
+        await conn.close()
+
+
+def parent_of(i: int, dependent: bool) -> list[str]:
+    return [PARENTS[i % len(PARENTS)]] if dependent else []
+
+
+async def per_row(dsn: str, n: int, dependent: bool) -> float:
+    conn = await asyncpg.connect(dsn)
+    try:
+        rows = [("bench.noop", 1, "{}", json.dumps(parent_of(i, dependent))) for i in range(n)]
         t0 = time.perf_counter()
         async with conn.transaction():
             await conn.executemany(INSERT, rows)
         took = time.perf_counter() - t0
-        assert await conn.fetchval("SELECT count(*) FROM jobs") == n
+        assert await conn.fetchval("SELECT count(*) FROM jobs WHERE type = 'bench.noop'") == n
     finally:
         await conn.close()
     return n / took
 
 
-async def batch(dsn: str, n: int) -> float:
+async def batch(dsn: str, n: int, dependent: bool) -> float:
     client = await JobService.connect(dsn, settings=load_settings(), pool_size=2)
     try:
-        jobs = [JobCreate("bench.noop", {}) for _ in range(n)]
+        jobs = [JobCreate("bench.noop", {}, dependent_on_jobs=parent_of(i, dependent)) for i in range(n)]
         t0 = time.perf_counter()
         await client.enqueue_many(jobs)
         took = time.perf_counter() - t0
@@ -68,19 +89,23 @@ async def main() -> None:
     server, root = pg.start_server()
     try:
         await pg.build_template(server.dsn)
-        print(f"jobdesk enqueue benchmark: {args.jobs:,} independent no-op jobs per call", flush=True)
-        results: dict[str, list[float]] = {"per-row SQL (executemany)": [], "JobClient.enqueue_many": []}
+        print(f"jobdesk enqueue benchmark: {args.jobs:,} no-op jobs per call", flush=True)
+        cases = [(f"{name}{', a dependency each' if dependent else ''}", fn, dependent)
+                 for dependent in (False, True)
+                 for name, fn in (("per-row SQL (executemany)", per_row), ("JobClient.enqueue_many", batch))]
+        results: dict[str, list[float]] = {name: [] for name, _, _ in cases}
         for i in range(args.runs):
-            for name, fn in (("per-row SQL (executemany)", per_row), ("JobClient.enqueue_many", batch)):
+            for name, fn, dependent in cases:
                 dsn = await pg.create_test_database(server.dsn)
                 try:
-                    rate = await fn(dsn, args.jobs)
+                    await add_parents(dsn)
+                    rate = await fn(dsn, args.jobs, dependent)
                 finally:
                     await pg.drop_test_database(dsn)
                 results[name].append(rate)
-                print(f"  run {i + 1} {name:<26} {rate:9,.0f} jobs/s", flush=True)
+                print(f"  run {i + 1} {name:<45} {rate:9,.0f} jobs/s", flush=True)
         for name, rates in results.items():
-            print(f"{name:<26} median {statistics.median(rates):9,.0f} jobs/s")
+            print(f"{name:<45} median {statistics.median(rates):9,.0f} jobs/s")
     finally:
         server.stop()
         shutil.rmtree(root, ignore_errors=True)

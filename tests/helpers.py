@@ -45,6 +45,27 @@ def start_worker(dsn: str, *args: str, log_path: Path | None = None, **extra: st
                             stderr=subprocess.STDOUT, text=True, cwd=ROOT)
 
 
+async def seq_scans_of_jobs(conn: asyncpg.Connection, *sessions: asyncpg.Connection | asyncpg.Pool) -> int:
+    """Sequential scans of `jobs` so far, by every session. A session reports its counts at the
+    end of a transaction at most once a second, or once it has been idle for 10 s: so after a
+    second, each of `sessions` (every connection of a pool) runs a statement first. Sessions
+    that run statements all the time (a worker's) need not be given."""
+    await asyncio.sleep(1.1)
+    for session in sessions:
+        if isinstance(session, asyncpg.Pool):
+            held = [await session.acquire() for _ in range(session.get_size())]
+            try:
+                for held_conn in held:
+                    await held_conn.execute("SELECT 1")
+            finally:
+                for held_conn in held:
+                    await session.release(held_conn)
+        else:
+            await session.execute("SELECT 1")
+    await conn.execute("SELECT pg_stat_clear_snapshot()")
+    return int(await conn.fetchval("SELECT seq_scan FROM pg_stat_user_tables WHERE relname = 'jobs'"))
+
+
 async def wait_for(predicate: Callable[[], Awaitable[Any]], timeout: float = 20.0,
                    interval: float = 0.05, what: str = "condition") -> Any:
     """Poll an async predicate until it returns something truthy; fail after `timeout` seconds."""

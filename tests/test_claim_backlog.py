@@ -9,7 +9,7 @@ from collections import Counter
 
 import asyncpg
 
-from tests.helpers import RecordsStarts, RunningWorker, wait_for
+from tests.helpers import RecordsStarts, RunningWorker, seq_scans_of_jobs, wait_for
 from worker import transitions
 from worker.db import connect
 from worker.models import Job, JobCreate, ProcessorResult, Status
@@ -320,13 +320,6 @@ async def test_lanes_split_every_type_between_a_workers_claim_loops(conn: asyncp
                                "AND run_at IS NULL") == 0
 
 
-async def _seq_scans_of_jobs(conn: asyncpg.Connection) -> int:
-    """Sequential scans of `jobs` so far, by every session (their counters flushed first)."""
-    await asyncio.sleep(1.2)  # sessions flush their statistics at most once a second
-    await conn.execute("SELECT pg_stat_clear_snapshot()")
-    return int(await conn.fetchval("SELECT seq_scan FROM pg_stat_user_tables WHERE relname = 'jobs'"))
-
-
 async def test_a_worker_started_on_a_small_table_keeps_to_the_indexes_as_it_grows(conn: asyncpg.Connection,
                                                                                   dsn: str) -> None:
     """A worker's statements are prepared once per connection, and PostgreSQL plans a prepared
@@ -348,8 +341,8 @@ async def test_a_worker_started_on_a_small_table_keeps_to_the_indexes_as_it_grow
         await run_batches(0)  # enough calls of each statement for PostgreSQL to keep one plan for them
         await conn.execute("INSERT INTO jobs (type, user_id, input_data, status) "
                            "SELECT 'old', 1, '{}', 'completed' FROM generate_series(1, 50000)")
-        before = await _seq_scans_of_jobs(conn)
+        before = await seq_scans_of_jobs(conn)
         await run_batches(8)
-        assert await _seq_scans_of_jobs(conn) == before
+        assert await seq_scans_of_jobs(conn) == before
     finally:
         await worker.stop()

@@ -6,7 +6,7 @@ import asyncio
 
 import asyncpg
 
-from tests.helpers import RunningWorker, wait_for
+from tests.helpers import RunningWorker, seq_scans_of_jobs, wait_for
 from worker import transitions
 from worker.db import connect
 from worker.models import JobCreate
@@ -48,3 +48,22 @@ async def test_blocked_jobs_wait_for_every_dependency(dsn: str, conn: asyncpg.Co
         assert await conn.fetchval("SELECT pending_deps FROM jobs WHERE id = $1", c.id) == 1
     finally:
         await worker.stop()
+
+
+async def test_a_fan_out_and_its_release_look_jobs_up_by_key(conn: asyncpg.Connection) -> None:
+    """Flagging the parents of each job inserted and releasing a completed job's dependants
+    joined `jobs` to a list of ids, which the planner did by reading the whole table while it
+    thought it small: a pipeline of n jobs read the table n times as it grew."""
+    await conn.execute("ALTER TABLE jobs SET (autovacuum_enabled = off)")
+    await conn.execute("INSERT INTO jobs (id, type, input_data) SELECT 'parent-' || g, 'echo', '{}' "
+                       "FROM generate_series(1, 10) g")
+    before = await seq_scans_of_jobs(conn, conn)
+    await conn.execute("INSERT INTO jobs (type, input_data, dependent_on_jobs) "
+                       "SELECT 'echo', '{}', jsonb_build_array('parent-' || (g % 10 + 1)) "
+                       "FROM generate_series(1, 1000) g")
+    await conn.execute("UPDATE jobs SET status = 'completed', completed_at = now() WHERE id = 'parent-1'")
+    assert await seq_scans_of_jobs(conn, conn) == before
+    assert await conn.fetchval("SELECT count(*) FROM jobs WHERE pending_deps = 0 AND type = 'echo' "
+                               "AND dependent_on_jobs = '[\"parent-1\"]'") == 100
+    assert await conn.fetchval("SELECT count(*) FROM jobs WHERE has_dependants") == 10
+    assert await conn.fetchval("SELECT count(*) FROM job_dependencies") == 1000
