@@ -160,7 +160,8 @@ class ConsoleConnection(QObject):
     async def _open(self) -> None:
         if self.embedded:  # a fresh embedded database is migrated on first use, as the CLI does
             await prepare_schema(self.dsn, embedded=True)
-        self.client = await JobService.connect(self.dsn, settings=self.settings, source="console", pool_size=4)
+        self.client = await JobService.connect(self.dsn, settings=self.settings, source="console", pool_size=4,
+                                                 plan_each_call=True)
         await self._open_listener()
         self.writable = not self.forced_read_only and await self.client.can_write()
         self.is_connected = True

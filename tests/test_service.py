@@ -154,3 +154,40 @@ async def test_a_group_commit_answers_each_caller_and_audits_each_submitter(serv
     assert isinstance(refused, InvalidJob) and "no-such-job" in str(refused)
     assert not isinstance(good, InvalidJob) and await service.get_job(good.id)
     assert await conn.fetchval("SELECT count(*) FROM jobs WHERE id = $1", bad[1][1].id) == 0
+
+
+async def test_lookups_keep_to_the_indexes_as_the_table_grows(conn: asyncpg.Connection, dsn: str) -> None:
+    """Statements a session prepared while `jobs` was small kept the plan made then, a read of
+    every row, until an ANALYZE (autovacuum off here): at 300,000 rows the console's detail of
+    a job with dependants took 40 ms, an enqueue with a dependency 150. The console's service
+    plans each call, and the insert triggers (which also run in a backend's own sessions) keep
+    to the primary key."""
+    from tests.helpers import seq_scans_of_jobs
+
+    await conn.execute("ALTER TABLE jobs SET (autovacuum_enabled = off)")
+    await conn.execute("SET enable_seqscan = off")  # this test's own reads
+    # One connection, so that each statement surely passes the calls after which PostgreSQL may
+    # keep one plan for it (5); with more, the calls spread over connections as the pool likes.
+    console = await JobService.connect(dsn, settings=load_settings(DATABASE_URL=dsn), source="console",
+                                       pool_size=1, plan_each_call=True)
+    backend = await asyncpg.connect(dsn)  # a backend enqueueing by plain SQL on its own connection
+    [parent] = await console.enqueue_many([JobCreate("t", {})])
+
+    async def calls() -> None:
+        for _ in range(8):
+            await console.enqueue_many([JobCreate("t", {}, dependent_on_jobs=[parent])])
+            await console.job_detail(parent)  # the detail pane: dependants listed
+            await backend.execute("INSERT INTO jobs (type, input_data, dependent_on_jobs) "
+                                  "VALUES ('t', '{}', jsonb_build_array($1::text))", parent)
+
+    try:
+        await calls()  # PostgreSQL keeps one plan after 5 calls, where it may
+        await conn.execute("INSERT INTO jobs (type, user_id, input_data, status) "
+                           "SELECT 'old', 1, '{}', 'completed' FROM generate_series(1, 50000)")
+        before = await seq_scans_of_jobs(conn, console.pool, backend)
+        await calls()
+        assert await seq_scans_of_jobs(conn, console.pool, backend) == before
+        assert len((await console.job_detail(parent)).dependants) == 32
+    finally:
+        await backend.close()
+        await console.close()
