@@ -7,7 +7,6 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -94,12 +93,18 @@ def xvfb() -> Iterator[str]:
 
     if shutil.which("Xvfb") is None:
         assert platform_check.install_debian_packages(["xvfb", "xauth"]), "cannot install xvfb with apt-get"
-    display = ":87"
-    server = subprocess.Popen(["Xvfb", display, "-screen", "0", "1280x800x24", "-nolisten", "tcp"],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 15
-    while not Path(f"/tmp/.X11-unix/X{display[1:]}").exists() and time.monotonic() < deadline:
-        time.sleep(0.1)
+    # Xvfb picks a free display and writes its number once it accepts clients: with a fixed
+    # one, two test processes (pytest -n 2) shared one server, and the first to finish took it
+    # away from the other.
+    read_end, write_end = os.pipe()
+    server = subprocess.Popen(["Xvfb", "-displayfd", str(write_end), "-screen", "0", "1280x800x24",
+                               "-nolisten", "tcp"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                              pass_fds=(write_end,))
+    os.close(write_end)
+    with os.fdopen(read_end) as announced:
+        number = announced.readline().strip()
+    assert number, "Xvfb exited before it announced a display"
+    display = f":{number}"
     old = {k: os.environ.get(k) for k in ("DISPLAY", "QT_QPA_PLATFORM")}
     os.environ["DISPLAY"] = display
     os.environ["QT_QPA_PLATFORM"] = "xcb"
