@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator
 import asyncpg
 import pytest
 
+from tests.helpers import seq_scans_of_jobs
 from worker import fleet, transitions
 from worker.errors import IllegalTransition, JobNotFound
 from worker.job_queries import JobFilter
@@ -162,8 +163,6 @@ async def test_lookups_keep_to_the_indexes_as_the_table_grows(conn: asyncpg.Conn
     a job with dependants took 40 ms, an enqueue with a dependency 150. The console's service
     plans each call, and the insert triggers (which also run in a backend's own sessions) keep
     to the primary key."""
-    from tests.helpers import seq_scans_of_jobs
-
     await conn.execute("ALTER TABLE jobs SET (autovacuum_enabled = off)")
     await conn.execute("SET enable_seqscan = off")  # this test's own reads
     # One connection, so that each statement surely passes the calls after which PostgreSQL may
