@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -85,6 +86,41 @@ def test_an_unknown_platform_is_one_line_not_an_abort() -> None:
     assert line.startswith("jobdesk: error: unknown QT_QPA_PLATFORM 'bogus'; this Qt has: ") and "xcb" in line
 
 
+def display_taken(number: int) -> bool:
+    """A lock file in this /tmp, or a server on the abstract socket, which every process in the
+    network namespace shares (another container's X server can hold it)."""
+    if Path(f"/tmp/.X{number}-lock").exists():
+        return True
+    with socket.socket(socket.AF_UNIX) as probe:
+        try:
+            probe.connect(f"\0/tmp/.X11-unix/X{number}")
+        except OSError:
+            return False
+    return True
+
+
+def start_xvfb() -> tuple[subprocess.Popen[bytes], str]:
+    """Xvfb on a free display, once it accepts clients. Not `-displayfd` alone: that starts at
+    :0, where an X server of the host or of another container may answer for the display;
+    and not one fixed display, which two test processes (pytest -n 2) would share, the first to
+    finish taking it away from the other. Xvfb locks an explicit display before it listens, so
+    a server that loses the race for a number exits, and the next number is tried."""
+    first = 100 + os.getpid() % 800
+    for number in range(first, first + 50):
+        if display_taken(number):
+            continue
+        read_end, write_end = os.pipe()
+        server = subprocess.Popen(["Xvfb", f":{number}", "-displayfd", str(write_end), "-screen", "0",
+                                   "1280x800x24", "-nolisten", "tcp"], stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.DEVNULL, pass_fds=(write_end,))
+        os.close(write_end)
+        with os.fdopen(read_end) as announced:
+            if announced.readline().strip() == str(number):
+                return server, f":{number}"
+        server.wait(10)
+    raise AssertionError(f"no free X display from :{first} to :{first + 49}")
+
+
 @pytest.fixture(scope="module")
 def xvfb() -> Iterator[str]:
     """A real X server; the console's libraries installed the way `make run` installs them (in a
@@ -93,18 +129,7 @@ def xvfb() -> Iterator[str]:
 
     if shutil.which("Xvfb") is None:
         assert platform_check.install_debian_packages(["xvfb", "xauth"]), "cannot install xvfb with apt-get"
-    # Xvfb picks a free display and writes its number once it accepts clients: with a fixed
-    # one, two test processes (pytest -n 2) shared one server, and the first to finish took it
-    # away from the other.
-    read_end, write_end = os.pipe()
-    server = subprocess.Popen(["Xvfb", "-displayfd", str(write_end), "-screen", "0", "1280x800x24",
-                               "-nolisten", "tcp"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                              pass_fds=(write_end,))
-    os.close(write_end)
-    with os.fdopen(read_end) as announced:
-        number = announced.readline().strip()
-    assert number, "Xvfb exited before it announced a display"
-    display = f":{number}"
+    server, display = start_xvfb()
     old = {k: os.environ.get(k) for k in ("DISPLAY", "QT_QPA_PLATFORM")}
     os.environ["DISPLAY"] = display
     os.environ["QT_QPA_PLATFORM"] = "xcb"
