@@ -12,7 +12,7 @@ import time
 from collections.abc import Awaitable, Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import asyncpg
 
@@ -45,8 +45,13 @@ def start_worker(dsn: str, *args: str, log_path: Path | None = None, **extra: st
                             stderr=subprocess.STDOUT, text=True, cwd=ROOT)
 
 
-async def seq_scans_of_jobs(conn: asyncpg.Connection, *sessions: asyncpg.Connection | asyncpg.Pool) -> int:
-    """Sequential scans of `jobs` so far, by every session. A session reports its counts at the
+class JobsReads(NamedTuple):
+    seq_scans: int  # sequential scans of `jobs`
+    rows: int  # rows of `jobs` those scans and index scans fetched from the table
+
+
+async def reads_of_jobs(conn: asyncpg.Connection, *sessions: asyncpg.Connection | asyncpg.Pool) -> JobsReads:
+    """How `jobs` was read so far, by every session. A session reports its counts at the
     end of a transaction at most once a second, or once it has been idle for 10 s: so after a
     second, each of `sessions` (every connection of a pool) runs a statement first. Sessions
     that run statements all the time (a worker's) need not be given."""
@@ -63,7 +68,14 @@ async def seq_scans_of_jobs(conn: asyncpg.Connection, *sessions: asyncpg.Connect
         else:
             await session.execute("SELECT 1")
     await conn.execute("SELECT pg_stat_clear_snapshot()")
-    return int(await conn.fetchval("SELECT seq_scan FROM pg_stat_user_tables WHERE relname = 'jobs'"))
+    row = await conn.fetchrow("SELECT seq_scan, seq_tup_read + coalesce(idx_tup_fetch, 0) AS rows "
+                              "FROM pg_stat_user_tables WHERE relname = 'jobs'")
+    return JobsReads(int(row["seq_scan"]), int(row["rows"]))
+
+
+async def seq_scans_of_jobs(conn: asyncpg.Connection, *sessions: asyncpg.Connection | asyncpg.Pool) -> int:
+    """Sequential scans of `jobs` so far, by every session (see `reads_of_jobs`)."""
+    return (await reads_of_jobs(conn, *sessions)).seq_scans
 
 
 async def wait_for(predicate: Callable[[], Awaitable[Any]], timeout: float = 20.0,

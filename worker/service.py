@@ -438,13 +438,10 @@ class JobService:
     async def list_jobs(self, *, status: Status | str | None = None, type: str | None = None,
                         pipeline_id: str | None = None, limit: int = 50) -> list[JobRecord]:
         """Full records, newest first (for scripts; screens page with `job_page`)."""
-        rows = await self.pool.fetch(
-            f"""SELECT {JobRecord.COLUMNS} FROM jobs
-                 WHERE ($1::text IS NULL OR status = $1) AND ($2::text IS NULL OR type = $2)
-                   AND ($3::text IS NULL OR pipeline_id = $3) AND ($5::int IS NULL OR user_id = $5)
-                 ORDER BY seq DESC LIMIT $4""",
-            str(status) if status else None, type, pipeline_id, limit, self.user_id)
-        return [JobRecord.from_row(r) for r in rows]
+        filt = JobFilter(statuses=frozenset({Status(status)}) if status else frozenset(), type=type,
+                         pipeline_id=pipeline_id)
+        records, _ = await self.job_records_page(filt, limit=limit)
+        return records
 
     async def job_page(self, filt: JobFilter, *, sort: str = "created", descending: bool = True,
                        after: tuple[Any, int] | None = None, limit: int = 200) -> Page:
