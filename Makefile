@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test venv worker demo db bench bench-backlog bench-enqueue bench-console bench-dag bench-pipelines bench-bulk bench-failures bench-metrics lint clean screenshots dist
+.PHONY: run test venv worker demo db bench bench-backlog bench-enqueue bench-console bench-dag bench-pipelines bench-bulk bench-failures bench-metrics bench-list lint clean screenshots dist
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -84,3 +84,7 @@ bench-failures: $(STAMP)
 ## bench-metrics: each Metrics chart's query over a million jobs (prints figures)
 bench-metrics: $(STAMP)
 	$(PY) benchmarks/metrics_bench.py
+
+## bench-list: the job list's pages and counts over a million jobs, as the API, the console and the CLI read them (prints figures)
+bench-list: $(STAMP)
+	$(PY) benchmarks/list_bench.py

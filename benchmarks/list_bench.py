@@ -1,0 +1,93 @@
+"""The job list's reads on a large table (no Qt): pages and counts at 1,000,000 jobs, as the
+HTTP API, the console and the CLI make them. Prints figures.
+
+    python benchmarks/list_bench.py [--jobs 1000000]
+
+Fills a private embedded PostgreSQL with `--jobs` jobs through plain INSERTs (mostly completed,
+3 % failed, 0.3 % queued, running or waiting, of 4 types), then times each read through
+`JobService`: once as the API reads (plans kept across calls, one connection so that they are
+surely kept), once as the console reads (each call planned for its values).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import asyncpg
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks.harness import on_fresh_database  # noqa: E402
+from benchmarks.metrics_bench import timed  # noqa: E402
+from worker.job_queries import JobFilter  # noqa: E402
+from worker.models import Status  # noqa: E402
+from worker.service import JobService  # noqa: E402
+from worker.settings import load_settings  # noqa: E402
+
+CHUNK = 250_000
+
+
+async def fill(dsn: str, jobs: int) -> None:
+    t0 = time.perf_counter()
+    conn = await asyncpg.connect(dsn)
+    try:
+        for first in range(1, jobs + 1, CHUNK):
+            await conn.execute("""
+                INSERT INTO jobs (type, input_data, status, error_message, updated_at)
+                SELECT 'type.' || (g % 4), '{}'::jsonb, s.status,
+                       CASE WHEN s.status = 'failed' THEN 'Error ' || g END, now()
+                  FROM generate_series($1::int, $2::int) g
+                 CROSS JOIN LATERAL (
+                    SELECT CASE WHEN g % 333 = 0
+                                THEN (ARRAY['queued', 'in_progress', 'waiting_approval'])[1 + g / 333 % 3]
+                                WHEN g % 33 = 0 THEN 'failed' ELSE 'completed' END AS status) s""",
+                               first, min(jobs, first + CHUNK - 1))
+        await conn.execute("VACUUM ANALYZE jobs")
+    finally:
+        await conn.close()
+    print(f"filled {jobs:,} jobs in {time.perf_counter() - t0:.1f} s", flush=True)
+
+
+async def reads(service: JobService) -> None:
+    _, cursor = await service.job_records_page(JobFilter(), limit=50)
+    failed = JobFilter(statuses=frozenset({Status.FAILED}))
+    by_type = JobFilter(type="type.1")
+    await timed("API: newest 50 (GET /api/jobs)", lambda: service.job_records_page(JobFilter(), limit=50))
+    await timed("API: the next 50 (?cursor=)", lambda: service.job_records_page(JobFilter(), before_seq=cursor,
+                                                                               limit=50))
+    await timed("API: newest 50 of a type", lambda: service.job_records_page(by_type, limit=50))
+    await timed("API: newest 50 failed", lambda: service.job_records_page(failed, limit=50))
+    await timed("/metrics: queued, running, failed per type", lambda: service.active_counts())
+    await timed("console: newest 200", lambda: service.job_page(JobFilter()))
+    await timed("console: oldest 200", lambda: service.job_page(JobFilter(), descending=False))
+    await timed("console: newest 200 of a type", lambda: service.job_page(by_type))
+    await timed("console: status counts", lambda: service.status_counts(JobFilter()))
+    await timed("console: status counts of a type", lambda: service.status_counts(by_type))
+    await timed("CLI: jobdesk jobs (newest 50)", lambda: service.list_jobs(limit=50))
+
+
+async def measure(dsn: str, args: argparse.Namespace) -> None:
+    await fill(dsn, args.jobs)
+    settings = load_settings(DATABASE_URL=dsn)
+    for label, plan_each_call in (("plans kept (the API's, the CLI's)", False), ("planned each call "
+                                                                                "(the console's)", True)):
+        service = await JobService.connect(dsn, settings=settings, pool_size=1, plan_each_call=plan_each_call)
+        print(f"{label}:", flush=True)
+        try:
+            await reads(service)
+        finally:
+            await service.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--jobs", type=int, default=1_000_000)
+    args = parser.parse_args()
+    on_fresh_database(lambda dsn: measure(dsn, args))
+
+
+if __name__ == "__main__":
+    main()
