@@ -5,8 +5,8 @@ HTTP API, the console and the CLI make them. Prints figures.
 
 Fills a private embedded PostgreSQL with `--jobs` jobs through plain INSERTs (mostly completed,
 3 % failed, 0.3 % queued, running or waiting, of 4 types), then times each read through
-`JobService`: once as the API reads (plans kept across calls, one connection so that they are
-surely kept), once as the console reads (each call planned for its values).
+`JobService` as each front door connects it: the API's and the CLI's keep their plans across
+calls (on one connection, so that they surely are), the console's plans each call for its values.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.harness import on_fresh_database  # noqa: E402
 from benchmarks.metrics_bench import timed  # noqa: E402
+from worker.api.server import connect_service  # noqa: E402
 from worker.job_queries import JobFilter  # noqa: E402
 from worker.models import Status  # noqa: E402
 from worker.service import JobService  # noqa: E402
@@ -72,9 +73,12 @@ async def reads(service: JobService) -> None:
 async def measure(dsn: str, args: argparse.Namespace) -> None:
     await fill(dsn, args.jobs)
     settings = load_settings(DATABASE_URL=dsn)
-    for label, plan_each_call in (("plans kept (the API's, the CLI's)", False), ("planned each call "
-                                                                                "(the console's)", True)):
-        service = await JobService.connect(dsn, settings=settings, pool_size=1, plan_each_call=plan_each_call)
+    services = (("the API's service (plans kept, on the indexes)", lambda: connect_service(settings, pool_size=1)),
+                ("the console's (each call planned)",
+                 lambda: JobService.connect(dsn, settings=settings, pool_size=1, plan_each_call=True)),
+                ("the CLI's (plans kept)", lambda: JobService.connect(dsn, settings=settings, pool_size=1)))
+    for label, connect in services:
+        service = await connect()
         print(f"{label}:", flush=True)
         try:
             await reads(service)

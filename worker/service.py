@@ -215,10 +215,12 @@ class JobService:
 
     @classmethod
     async def connect(cls, dsn: str | None = None, *, settings: Settings | None = None,
-                      source: str = "api", pool_size: int | None = None, plan_each_call: bool = False) -> JobService:
+                      source: str = "api", pool_size: int | None = None, plan_each_call: bool = False,
+                      indexes_only: bool = False) -> JobService:
         """A service on DATABASE_URL (or `dsn`, or the embedded default), schema checked.
 
-        `plan_each_call` (the console's) plans each statement for its call: see `create_pool`."""
+        `plan_each_call` (the console's) plans each statement for its call, and `indexes_only`
+        (the HTTP API's) keeps its kept plans on the indexes: see `create_pool`."""
         settings = settings or load_settings()
         if dsn is None:
             target = resolve_target(settings)
@@ -227,7 +229,8 @@ class JobService:
             embedded = False
         pool = await create_pool(dsn, size=pool_size or settings.DB_POOL_SIZE,
                                  statement_timeout=settings.JOB_STATEMENT_TIMEOUT,
-                                 application_name=f"jobdesk-{source}", plan_each_call=plan_each_call)
+                                 application_name=f"jobdesk-{source}", plan_each_call=plan_each_call,
+                                 indexes_only=indexes_only)
         try:
             async with pool.acquire() as conn:
                 await ensure_schema(conn, embedded=embedded)

@@ -60,6 +60,15 @@ async def _check(settings: Settings, host: str, *, auth: bool) -> None:
                                    "(or start with --no-auth on a loopback host)")
 
 
+async def connect_service(settings: Settings, *, pool_size: int | None = None) -> JobService:
+    """The API's service: its plans are kept across calls (planning the group commit each time
+    cost a third more per batch) and kept on the indexes, so that none made while `jobs` was
+    small stays a read of the whole table as it grows (see `worker.db.create_pool`)."""
+    target = resolve_target(settings)
+    return await JobService.connect(target.dsn if not target.embedded else None, settings=settings, source="api",
+                                    pool_size=pool_size, indexes_only=True)
+
+
 async def serve(settings: Settings, host: str, port: int, *, auth: bool,
                 validate_input: InputValidator = accept_any_input, sock: socket.socket | None = None) -> None:
     """Serve on host:port, or on `sock`, a listening socket shared with other processes (the
@@ -67,8 +76,7 @@ async def serve(settings: Settings, host: str, port: int, *, auth: bool,
     if sock is None:
         await _check(settings, host, auth=auth)
     target = resolve_target(settings)
-    service = await JobService.connect(target.dsn if not target.embedded else None, settings=settings,
-                                       source="api")
+    service = await connect_service(settings)
     try:
         app = create_app(service, target.dsn, settings=settings, auth=auth, validate_input=validate_input)
         server = _Server(_config(app, host, port))
