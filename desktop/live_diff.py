@@ -84,7 +84,8 @@ def reload_diff(rows: Sequence[R], fresh: Sequence[R], *, key: Callable[[R], str
     steps, so that a reload that brings (nearly) the same rows repaints only what changed and
     keeps the selection; None when the rows that stay changed their order (reset instead).
 
-    Rows past `fresh` go, as a reset would drop them: the reload starts from the first page."""
+    Rows past `fresh` go, as a reset would drop them: the reload starts from the first page
+    (and reloads as many rows as were shown, up to a cap: `desktop.table_model.RELOAD_DEPTH`)."""
     fresh_keys = {key(r): r for r in fresh}
     removals = sorted((i for i, r in enumerate(rows) if key(r) not in fresh_keys), reverse=True)
     gone = set(removals)

@@ -3,8 +3,9 @@
 `RowsTableModel` is a list of rows under fixed headers: the workers panel uses it as it is.
 `PagedTableModel` adds rows the server sends a page at a time, which the job table and the
 pipeline list share: subclasses say how to fetch a page and what identifies a row; it loads the
-first page on `reload`, the next ones as the view scrolls (`fetchMore`), and drops the answer of
-a load that a newer one overtook."""
+first page on `reload` (a refresh of the same query as many pages as were shown, up to
+`RELOAD_DEPTH` rows), the next ones as the view scrolls (`fetchMore`), and drops the answer of a
+load that a newer one overtook."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from worker.service import JobService
 
 Index = QModelIndex | QPersistentModelIndex
 # Runs `fn(service)` with the console's JobService (`ConsoleConnection.run`).
+RELOAD_DEPTH = 2_000  # rows a refresh reloads at most, a page at a time, to keep what was scrolled to
 Query = Callable[[Callable[[JobService], Awaitable[Any]]], Awaitable[Any]]
 
 
@@ -139,6 +141,14 @@ class PagedTableModel(RowsTableModel):
     async def _load(self, after: Any | None, *, reset: bool = False) -> None:
         generation = self._generation
         rows, has_more = await self.fetch(after)
+        if after is None and not reset:
+            # A refresh of the same query (a live reload, Refresh) reloads as deep as the table
+            # was scrolled, up to a cap, so that the rows past the first page and the place of
+            # someone reading them stay.
+            shown = min(len(self._rows), RELOAD_DEPTH)
+            while has_more and rows and len(rows) < shown and generation == self._generation:
+                more, has_more = await self.fetch(rows[-1])
+                rows = [*rows, *more]
         if generation != self._generation:
             return
         self.now = datetime.now(UTC)

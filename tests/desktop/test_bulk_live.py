@@ -170,3 +170,47 @@ def test_live_reload_keeps_the_selection_and_the_clock_redraws_little(qapp: QApp
         await window.connection.close()
 
     run_qasync(qapp, scenario(), timeout=30)
+
+
+def test_a_refresh_keeps_the_rows_scrolled_to(qapp: QApplication, qtbot, test_db: str) -> None:  # type: ignore[no-untyped-def]  # noqa: F811
+    """A refresh of the same query (Refresh, or the reload after LISTEN reconnects) reloaded the
+    first page alone and dropped the rows past it, with the place of someone reading them. It
+    now reloads as many pages as were shown; a new filter still starts from the first page."""
+    async def scenario() -> None:
+        conn = await asyncpg.connect(test_db)
+        await fill(conn, 450, "pdf", "p")
+        window = open_window(qtbot, test_db)
+        await until(lambda: window.connection.is_connected and window.model.rowCount() == 200, what="the first page")
+        model = window.model
+
+        def scrolled_to_the_end() -> bool:  # as a view asks while scrolled down (it is ignored while a load runs)
+            if model.rowCount() == 450:
+                return True
+            model.fetchMore()
+            return False
+
+        await until(scrolled_to_the_end, what="all 450 rows")
+        assert window.jobs.select_job("p00010")  # near the bottom (newest first)
+        await conn.execute("UPDATE jobs SET status = 'queued' WHERE id = 'p00010'")
+        await conn.execute("INSERT INTO jobs (id, type, input_data) VALUES ('p00999', 'pdf', '{}')")
+        resets: list[int] = []
+        model.modelReset.connect(lambda: resets.append(1))
+        loads: list[int] = []
+        model.loaded.connect(lambda: loads.append(1))
+        model.reload()
+        await until(lambda: loads, what="the refresh")
+        assert resets == [] and model.rowCount() == 451
+        assert ids_shown(window) == ["p00999"] + [f"p{n:05d}" for n in range(450, 0, -1)]
+        assert model.row_at(model.row_of("p00010")).status == Status.QUEUED  # type: ignore[arg-type, union-attr]
+        assert [r.id for r in window.jobs.selected_rows()] == ["p00010"], "the selection stays"
+
+        window.jobs.type_edit.setText("pdf")  # a new filter starts from the first page
+        loads.clear()
+        window.jobs.apply_filters()
+        await until(lambda: loads, what="the new query")
+        assert resets == [1] and model.rowCount() == 200
+        await conn.close()
+        window.close()
+        await window.connection.close()
+
+    run_qasync(qapp, scenario(), timeout=30)
