@@ -55,7 +55,7 @@ sys.path.insert(0, str(ROOT))
 from benchmarks.engine_bench import stop_worker, worker_env  # noqa: E402
 from benchmarks.harness import server_cpu_seconds  # noqa: E402
 from tests import pg  # noqa: E402
-from worker.embedded import EmbeddedServer  # noqa: E402
+from worker.embedded.server import EmbeddedServer  # noqa: E402
 
 PROCESSORS = "benchmarks.bench_processors"
 MANY_TYPES = 20  # bench.noop plus 19 bench.extra.N types, see bench_processors

@@ -26,8 +26,8 @@ import asyncpg  # noqa: E402
 from benchmarks.harness import LoopLag, on_fresh_database, pct  # noqa: E402
 from desktop.connection import ConsoleConnection  # noqa: E402
 from desktop.main_window import MainWindow  # noqa: E402
-from worker.models import Status  # noqa: E402
-from worker.settings import load_settings  # noqa: E402
+from worker.core.models import Status  # noqa: E402
+from worker.core.settings import load_settings  # noqa: E402
 
 
 def rss_mb() -> float:

@@ -26,8 +26,8 @@ from PySide6.QtWidgets import QApplication  # noqa: E402
 
 from desktop.pipelines.dag_layout import layered_layout  # noqa: E402
 from desktop.pipelines.dag_view import DagView  # noqa: E402
-from worker.models import Status  # noqa: E402
-from worker.pipeline_queries import GraphNode  # noqa: E402
+from worker.core.models import Status  # noqa: E402
+from worker.store.pipelines import GraphNode  # noqa: E402
 
 
 def pipeline(n: int, seed: int = 1) -> list[GraphNode]:

@@ -25,9 +25,9 @@ import asyncpg  # noqa: E402
 from benchmarks.harness import on_fresh_database  # noqa: E402
 from desktop.connection import ConsoleConnection  # noqa: E402
 from desktop.main_window import MainWindow  # noqa: E402
-from worker.fingerprint import fingerprint  # noqa: E402
-from worker.service import JobService  # noqa: E402
-from worker.settings import load_settings  # noqa: E402
+from worker.core.fingerprint import fingerprint  # noqa: E402
+from worker.core.settings import load_settings  # noqa: E402
+from worker.service.jobs import JobService  # noqa: E402
 
 ERRORS = [f"{kind}: upstream 'host-{{g}}' refused after {{g}} tries (code {i})" for i, kind in
           enumerate(["ConnectionError", "TimeoutError", "KeyError", "ValueError", "OSError"] * 4)]
@@ -65,7 +65,7 @@ async def fill(dsn: str, n: int, failed: int) -> None:
         await conn.execute("VACUUM ANALYZE job_attempts")
         attempts = await conn.fetchval("SELECT count(*) FROM job_attempts")
         if os.environ.get("EXPLAIN"):
-            from worker.failure_queries import _groups_sql
+            from worker.store.failures import _groups_sql
 
             plan = await conn.fetch("EXPLAIN (ANALYZE, BUFFERS) " + _groups_sql(False), 24)
             print("\n".join(r[0] for r in plan), flush=True)

@@ -27,9 +27,9 @@ import asyncpg
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.harness import on_fresh_database  # noqa: E402
-from worker import stats_rollup  # noqa: E402
-from worker.db import connect  # noqa: E402
-from worker.stats_queries import (  # noqa: E402
+from worker.store import rollup as stats_rollup  # noqa: E402
+from worker.store.db import connect  # noqa: E402
+from worker.store.stats import (  # noqa: E402
     COUNTS_SQL,
     DEPTH_SQL,
     HIST_HOURS_DAYS_SQL,

@@ -22,8 +22,8 @@ import asyncpg
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.harness import on_fresh_database  # noqa: E402
-from worker.db import connect  # noqa: E402
-from worker.pipeline_queries import (  # noqa: E402
+from worker.store.db import connect  # noqa: E402
+from worker.store.pipelines import (  # noqa: E402
     PipelineFilter,
     PipelineStatus,
     fetch_graph,

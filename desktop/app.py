@@ -25,9 +25,9 @@ from desktop.platform_check import Problem, check_platform  # noqa: E402
 from desktop.smoke import smoke_test  # noqa: E402
 from desktop.tasks import spawn  # noqa: E402
 from desktop.theme import apply_style, follow_os_style, icon  # noqa: E402
-from worker.db import resolve_target  # noqa: E402
-from worker.errors import JobdeskError  # noqa: E402
-from worker.settings import load_settings  # noqa: E402
+from worker.core.errors import JobdeskError  # noqa: E402
+from worker.core.settings import load_settings  # noqa: E402
+from worker.store.db import resolve_target  # noqa: E402
 
 log = logging.getLogger("jobdesk.console")
 

@@ -13,11 +13,11 @@ from PySide6.QtCore import QObject, Signal
 
 from desktop.errors import EXPECTED
 from desktop.tasks import spawn
-from worker.db import CONNECTION_ERRORS, describe, is_starting_up
-from worker.errors import JobdeskError
-from worker.listener import NO_LISTEN_REASON, Listener, ListenerDeaf, listen_dsn
-from worker.service import JobService, prepare_schema
-from worker.settings import Settings
+from worker.core.errors import JobdeskError
+from worker.core.settings import Settings
+from worker.service.jobs import JobService, prepare_schema
+from worker.store.db import CONNECTION_ERRORS, describe, is_starting_up
+from worker.store.listener import NO_LISTEN_REASON, Listener, ListenerDeaf, listen_dsn
 
 log = logging.getLogger("jobdesk.console")
 T = TypeVar("T")
@@ -146,7 +146,7 @@ class ConsoleConnection(QObject):
         Only for this user's own embedded database."""
         if not self.embedded:
             return
-        from worker.embedded import embedded_server
+        from worker.embedded.server import embedded_server
 
         server = embedded_server()
         if server.dsn != self.dsn:

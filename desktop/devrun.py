@@ -13,7 +13,7 @@ import sys
 
 from desktop.launcher import has_display
 from desktop.platform_check import Problem, install_debian_packages
-from worker.errors import JobdeskError
+from worker.core.errors import JobdeskError
 
 
 def window_problem() -> Problem | None:
@@ -31,7 +31,7 @@ def main() -> int:
     if not has_display():
         print("no display found: running the database, a worker and the demo without the console",
               file=sys.stderr)
-        from worker.devrun import main as engine_only
+        from worker.cli.devrun import main as engine_only
 
         asyncio.run(engine_only())
         return 0
@@ -39,8 +39,8 @@ def main() -> int:
     if problem is not None:
         print(f"jobdesk: error: {problem.message}", file=sys.stderr)
         return 1
-    from worker.devrun import seed_demo
-    from worker.settings import load_settings
+    from worker.cli.devrun import seed_demo
+    from worker.core.settings import load_settings
 
     try:
         target, first = asyncio.run(seed_demo(load_settings()))

@@ -14,8 +14,8 @@ import traceback
 from types import TracebackType
 from typing import Any
 
-from worker.db import EXPECTED_DB_ERRORS
-from worker.errors import JobdeskError
+from worker.core.errors import JobdeskError
+from worker.store.db import EXPECTED_DB_ERRORS
 
 log = logging.getLogger("jobdesk.console")
 

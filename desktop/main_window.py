@@ -44,8 +44,8 @@ from desktop.shortcuts import ShortcutsDialog, add_shortcut, move_in
 from desktop.tasks import spawn
 from desktop.theme import icon
 from desktop.workers.workers_controller import WorkersController
-from worker.job_queries import JobFilter, JobRow
-from worker.models import short_id
+from worker.core.models import short_id
+from worker.store.jobs import JobFilter, JobRow
 
 log = logging.getLogger("jobdesk.console")
 

@@ -25,10 +25,10 @@ from PySide6.QtWidgets import QApplication  # noqa: E402
 from desktop.connection import ConsoleConnection  # noqa: E402
 from desktop.main_window import MainWindow  # noqa: E402
 from desktop.theme import apply_style  # noqa: E402
-from worker.embedded import EmbeddedServer  # noqa: E402
-from worker.service import migrate_database  # noqa: E402
-from worker.settings import load_settings  # noqa: E402
-from worker.showcase import metrics_history, showcase  # noqa: E402
+from worker.cli.showcase import metrics_history, showcase  # noqa: E402
+from worker.core.settings import load_settings  # noqa: E402
+from worker.embedded.server import EmbeddedServer  # noqa: E402
+from worker.service.jobs import migrate_database  # noqa: E402
 
 
 async def shoot(app: QApplication, dsn: str, out: Path) -> list[Path]:

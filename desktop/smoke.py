@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 from desktop.main_window import MainWindow
 from desktop.theme import RESOURCES, icon
-from worker.errors import JobdeskError
+from worker.core.errors import JobdeskError
 
 CONNECT_TIMEOUT_S = 15.0
 ROWS_TIMEOUT_S = 30.0

@@ -18,7 +18,7 @@ from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelInd
 
 from desktop.live_diff import Diff, reload_diff
 from desktop.tasks import spawn
-from worker.service import JobService
+from worker.service.jobs import JobService
 
 Index = QModelIndex | QPersistentModelIndex
 # Runs `fn(service)` with the console's JobService (`ConsoleConnection.run`).

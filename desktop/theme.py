@@ -8,8 +8,8 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor, QGuiApplication, QIcon, QPalette
 from PySide6.QtWidgets import QApplication
 
-from worker.models import Status
-from worker.paths import project_root
+from worker.core.models import Status
+from worker.core.paths import project_root
 
 RESOURCES = project_root() / "resources"
 

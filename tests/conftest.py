@@ -13,8 +13,8 @@ os.environ.setdefault("QT_API", "pyside6")
 
 from tests import bundle_build, pg  # noqa: E402
 from tests.pgbouncer import PgBouncer  # noqa: E402
-from worker.db import connect  # noqa: E402
-from worker.embedded import EmbeddedServer  # noqa: E402
+from worker.embedded.server import EmbeddedServer  # noqa: E402
+from worker.store.db import connect  # noqa: E402
 
 
 @pytest.fixture(scope="session")

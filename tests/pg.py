@@ -10,8 +10,8 @@ from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 
-from worker.embedded import EmbeddedServer
-from worker.migrations import migrate
+from worker.embedded.server import EmbeddedServer
+from worker.store.migrations import migrate
 
 TEMPLATE = "jobdesk_template"
 _counter = itertools.count(1)

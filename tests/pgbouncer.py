@@ -17,7 +17,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from desktop.platform_check import install_debian_packages
-from worker.embedded import EmbeddedServer
+from worker.embedded.server import EmbeddedServer
 
 SERVER_POOL_SIZE = 4  # server sessions per database: fewer than the clients, so they are shared
 

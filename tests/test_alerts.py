@@ -9,8 +9,8 @@ import asyncpg
 import pytest
 
 from tests.helpers import Inbox, RunningWorker, assert_no_job_lost, wait_for
-from worker.models import Job, ProcessorResult
-from worker.processor import BaseProcessor
+from worker.core.models import Job, ProcessorResult
+from worker.core.processor import BaseProcessor
 
 
 @pytest.fixture

@@ -11,12 +11,12 @@ import pytest
 
 from tests.helpers import run_cli
 from tests.test_cli import one_line_error
-from worker import cli
-from worker.errors import InvalidJob
-from worker.job_queries import JobFilter
-from worker.models import Status
-from worker.service import JobService
-from worker.settings import load_settings
+from worker.cli import commands as cli
+from worker.core.errors import InvalidJob
+from worker.core.models import Status
+from worker.core.settings import load_settings
+from worker.service.jobs import JobService
+from worker.store.jobs import JobFilter
 
 
 @pytest.fixture

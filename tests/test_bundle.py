@@ -18,7 +18,7 @@ import pytest
 
 from tests import bundle_build
 from tests.helpers import ROOT, TERMINAL, Inbox
-from worker.embedded import EmbeddedServer
+from worker.embedded.server import EmbeddedServer
 
 pytestmark = pytest.mark.timeout(600)  # waiting for the build: about a minute of one core
 
@@ -36,7 +36,7 @@ SITE_PROCESSORS = '''
     from pydantic import BaseModel
 
     from worker import BaseProcessor, Job, ProcessorResult
-    from worker.launch import worker_command
+    from worker.runtime.launch import worker_command
 
 
     class Values(BaseModel):

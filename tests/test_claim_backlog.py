@@ -10,10 +10,10 @@ from collections import Counter
 import asyncpg
 
 from tests.helpers import RecordsStarts, RunningWorker, seq_scans_of_jobs, wait_for
-from worker import transitions
-from worker.db import connect
-from worker.models import Job, JobCreate, ProcessorResult, Status
-from worker.processor import BaseProcessor
+from worker.core.models import Job, JobCreate, ProcessorResult, Status
+from worker.core.processor import BaseProcessor
+from worker.store import transitions
+from worker.store.db import connect
 
 
 async def claim_all(conn: asyncpg.Connection, types: list[str], batch: int) -> list[str]:
@@ -235,7 +235,7 @@ async def test_ids_made_by_the_database_are_time_ordered_uuid7(conn: asyncpg.Con
 
 
 def test_ids_made_in_python_are_time_ordered_uuid7_in_canonical_form() -> None:
-    from worker.models import new_job_id
+    from worker.core.models import new_job_id
 
     ids = [new_job_id() for _ in range(200)]
     parsed = [uuid.UUID(i) for i in ids]

@@ -7,10 +7,10 @@ import asyncio
 import asyncpg
 
 from tests.helpers import RunningWorker, seq_scans_of_jobs, wait_for
-from worker import transitions
-from worker.db import connect
-from worker.models import JobCreate
+from worker.core.models import JobCreate
 from worker.processors.builtin import EchoProcessor
+from worker.store import transitions
+from worker.store.db import connect
 
 
 async def test_children_enqueued_during_parent_completion_are_released(dsn: str, conn: asyncpg.Connection) -> None:

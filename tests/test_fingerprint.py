@@ -5,10 +5,11 @@ from __future__ import annotations
 import asyncpg
 import pytest
 
-from worker import failure_queries, transitions
-from worker.fingerprint import NO_ERROR, fingerprint
-from worker.job_queries import JobFilter, fetch_page
-from worker.models import JobCreate
+from worker.core.fingerprint import NO_ERROR, fingerprint
+from worker.core.models import JobCreate
+from worker.store import failures as failure_queries
+from worker.store import transitions
+from worker.store.jobs import JobFilter, fetch_page
 
 
 @pytest.mark.parametrize(("error", "expected"), [

@@ -7,7 +7,7 @@ from enum import Enum
 from pydantic import BaseModel, Field
 
 from desktop.jobs.input_models import check_input, input_models, skeleton
-from worker.settings import load_settings
+from worker.core.settings import load_settings
 
 
 class Size(Enum):

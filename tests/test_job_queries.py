@@ -11,10 +11,10 @@ import asyncpg
 import pytest
 
 from tests.helpers import reads_of_jobs
-from worker.job_queries import SORT_KEYS, JobFilter, fetch_page, fetch_rows, status_counts
-from worker.models import Status
-from worker.service import JobService
-from worker.settings import load_settings
+from worker.core.models import Status
+from worker.core.settings import load_settings
+from worker.service.jobs import JobService
+from worker.store.jobs import SORT_KEYS, JobFilter, fetch_page, fetch_rows, status_counts
 
 TYPES = ["video.render", "email", "echo", "resize_50%"]
 

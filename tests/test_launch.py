@@ -1,7 +1,7 @@
 import subprocess
 import sys
 
-from worker import launch
+from worker.runtime import launch
 
 
 def test_worker_command_from_a_python_install_runs_the_cli_module():

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from worker import paths
+from worker.core import paths
 
 
 def test_outside_a_bundle_programs_inherit_the_environment() -> None:

@@ -21,15 +21,15 @@ import pytest
 from tests import pg
 from tests.helpers import RunningWorker, assert_no_job_lost, run_cli, start_worker, wait_for
 from tests.pgbouncer import SERVER_POOL_SIZE, PgBouncer
-from worker import cli
-from worker.db import is_pooled, know_pooler
-from worker.errors import DatabaseUnavailable
-from worker.listener import Listener, ListenerDeaf
-from worker.models import Job, JobCreate, ProcessorResult
-from worker.processor import BaseProcessor
+from worker.cli import commands as cli
+from worker.core.errors import DatabaseUnavailable
+from worker.core.models import Job, JobCreate, ProcessorResult
+from worker.core.processor import BaseProcessor
+from worker.core.settings import load_settings
 from worker.processors.builtin import EchoProcessor, SleepProcessor
-from worker.service import JobService
-from worker.settings import load_settings
+from worker.service.jobs import JobService
+from worker.store.db import is_pooled, know_pooler
+from worker.store.listener import Listener, ListenerDeaf
 
 POLLING = "DATABASE_LISTEN_URL is not set, so there is no LISTEN"
 

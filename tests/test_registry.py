@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from worker.errors import ProcessorLoadError
+from worker.core.errors import ProcessorLoadError
 from worker.processors.builtin import EchoProcessor
-from worker.registry import instantiate, load_processor_classes
+from worker.runtime.registry import instantiate, load_processor_classes
 
 
 def write_module(folder: Path, name: str, body: str) -> None:

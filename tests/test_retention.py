@@ -9,12 +9,12 @@ import asyncpg
 import pytest
 
 from tests.helpers import RunningWorker, run_cli, wait_for
-from worker import retention
-from worker.durations import parse_duration
-from worker.errors import SettingsError
+from worker.core.durations import parse_duration
+from worker.core.errors import SettingsError
+from worker.core.settings import load_settings
 from worker.processors.builtin import EchoProcessor
-from worker.service import JobService
-from worker.settings import load_settings
+from worker.runtime import retention
+from worker.service.jobs import JobService
 
 DAY = 86400.0
 KEEP = {"completed": 7 * DAY, "cancelled": 7 * DAY, "failed": 30 * DAY, "audit": 90 * DAY}

@@ -15,10 +15,10 @@ import asyncpg
 import pytest
 
 from tests.helpers import run_cli, start_worker, wait_for
-from worker import scheduler
-from worker.db import connect
-from worker.errors import InvalidJob
-from worker.schedules import Schedule, due_ticks
+from worker.core.errors import InvalidJob
+from worker.core.schedules import Schedule, due_ticks
+from worker.runtime import scheduler
+from worker.store.db import connect
 
 T0 = datetime(2026, 3, 27, 12, 0, 0, tzinfo=UTC)
 

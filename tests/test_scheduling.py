@@ -9,10 +9,10 @@ import asyncpg
 import pytest
 
 from tests.helpers import RecordsStarts, RunningWorker, wait_for
-from worker import transitions
-from worker.db import connect
-from worker.errors import IllegalTransition
-from worker.models import Job, JobCreate, ProcessorResult
+from worker.core.errors import IllegalTransition
+from worker.core.models import Job, JobCreate, ProcessorResult
+from worker.store import transitions
+from worker.store.db import connect
 
 
 async def claim(conn: asyncpg.Connection, types: list[str], limit: int = 100) -> list[str]:

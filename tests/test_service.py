@@ -9,14 +9,14 @@ import asyncpg
 import pytest
 
 from tests.helpers import seq_scans_of_jobs
-from worker import fleet, transitions
 from worker.api.server import connect_service
-from worker.errors import IllegalTransition, InvalidJob, JobNotFound
-from worker.job_queries import JobFilter
-from worker.models import JobCreate, Status
-from worker.pipeline_queries import PipelineFilter
-from worker.service import JobService
-from worker.settings import load_settings
+from worker.core.errors import IllegalTransition, InvalidJob, JobNotFound
+from worker.core.models import JobCreate, Status
+from worker.core.settings import load_settings
+from worker.service.jobs import JobService
+from worker.store import fleet, transitions
+from worker.store.jobs import JobFilter
+from worker.store.pipelines import PipelineFilter
 
 
 @pytest.fixture
@@ -134,7 +134,7 @@ async def test_a_group_commit_answers_each_caller_and_audits_each_submitter(serv
     from datetime import UTC, datetime, timedelta
 
     from worker.api.render import job_json
-    from worker.errors import InvalidJob
+    from worker.core.errors import InvalidJob
 
     ann, bob = transitions.Actor("api", None, "ann"), transitions.Actor("api", None, "bob")
     [parent] = await service.enqueue_many([JobCreate("t", {})])

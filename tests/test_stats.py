@@ -11,10 +11,12 @@ import asyncpg
 import pytest
 
 from tests.helpers import RunningWorker, run_cli, wait_for
-from worker import stats_queries, stats_rollup, transitions
-from worker.models import Job, JobCreate, ProcessorResult
-from worker.processor import BaseProcessor
-from worker.stats_queries import WINDOWS, BadWindow, bin_bounds, parse_window, percentile
+from worker.core.models import Job, JobCreate, ProcessorResult
+from worker.core.processor import BaseProcessor
+from worker.store import rollup as stats_rollup
+from worker.store import stats as stats_queries
+from worker.store import transitions
+from worker.store.stats import WINDOWS, BadWindow, bin_bounds, parse_window, percentile
 
 
 class Sleepy(BaseProcessor):

@@ -5,9 +5,9 @@ from __future__ import annotations
 import asyncpg
 import pytest
 
-from worker import transitions
-from worker.errors import IllegalTransition, InvalidJob, JobNotFound
-from worker.models import JobCreate
+from worker.core.errors import IllegalTransition, InvalidJob, JobNotFound
+from worker.core.models import JobCreate
+from worker.store import transitions
 
 ACTOR = transitions.Actor("api", "tester")
 

@@ -8,13 +8,13 @@ import asyncpg
 import pytest
 
 from tests.helpers import RecordsStarts, RunningWorker, run_cli, wait_for
-from worker import transitions
-from worker.db import connect
-from worker.errors import SettingsError
-from worker.models import Job, JobCreate, ProcessorResult
-from worker.processor import BaseProcessor
-from worker.settings import load_settings
-from worker.type_limits import ClaimLimits
+from worker.core.errors import SettingsError
+from worker.core.limits import ClaimLimits
+from worker.core.models import Job, JobCreate, ProcessorResult
+from worker.core.processor import BaseProcessor
+from worker.core.settings import load_settings
+from worker.store import transitions
+from worker.store.db import connect
 
 
 class Sleeps(BaseProcessor):
@@ -73,7 +73,7 @@ async def test_a_worker_without_the_setting_respects_the_stored_limit(conn: asyn
 
 
 async def test_a_workers_own_cap(conn: asyncpg.Connection, dsn: str) -> None:
-    from worker.runner import Worker
+    from worker.runtime.worker import Worker
 
     await transitions.enqueue(conn, [JobCreate("render", {}) for _ in range(8)])
     stop = asyncio.Event()

@@ -9,9 +9,9 @@ import asyncpg
 import pytest
 
 from tests.helpers import run_cli
-from worker import transitions
-from worker.models import JobCreate
-from worker.service import JobService
+from worker.core.models import JobCreate
+from worker.service.jobs import JobService
+from worker.store import transitions
 
 
 @pytest.fixture

@@ -9,13 +9,13 @@ from typing import Any
 import asyncpg
 
 from tests.helpers import RunningWorker, assert_no_job_lost, wait_for
-from worker import transitions
-from worker.errors import PermanentJobError
-from worker.models import Job, JobCreate, ProcessorResult
-from worker.processor import BaseProcessor
+from worker.core.errors import PermanentJobError
+from worker.core.models import Job, JobCreate, ProcessorResult
+from worker.core.processor import BaseProcessor
 from worker.processors.builtin import EchoProcessor, SleepProcessor
 from worker.processors.demo_video import PROCESSOR_MAP as DEMO_MAP
 from worker.processors.demo_video import demo_pipeline
+from worker.store import transitions
 
 
 async def done(conn: asyncpg.Connection, *ids: str, status: str = "completed") -> bool:

@@ -5,11 +5,11 @@ Processors import what they need from here:
     from worker import BaseProcessor, ProcessorResult, JobCreate, PermanentJobError
 """
 
-from worker.client import JobClient
-from worker.errors import IllegalTransition, InvalidJob, JobdeskError, JobNotFound, PermanentJobError
-from worker.models import Job, JobCreate, JobRecord, ProcessorResult, Status
-from worker.processor import BaseProcessor
-from worker.schedules import Schedule
+from worker.core.errors import IllegalTransition, InvalidJob, JobdeskError, JobNotFound, PermanentJobError
+from worker.core.models import Job, JobCreate, JobRecord, ProcessorResult, Status
+from worker.core.processor import BaseProcessor
+from worker.core.schedules import Schedule
+from worker.service.client import JobClient
 
 __version__ = "0.1.0"
 

@@ -1,18 +1,3 @@
-"""The Python API for backends: enqueue jobs and pipelines, read them, act on them.
+"""Moved to `worker.service.client`; this path stays for code written against it."""
 
-    async with await JobClient.connect() as jobs:          # DATABASE_URL, or the embedded default
-        job_id = await jobs.enqueue("echo", {"hello": "world"})
-        pipeline_id = await jobs.create_pipeline([...JobCreate...])
-        record = await jobs.get_job(job_id)
-
-`JobClient` is the service every front door uses (`worker.service.JobService`), under the name
-backends know it by.
-"""
-
-from __future__ import annotations
-
-from worker.service import JobService, ensure_schema
-
-JobClient = JobService
-
-__all__ = ["JobClient", "ensure_schema"]
+from worker.service.client import *  # noqa: F403

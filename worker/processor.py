@@ -1,23 +1,3 @@
-"""The processor API: subclass BaseProcessor and map job types to it in PROCESSOR_MAP."""
+"""Moved to `worker.core.processor`; this path stays for code written against it."""
 
-from __future__ import annotations
-
-from typing import ClassVar
-
-from pydantic import BaseModel
-
-from worker.models import Job, ProcessorResult
-
-
-class BaseProcessor:
-    """Runs one type of job. Instantiated with no arguments, once per worker.
-
-    `input_model`, a pydantic model, declares what `input_data` must look like: the worker checks
-    it before `process` (a mismatch fails the job at once, without retries), and `jobdesk submit`
-    and the HTTP API check it at enqueue time when they have the processor loaded.
-    """
-
-    input_model: ClassVar[type[BaseModel] | None] = None
-
-    async def process(self, job: Job) -> ProcessorResult:
-        raise NotImplementedError(f"{type(self).__name__}.process is not implemented")
+from worker.core.processor import *  # noqa: F403

@@ -21,8 +21,8 @@ from desktop.jobs.job_table_model import COL_CREATED, COL_ID, COL_PIPELINE, COL_
 from desktop.list_table import list_table
 from desktop.shown_gate import ShownGate
 from desktop.tasks import spawn
-from worker.job_queries import JobFilter, JobRow
-from worker.models import Status, short_id
+from worker.core.models import Status, short_id
+from worker.store.jobs import JobFilter, JobRow
 
 log = logging.getLogger("jobdesk.console")
 

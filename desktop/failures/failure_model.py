@@ -8,8 +8,8 @@ from typing import Any
 from PySide6.QtCore import Qt
 
 from desktop.table_model import Index, RowsTableModel
-from worker.failure_queries import FailureGroup
-from worker.timefmt import relative
+from worker.core.timefmt import relative
+from worker.store.failures import FailureGroup
 
 # The error last: it is the widest, and the last column stretches.
 COLUMNS = ("Failed jobs", "Attempts 24 h", "Types", "First seen", "Last seen", "Error")

@@ -28,9 +28,9 @@ from desktop.failures.failure_model import COL_ERROR, FailureGroupModel
 from desktop.jobs.job_detail import monospace
 from desktop.list_table import list_table
 from desktop.tasks import spawn
-from worker.failure_queries import WINDOW_HOURS, FailureGroup, FailureSample
-from worker.job_queries import JobFilter
-from worker.models import Status, short_id
+from worker.core.models import Status, short_id
+from worker.store.failures import WINDOW_HOURS, FailureGroup, FailureSample
+from worker.store.jobs import JobFilter
 
 log = logging.getLogger("jobdesk.console")
 

@@ -14,9 +14,9 @@ from PySide6.QtGui import QBrush, QColor, QHelpEvent, QPainter, QPaintEvent, QPe
 from PySide6.QtWidgets import QSizePolicy, QToolTip, QWidget
 
 from desktop.theme import STATUS_COLOURS
-from worker.models import JobRecord, Status
-from worker.service import Attempt
-from worker.timefmt import span
+from worker.core.models import JobRecord, Status
+from worker.core.timefmt import span
+from worker.service.jobs import Attempt
 
 WAIT, RUN, BACKOFF = "wait", "run", "backoff"
 OUTCOME_COLOURS = {"completed": STATUS_COLOURS[Status.COMPLETED][0], "running": STATUS_COLOURS[Status.IN_PROGRESS][0],

@@ -11,8 +11,8 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from worker.registry import load_processor_classes
-from worker.settings import Settings
+from worker.core.settings import Settings
+from worker.runtime.registry import load_processor_classes
 
 
 def input_models(settings: Settings) -> dict[str, type[BaseModel]]:

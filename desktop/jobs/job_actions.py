@@ -13,9 +13,9 @@ from PySide6.QtWidgets import QInputDialog, QMessageBox, QWidget
 from desktop.errors import EXPECTED
 from desktop.tasks import spawn
 from desktop.theme import icon
-from worker.errors import JobdeskError
-from worker.models import Status
-from worker.transitions import is_legal
+from worker.core.errors import JobdeskError
+from worker.core.models import Status
+from worker.store.transitions import is_legal
 
 # action name: (label, shortcut, confirmation question or None)
 ACTIONS: dict[str, tuple[str, str, str | None]] = {

@@ -26,10 +26,10 @@ from PySide6.QtWidgets import (
 
 from desktop.jobs.attempt_timeline import AttemptTimeline, segments
 from desktop.theme import STATUS_COLOURS, status_label
-from worker import service
-from worker.models import short_id
-from worker.timefmt import relative
-from worker.waiting import WaitingReason
+from worker.core.models import short_id
+from worker.core.timefmt import relative
+from worker.service import jobs as service
+from worker.store.waiting import WaitingReason
 
 RAW_LIMIT = 200_000  # characters of raw JSON shown; the rest is cut with a note
 CHILD_LIMIT = 500  # children shown per JSON node

@@ -16,9 +16,9 @@ from PySide6.QtCore import Qt
 from desktop.live_diff import diff_rows
 from desktop.table_model import Index, PagedTableModel, Query
 from desktop.theme import status_label
-from worker.job_queries import JobFilter, JobRow, glob_matches
-from worker.models import Status, short_id
-from worker.timefmt import relative, span, until
+from worker.core.models import Status, short_id
+from worker.core.timefmt import relative, span, until
+from worker.store.jobs import JobFilter, JobRow, glob_matches
 
 log = logging.getLogger("jobdesk.console")
 

@@ -32,8 +32,8 @@ from desktop.list_table import list_table
 from desktop.status_filter import checked, status_buttons
 from desktop.tasks import spawn
 from desktop.theme import STATUS_COLOURS, status_label
-from worker.job_queries import JobFilter, JobRow, StatusCounts
-from worker.models import Status
+from worker.core.models import Status
+from worker.store.jobs import JobFilter, JobRow, StatusCounts
 
 log = logging.getLogger("jobdesk.console")
 

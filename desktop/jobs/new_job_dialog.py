@@ -31,7 +31,7 @@ from desktop.errors import EXPECTED, reason
 from desktop.jobs.input_models import check_input, skeleton
 from desktop.jobs.job_detail import monospace
 from desktop.tasks import spawn
-from worker.models import short_id
+from worker.core.models import short_id
 
 
 class NewJobDialog(QDialog):

@@ -8,7 +8,7 @@ from PySide6.QtWidgets import QStyle, QStyledItemDelegate, QStyleOptionViewItem
 
 from desktop.jobs.job_table_model import ROW_ROLE
 from desktop.theme import STATUS_COLOURS, status_label
-from worker.models import Status
+from worker.core.models import Status
 
 STATUS_ROLE = Qt.ItemDataRole.UserRole + 7  # a row's Status, for models whose rows are not JobRows
 

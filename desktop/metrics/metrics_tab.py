@@ -18,8 +18,8 @@ from desktop.connection import ConsoleConnection  # noqa: E402
 from desktop.errors import EXPECTED, reason  # noqa: E402
 from desktop.tasks import spawn  # noqa: E402
 from desktop.theme import STATUS_COLOURS  # noqa: E402
-from worker.models import Status  # noqa: E402
-from worker.stats_queries import QUEUE_STATUSES, WINDOWS, Metrics, TableSize, Window  # noqa: E402
+from worker.core.models import Status  # noqa: E402
+from worker.store.stats import QUEUE_STATUSES, WINDOWS, Metrics, TableSize, Window  # noqa: E402
 
 log = logging.getLogger("jobdesk.console")
 

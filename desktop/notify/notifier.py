@@ -16,8 +16,8 @@ from PySide6.QtCore import QObject, QSettings, QTimer, Signal
 from desktop.connection import ConsoleConnection
 from desktop.errors import EXPECTED, reason
 from desktop.tasks import spawn
-from worker.models import short_id
-from worker.stats_queries import Attention, Transition
+from worker.core.models import short_id
+from worker.store.stats import Attention, Transition
 
 log = logging.getLogger("jobdesk.console")
 

@@ -10,7 +10,7 @@ from PySide6.QtWidgets import QLabel, QMenu, QStatusBar, QSystemTrayIcon, QWidge
 
 from desktop.notify.notifier import Notice, NotificationSettings
 from desktop.theme import icon
-from worker.stats_queries import Attention
+from worker.store.stats import Attention
 
 
 def badge_icon(base: QIcon, count: int) -> QIcon:

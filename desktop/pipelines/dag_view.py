@@ -36,9 +36,9 @@ from PySide6.QtWidgets import (
 
 from desktop.pipelines.dag_layout import NODE_H, NODE_W, layered_layout
 from desktop.theme import STATUS_COLOURS, STATUS_SYMBOLS, status_label
-from worker.models import Status
-from worker.pipeline_queries import GraphNode
-from worker.timefmt import span
+from worker.core.models import Status
+from worker.core.timefmt import span
+from worker.store.pipelines import GraphNode
 
 # What "follow" and C centre on, most urgent first.
 FOCUS_ORDER = (Status.IN_PROGRESS, Status.FAILED, Status.WAITING_APPROVAL)

@@ -13,13 +13,13 @@ from PySide6.QtCore import Qt
 
 from desktop.live_diff import diff_rows
 from desktop.table_model import Index, PagedTableModel, Query
-from worker.models import short_id
-from worker.pipeline_queries import (
+from worker.core.models import short_id
+from worker.core.timefmt import relative, span
+from worker.store.pipelines import (
     PipelineFilter,
     PipelineRow,
     PipelineStatus,
 )
-from worker.timefmt import relative, span
 
 PAGE_SIZE = 200
 ROW_ROLE = Qt.ItemDataRole.UserRole + 1

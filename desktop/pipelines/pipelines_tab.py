@@ -29,14 +29,14 @@ from desktop.shown_gate import ShownGate
 from desktop.status_filter import checked, status_buttons
 from desktop.tasks import spawn
 from desktop.theme import icon
-from worker.models import Status, short_id
-from worker.pipeline_queries import (
+from worker.core.models import Status, short_id
+from worker.store.pipelines import (
     GRAPH_LIMIT,
     GraphNode,
     PipelineFilter,
     PipelineStatus,
 )
-from worker.transitions import is_legal
+from worker.store.transitions import is_legal
 
 log = logging.getLogger("jobdesk.console")
 PLAN_SHOWN = 15  # jobs listed by name in the "retry failed and downstream" question

@@ -8,8 +8,8 @@ from PySide6.QtWidgets import QStyle, QStyledItemDelegate, QStyleOptionViewItem
 
 from desktop.pipelines.pipeline_model import COL_PROGRESS, COL_STATUS, ROW_ROLE, pipeline_label
 from desktop.theme import STATUS_COLOURS
-from worker.models import Status
-from worker.pipeline_queries import PipelineRow, PipelineStatus
+from worker.core.models import Status
+from worker.store.pipelines import PipelineRow, PipelineStatus
 
 # A pipeline's status borrows the colour of the job status it stands for.
 PIPELINE_COLOURS = {

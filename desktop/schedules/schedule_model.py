@@ -10,9 +10,9 @@ from PySide6.QtCore import Qt
 from desktop.jobs.status_delegate import STATUS_ROLE
 from desktop.live_diff import diff_rows
 from desktop.table_model import Index, RowsTableModel
-from worker.models import short_id
-from worker.scheduler import ScheduledJob, ScheduleRecord
-from worker.timefmt import relative
+from worker.core.models import short_id
+from worker.core.timefmt import relative
+from worker.runtime.scheduler import ScheduledJob, ScheduleRecord
 
 COLUMNS = ["Name", "When", "Timezone", "Type", "Next run", "Last run", "State"]
 COL_NAME, COL_WHEN, COL_ZONE, COL_TYPE, COL_NEXT, COL_LAST, COL_STATE = range(len(COLUMNS))

@@ -15,7 +15,7 @@ from desktop.jobs.status_delegate import StatusChipDelegate
 from desktop.list_table import list_table
 from desktop.schedules.schedule_model import TICK_COL_STATUS, ScheduleTableModel, TickTableModel
 from desktop.tasks import spawn
-from worker.scheduler import ScheduleRecord
+from worker.runtime.scheduler import ScheduleRecord
 
 REFRESH_MS = 3000
 

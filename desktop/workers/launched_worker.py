@@ -19,7 +19,7 @@ from PySide6.QtCore import QObject, QProcess, QProcessEnvironment, Signal
 
 from desktop.connection import ConsoleConnection
 from desktop.workers.worker_log import LineSplitter, LogLine
-from worker.launch import worker_command
+from worker.runtime.launch import worker_command
 
 log = logging.getLogger("jobdesk.console")
 

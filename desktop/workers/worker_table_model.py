@@ -17,10 +17,10 @@ from PySide6.QtGui import QColor, QFont
 
 from desktop.table_model import Index, RowsTableModel
 from desktop.theme import is_dark
-from worker import fleet
-from worker.fleet import WorkerRecord
-from worker.models import short_id
-from worker.timefmt import relative
+from worker.core.models import short_id
+from worker.core.timefmt import relative
+from worker.store import fleet
+from worker.store.fleet import WorkerRecord
 
 WORKER_ROLE = Qt.ItemDataRole.UserRole + 1  # the WorkerRecord of a row
 JOBS_ROLE = Qt.ItemDataRole.UserRole + 2  # ids of the jobs it runs

@@ -16,8 +16,8 @@ from desktop.theme import icon
 from desktop.workers.launched_worker import LaunchedWorker, WorkerLauncher
 from desktop.workers.log_dock import WorkerLogDock
 from desktop.workers.workers_panel import WorkersPanel
-from worker import fleet
-from worker.fleet import WorkerRecord
+from worker.store import fleet
+from worker.store.fleet import WorkerRecord
 
 log = logging.getLogger("jobdesk.console")
 

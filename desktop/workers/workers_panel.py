@@ -27,10 +27,10 @@ from desktop.list_table import list_table
 from desktop.tasks import spawn
 from desktop.workers.job_links_delegate import JobLinksDelegate
 from desktop.workers.worker_table_model import COL_JOBS, COLUMNS, WorkerTableModel
-from worker import fleet
-from worker.errors import JobdeskError
-from worker.fleet import UnservedType, WorkerRecord
-from worker.transitions import worker_command_is_legal
+from worker.core.errors import JobdeskError
+from worker.store import fleet
+from worker.store.fleet import UnservedType, WorkerRecord
+from worker.store.transitions import worker_command_is_legal
 
 log = logging.getLogger("jobdesk.console")
 

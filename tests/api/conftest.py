@@ -7,8 +7,8 @@ import httpx
 import pytest
 
 from worker.api import create_app
-from worker.service import JobService
-from worker.settings import load_settings
+from worker.core.settings import load_settings
+from worker.service.jobs import JobService
 
 
 @dataclass

@@ -11,8 +11,8 @@ import httpx
 
 from tests import pg
 from worker.api import create_app
-from worker.service import JobService, migrate_database
-from worker.settings import load_settings
+from worker.core.settings import load_settings
+from worker.service.jobs import JobService, migrate_database
 
 
 async def test_503_while_the_database_is_down_then_recovery() -> None:

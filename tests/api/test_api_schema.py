@@ -19,8 +19,8 @@ from schemathesis.specs.openapi.checks import (
 from tests import pg
 from tests.api.test_api_server import start_api, stop
 from tests.helpers import run_cli
-from worker.service import JobService
-from worker.settings import load_settings
+from worker.core.settings import load_settings
+from worker.service.jobs import JobService
 
 
 @pytest.fixture(scope="module")

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from tests.api.conftest import Api
 from tests.api.test_jobs_api import assert_error
-from worker.job_queries import JobFilter
-from worker.models import JobCreate
-from worker.schedules import Schedule
+from worker.core.models import JobCreate
+from worker.core.schedules import Schedule
+from worker.store.jobs import JobFilter
 
 
 async def fail(api: Api, ids: list[str]) -> None:

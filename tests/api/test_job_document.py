@@ -10,10 +10,10 @@ import asyncpg
 import pytest
 
 from tests.api.conftest import Api
-from worker import transitions
 from worker.api.render import detail_json, job_json
-from worker.errors import JobNotFound
-from worker.models import JobCreate
+from worker.core.errors import JobNotFound
+from worker.core.models import JobCreate
+from worker.store import transitions
 
 WORKER = "w-doc"
 

@@ -17,9 +17,9 @@ from desktop.jobs.attempt_timeline import BACKOFF, RUN, WAIT, AttemptTimeline, s
 from desktop.main_window import MainWindow
 from tests import pg
 from tests.desktop.qt_helpers import run_qasync, until
-from worker.models import JobRecord
-from worker.service import Attempt
-from worker.settings import load_settings
+from worker.core.models import JobRecord
+from worker.core.settings import load_settings
+from worker.service.jobs import Attempt
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 

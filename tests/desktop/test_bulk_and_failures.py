@@ -10,7 +10,7 @@ from desktop.failures.failure_model import COL_ATTEMPTS, COL_ERROR, COL_FAILED, 
 from desktop.jobs.bulk_action import BulkActions
 from tests.desktop.qt_helpers import run_qasync, until
 from tests.desktop.test_console import ids_shown, open_window, test_db  # noqa: F401
-from worker.models import Status
+from worker.core.models import Status
 
 REFUSED = "ConnectionError: upstream <str> refused after <n> tries"
 

@@ -18,7 +18,7 @@ from desktop.jobs.job_table_model import COL_CREATED, COL_ID, COL_TYPE
 from tests.desktop.qt_helpers import run_qasync, until
 from tests.desktop.test_bulk_and_failures import fill
 from tests.desktop.test_console import ids_shown, open_window, test_db  # noqa: F401
-from worker.models import Status
+from worker.core.models import Status
 
 
 class PaintedRegions(QObject):

@@ -12,8 +12,8 @@ from desktop.connection import ConsoleConnection
 from desktop.main_window import MainWindow
 from tests import pg
 from tests.desktop.qt_helpers import run_qasync, until
-from worker.models import Status
-from worker.settings import load_settings
+from worker.core.models import Status
+from worker.core.settings import load_settings
 
 
 @pytest.fixture
@@ -139,10 +139,10 @@ def test_reconnects_after_the_database_restarts(qapp: QApplication, qtbot, test_
 
 def test_worker_progress_and_every_action_show_in_the_table(qapp: QApplication, qtbot,  # type: ignore[no-untyped-def]
                                                             test_db: str) -> None:
-    from worker.models import JobCreate
+    from worker.core.models import JobCreate
     from worker.processors.builtin import EchoProcessor
-    from worker.runner import Worker
-    from worker.transitions import enqueue
+    from worker.runtime.worker import Worker
+    from worker.store.transitions import enqueue
 
     async def scenario() -> None:
         conn = await asyncpg.connect(test_db)
@@ -158,7 +158,7 @@ def test_worker_progress_and_every_action_show_in_the_table(qapp: QApplication, 
             return None if row is None else window.model.row_at(row).status  # type: ignore[union-attr]
 
         # A worker completing a job changes its row, and the detail pane shows its result.
-        from worker.db import connect
+        from worker.store.db import connect
         c = await connect(test_db)
         await enqueue(c, [JobCreate("echo", {"say": "hi"}, id="echoed")])
         await c.close()

@@ -15,7 +15,7 @@ from desktop.main_window import MainWindow
 from tests import pg
 from tests.desktop.qt_helpers import run_qasync, until
 from tests.pgbouncer import PgBouncer
-from worker.settings import load_settings
+from worker.core.settings import load_settings
 
 
 @pytest.fixture

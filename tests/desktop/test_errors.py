@@ -13,7 +13,7 @@ from PySide6.QtWidgets import QApplication, QMessageBox
 from desktop import errors
 from desktop.tasks import spawn
 from tests.desktop.qt_helpers import run_qasync
-from worker.errors import DatabaseUnavailable
+from worker.core.errors import DatabaseUnavailable
 
 
 def bug_dialogs() -> list[QMessageBox]:

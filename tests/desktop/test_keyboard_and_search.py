@@ -17,7 +17,7 @@ from desktop.main_window import MainWindow
 from desktop.shortcuts import ShortcutsDialog
 from tests import pg
 from tests.desktop.qt_helpers import run_qasync, until
-from worker.settings import load_settings
+from worker.core.settings import load_settings
 
 
 @pytest.fixture

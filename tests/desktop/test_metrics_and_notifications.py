@@ -16,10 +16,10 @@ from desktop.main_window import MainWindow
 from desktop.notify.notifier import Notice, NotificationSettings
 from tests import pg
 from tests.desktop.qt_helpers import run_qasync, until
-from worker import stats_rollup
-from worker.errors import SettingsError
-from worker.models import Status
-from worker.settings import load_settings
+from worker.core.errors import SettingsError
+from worker.core.models import Status
+from worker.core.settings import load_settings
+from worker.store import rollup as stats_rollup
 
 
 @pytest.fixture

@@ -17,11 +17,11 @@ from desktop.main_window import MainWindow
 from tests import pg
 from tests.desktop.qt_helpers import run_qasync, until
 from tests.helpers import start_worker
-from worker import transitions
-from worker.models import JobCreate, Status
-from worker.pipeline_queries import PipelineStatus
+from worker.core.models import JobCreate, Status
+from worker.core.settings import load_settings
 from worker.processors.demo_video import demo_pipeline
-from worker.settings import load_settings
+from worker.store import transitions
+from worker.store.pipelines import PipelineStatus
 
 STAGES = ["video.script", "video.voice", "video.image", "video.render", "video.composite"]
 EDGES = {("video.script", "video.voice"), ("video.script", "video.image"), ("video.voice", "video.render"),
@@ -233,7 +233,7 @@ def test_dag_view_pans_by_dragging_and_follows_the_running_job(qapp: QApplicatio
     from datetime import UTC, datetime
 
     from desktop.pipelines.dag_view import DagView
-    from worker.pipeline_queries import GraphNode
+    from worker.store.pipelines import GraphNode
 
     now = datetime.now(UTC)
 

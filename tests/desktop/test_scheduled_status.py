@@ -8,9 +8,9 @@ from typing import Any
 from PySide6.QtWidgets import QApplication
 
 from desktop.jobs.job_table_model import COL_STATUS, JobTableModel
-from worker.job_queries import JobFilter
-from worker.models import JobCreate
-from worker.service import JobService
+from worker.core.models import JobCreate
+from worker.service.jobs import JobService
+from worker.store.jobs import JobFilter
 
 
 async def test_a_queued_job_due_later_reads_scheduled_in(qapp: QApplication, dsn: str) -> None:

@@ -12,11 +12,11 @@ from tests import pg
 from tests.desktop.qt_helpers import run_qasync, until
 from tests.desktop.test_console import open_window
 from tests.helpers import RunningWorker
-from worker.models import Status
+from worker.core.models import Status
+from worker.core.schedules import Schedule
+from worker.core.settings import load_settings
 from worker.processors.builtin import EchoProcessor
-from worker.schedules import Schedule
-from worker.service import JobService
-from worker.settings import load_settings
+from worker.service.jobs import JobService
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ from desktop.smoke import smoke_test
 from tests import pg
 from tests.desktop.qt_helpers import run_qasync
 from tests.helpers import ROOT, cli_env
-from worker.settings import load_settings
+from worker.core.settings import load_settings
 
 
 @pytest.fixture

@@ -24,9 +24,9 @@ from desktop.workers.workers_panel import WorkersPanel
 from tests import pg
 from tests.desktop.qt_helpers import run_qasync, until
 from tests.helpers import RunningWorker, start_worker, wait_for
-from worker.models import short_id
+from worker.core.models import short_id
+from worker.core.settings import load_settings
 from worker.processors.builtin import EchoProcessor, SleepProcessor
-from worker.settings import load_settings
 
 # Launched workers heartbeat often and stop quickly, so that the tests stay short.
 FAST = {"JOB_HEARTBEAT_INTERVAL": "0.2", "JOB_LEASE_TIMEOUT": "1.5", "JOB_SHUTDOWN_TIMEOUT": "1",

@@ -10,7 +10,6 @@ from typing import Any
 from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 
-from worker import __version__
 from worker.api import errors, routes_bulk, routes_jobs, routes_pipelines, routes_schedules, routes_system
 from worker.api.auth import Caller, TokenCache, document_security
 from worker.api.batcher import Batcher
@@ -18,11 +17,12 @@ from worker.api.body_limit import BodyLimitMiddleware
 from worker.api.events import ChangeHub
 from worker.api.hand_read import document_bodies
 from worker.api.metrics import ApiMetrics, MetricsMiddleware
-from worker.models import JobCreate
-from worker.service import Enqueued, JobService
-from worker.settings import Settings
-from worker.tokens import SCOPES, TOKENS_CHANNEL
-from worker.transitions import Actor
+from worker.core.models import JobCreate
+from worker.core.settings import Settings
+from worker.core.version import __version__
+from worker.service.jobs import Enqueued, JobService
+from worker.store.tokens import SCOPES, TOKENS_CHANNEL
+from worker.store.transitions import Actor
 
 # Called with (type, input_data) before every enqueue; raises InvalidJob or ValueError to refuse
 # it (422 naming input_data). The hook typed processor inputs plug into.

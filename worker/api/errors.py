@@ -13,9 +13,9 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 from starlette.routing import Match
 
-from worker.db import CONNECTION_ERRORS
-from worker.errors import DatabaseUnavailable, IllegalTransition, InvalidJob, JobNotFound
-from worker.idempotency import IdempotencyConflict
+from worker.core.errors import DatabaseUnavailable, IllegalTransition, InvalidJob, JobNotFound
+from worker.store.db import CONNECTION_ERRORS
+from worker.store.idempotency import IdempotencyConflict
 
 log = logging.getLogger("worker.api")
 

@@ -11,9 +11,9 @@ import logging
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from datetime import datetime
 
-from worker.job_queries import JobRow
-from worker.listener import NO_LISTEN_REASON, Listener, listen_dsn
-from worker.settings import Settings
+from worker.core.settings import Settings
+from worker.store.jobs import JobRow
+from worker.store.listener import NO_LISTEN_REASON, Listener, listen_dsn
 
 log = logging.getLogger("worker.api.events")
 

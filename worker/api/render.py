@@ -5,9 +5,9 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from worker.job_document import ATTEMPT_KEYS, JOB_KEYS
-from worker.models import JobRecord
-from worker.service import Attempt, JobDetail, PipelineSteps
+from worker.core.models import JobRecord
+from worker.service.jobs import Attempt, JobDetail, PipelineSteps
+from worker.store.job_document import ATTEMPT_KEYS, JOB_KEYS
 
 
 def iso(value: datetime | None) -> str | None:

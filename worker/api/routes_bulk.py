@@ -8,8 +8,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from worker.api.auth import Caller, require
 from worker.api.routes_jobs import ERRORS
-from worker.job_queries import JobFilter
-from worker.models import Status
+from worker.core.models import Status
+from worker.store.jobs import JobFilter
 
 router = APIRouter(prefix="/api/jobs", tags=["bulk"])
 

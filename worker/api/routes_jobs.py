@@ -13,16 +13,16 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 
-from worker import job_document
 from worker.api.auth import Caller, authorize, guarded_by, raw_header, require
 from worker.api.errors import ApiError
 from worker.api.hand_read import documented_body, raw_json, validate_body
 from worker.api.render import detail_json, job_json, version
 from worker.api.schemas import ErrorOut, JobCreatedOut, JobDetailOut, JobIn, JobPage, RejectIn
-from worker.errors import InvalidJob
-from worker.idempotency import fingerprint
-from worker.job_queries import JobFilter
-from worker.models import TERMINAL_STATUSES, JobCreate, JobRecord, Status
+from worker.core.errors import InvalidJob
+from worker.core.models import TERMINAL_STATUSES, JobCreate, JobRecord, Status
+from worker.store import job_document
+from worker.store.idempotency import fingerprint
+from worker.store.jobs import JobFilter
 
 router = APIRouter(prefix="/api/jobs", tags=["jobs"])
 MAX_WAIT_S = 60

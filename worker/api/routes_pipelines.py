@@ -11,9 +11,9 @@ from worker.api.auth import Caller, require
 from worker.api.render import job_json, pipeline_json
 from worker.api.routes_jobs import ERRORS, _json, locate
 from worker.api.schemas import ChangedJobs, PipelineCreated, PipelineIn, PipelineOut
-from worker.errors import InvalidJob
-from worker.idempotency import fingerprint
-from worker.models import JobCreate, JobRecord
+from worker.core.errors import InvalidJob
+from worker.core.models import JobCreate, JobRecord
+from worker.store.idempotency import fingerprint
 
 router = APIRouter(prefix="/api/pipelines", tags=["pipelines"])
 

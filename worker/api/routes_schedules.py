@@ -10,7 +10,7 @@ from pydantic import BaseModel, Field
 from worker.api.auth import Caller, require
 from worker.api.errors import ApiError
 from worker.api.routes_jobs import ERRORS
-from worker.scheduler import ScheduleRecord
+from worker.runtime.scheduler import ScheduleRecord
 
 router = APIRouter(prefix="/api/schedules", tags=["schedules"])
 

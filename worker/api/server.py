@@ -16,10 +16,10 @@ from types import FrameType
 import uvicorn
 
 from worker.api.app import InputValidator, accept_any_input, create_app
-from worker.db import resolve_target
-from worker.errors import JobdeskError
-from worker.service import JobService
-from worker.settings import Settings
+from worker.core.errors import JobdeskError
+from worker.core.settings import Settings
+from worker.service.jobs import JobService
+from worker.store.db import resolve_target
 
 
 def is_loopback(host: str) -> bool:

@@ -6,8 +6,8 @@ import asyncio
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from worker.models import Job, ProcessorResult
-from worker.processor import BaseProcessor
+from worker.core.models import Job, ProcessorResult
+from worker.core.processor import BaseProcessor
 
 
 class EchoInput(BaseModel):

@@ -19,8 +19,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from worker.models import Job, JobCreate, ProcessorResult
-from worker.processor import BaseProcessor
+from worker.core.models import Job, JobCreate, ProcessorResult
+from worker.core.processor import BaseProcessor
 
 PIPELINE_NAME = "Generate video"
 BASE_SECONDS = {"video.script": 2.0, "video.voice": 4.0, "video.image": 3.0, "video.render": 5.0,

@@ -1,0 +1,3 @@
+"""Layer 7, the `jobdesk` command line (`python -m worker.cli`), the engine's `make run` and the
+demo data for screenshots. The top layer: it may import everything in `worker`.
+"""

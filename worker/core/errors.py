@@ -1,0 +1,46 @@
+"""Expected failures of jobdesk. Each is shown to the user as one readable line."""
+
+from __future__ import annotations
+
+
+class JobdeskError(Exception):
+    """Base of every expected jobdesk failure; `str()` is a message for the user."""
+
+
+class SettingsError(JobdeskError):
+    """A setting from the environment or `.env` is malformed."""
+
+
+class DatabaseUnavailable(JobdeskError):
+    """PostgreSQL cannot be reached or refused the connection."""
+
+
+class EmbeddedDatabaseError(JobdeskError):
+    """The embedded PostgreSQL could not be set up or started."""
+
+
+class JobNotFound(JobdeskError):
+    """An id names no job."""
+
+
+class IllegalTransition(JobdeskError):
+    """The action is not legal for the status a job is in; nothing was changed."""
+
+
+class InvalidJob(JobdeskError):
+    """An enqueue was refused: bad input, an unknown dependency or a cycle.
+
+    `job_id` and `field` say where, when known, so the HTTP API can name the field's path."""
+
+    def __init__(self, message: str, *, job_id: str | None = None, field: str | None = None) -> None:
+        super().__init__(message)
+        self.job_id = job_id
+        self.field = field
+
+
+class ProcessorLoadError(JobdeskError):
+    """A processor module could not be imported or has no usable PROCESSOR_MAP."""
+
+
+class PermanentJobError(Exception):
+    """Raised by a processor to fail its job at once, without retries."""

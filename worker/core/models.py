@@ -1,0 +1,152 @@
+"""The objects processors and backends exchange with the engine."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+
+class Status(StrEnum):
+    """Job statuses, stored as these lowercase strings in `jobs.status`."""
+
+    QUEUED = "queued"
+    IN_PROGRESS = "in_progress"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    WAITING_APPROVAL = "waiting_approval"
+
+
+TERMINAL_STATUSES = frozenset({Status.COMPLETED, Status.FAILED, Status.CANCELLED})
+
+
+def new_job_id() -> str:
+    """A UUIDv7: 48 bits of milliseconds, then random bits. Time-ordered ids keep the primary
+    key's hot pages few, which matters once the table holds millions of old jobs."""
+    value = (time.time_ns() // 1_000_000 & (1 << 48) - 1) << 80 | int.from_bytes(os.urandom(10), "big")
+    value = value & ~(0xF << 76) | 0x7 << 76  # version 7
+    value = value & ~(0x3 << 62) | 0x2 << 62  # RFC 4122 variant
+    h = f"{value:032x}"  # as str(uuid.UUID(int=value)) writes it, without building the UUID
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
+def short_id(job_id: str | None) -> str:
+    """The part of an id people read in a table: the random tail of a UUID (its head is a
+    timestamp, the same for every job of the same minute), or a shortened custom id."""
+    if not job_id:
+        return ""
+    if len(job_id) == 36 and job_id.count("-") == 4:
+        return job_id[-8:]
+    return job_id if len(job_id) <= 12 else job_id[:11] + "…"
+
+
+@dataclass
+class JobCreate:
+    """A job to enqueue. `None` user or pipeline is inherited from the job that creates it."""
+
+    type: str
+    input_data: dict[str, Any]
+    id: str = field(default_factory=new_job_id)
+    dependent_on_jobs: list[str] = field(default_factory=list)
+    user_id: int | None = None
+    pipeline_id: str | None = None
+    priority: int = 0
+    scheduled_at: datetime | None = None  # runs no earlier than this (timezone-aware)
+    unique_key: str | None = None  # at most one unfinished job per key
+
+    def to_json(self) -> dict[str, Any]:
+        return {"type": self.type, "input_data": self.input_data, "id": self.id,
+                "dependent_on_jobs": list(self.dependent_on_jobs), "user_id": self.user_id,
+                "pipeline_id": self.pipeline_id, "priority": self.priority,
+                "scheduled_at": self.scheduled_at.isoformat() if self.scheduled_at else None,
+                "unique_key": self.unique_key}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> JobCreate:
+        values = dict(data)
+        if isinstance(values.get("scheduled_at"), str):
+            values["scheduled_at"] = datetime.fromisoformat(values["scheduled_at"])
+        return cls(**values)
+
+
+@dataclass
+class ProcessorResult:
+    """What a processor returns: its result, jobs to create next, and whether to hold for approval."""
+
+    result_data: dict[str, Any]
+    next_jobs: list[JobCreate] = field(default_factory=list)
+    requires_approval: bool = False
+
+
+@dataclass(slots=True)
+class Job:
+    """A claimed job as a processor sees it."""
+
+    id: str
+    type: str
+    input_data: dict[str, Any]
+    user_id: int | None
+    pipeline_id: str | None
+    retry_count: int
+    attempt: int = 1
+    priority: int = 0
+    cancel_event: asyncio.Event | None = None
+    waited_s: float = 0.0  # from enqueue, or from the retry time, to this attempt's start
+    run_s: float | None = None  # how long this attempt's processor ran, once it has returned
+
+    @property
+    def cancelled(self) -> bool:
+        """True once an operator has cancelled this job; a processor may stop early."""
+        return self.cancel_event is not None and self.cancel_event.is_set()
+
+
+@dataclass
+class JobRecord:
+    """A full row of `jobs`, as the CLI, the API and the console read it."""
+
+    id: str
+    type: str
+    status: Status
+    user_id: int | None
+    pipeline_id: str | None
+    input_data: dict[str, Any]
+    result_data: Any
+    error_message: str | None
+    dependent_on_jobs: list[str]
+    retry_count: int
+    next_retry_at: datetime | None
+    is_active: bool
+    created_at: datetime
+    updated_at: datetime
+    completed_at: datetime | None
+    priority: int
+    pending_deps: int
+    attempts: int
+    worker_id: str | None
+    started_at: datetime | None
+    scheduled_at: datetime | None = None
+    unique_key: str | None = None
+
+    COLUMNS = ("id, type, status, user_id, pipeline_id, input_data, result_data, error_message, "
+               "dependent_on_jobs, retry_count, next_retry_at, is_active, created_at, updated_at, "
+               "completed_at, priority, pending_deps, attempts, worker_id, started_at, scheduled_at, unique_key")
+
+    @classmethod
+    def from_row(cls, row: Any) -> JobRecord:
+        values = dict(row)
+        values["status"] = Status(values["status"])
+        values["dependent_on_jobs"] = values["dependent_on_jobs"] or []
+        return cls(**values)
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for name in self.__dataclass_fields__:
+            value = getattr(self, name)
+            out[name] = value.isoformat() if isinstance(value, datetime) else (
+                str(value) if isinstance(value, Status) else value)
+        return out

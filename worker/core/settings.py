@@ -1,0 +1,152 @@
+"""Settings from the environment and `.env`, validated once at start-up."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import BeforeValidator, Field, ValidationError, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+from worker.core.durations import parse_duration, parse_seconds
+from worker.core.errors import SettingsError
+from worker.core.limits import parse_type_limits
+
+
+def _duration_seconds(value: object) -> object:
+    """`90s`, `10m`, `12h`, `7d`, or plain seconds, as seconds."""
+    return parse_seconds(value) if isinstance(value, str) else value
+
+
+def _split_commas(value: object) -> object:
+    if isinstance(value, str):
+        return [part.strip() for part in value.split(",") if part.strip()]
+    return value
+
+
+def _duration(value: object) -> object:
+    seconds = parse_duration(value) if isinstance(value, str) else value
+    if isinstance(seconds, (int, float)) and seconds <= 0:
+        raise ValueError("must be longer than 0 s (or 'forever')")
+    return seconds
+
+
+# Seconds, or None for "forever"; read from `90s`, `12h`, `7d` or `forever`.
+Duration = Annotated[float | None, BeforeValidator(_duration)]
+
+
+class Settings(BaseSettings):
+    """Every knob of the worker and the CLI. Variable names are part of the public contract."""
+
+    model_config = SettingsConfigDict(env_file=".env", env_file_encoding="utf-8", extra="ignore",
+                                      case_sensitive=True)
+
+    # PostgreSQL to use; unset means the embedded server in the user's data folder.
+    DATABASE_URL: str | None = None
+    # A direct connection (no pooler) to the same database, used only for LISTEN.
+    DATABASE_LISTEN_URL: str | None = None
+    # Seconds between NOTIFY heartbeats to a process's own listener; one not back within as long marks it deaf.
+    JOB_LISTEN_HEARTBEAT_INTERVAL: float = Field(10, gt=0)
+    # Seconds between claim polls when no NOTIFY arrives.
+    JOB_PROCESSOR_POLL_INTERVAL: float = Field(0.1, gt=0)
+    # Jobs one worker runs at once.
+    MAX_CONCURRENT_JOBS: int = Field(10, ge=1, le=10_000)
+    # Most jobs of a type in progress at once across every worker: `video.render=2,image.generate=4`.
+    JOB_TYPE_LIMITS: Annotated[dict[str, int], NoDecode] = {}
+    # Seconds to wait before each retry; N intervals mean N retries.
+    JOB_RETRY_INTERVALS: Annotated[list[float], NoDecode] = [10, 30, 60, 120, 240, 240, 240, 240, 240, 240]
+    # Connections in each process's pool.
+    DB_POOL_SIZE: int = Field(20, ge=2, le=1000)
+    # Modules with a PROCESSOR_MAP to load, comma-separated (added to --processors).
+    JOB_PROCESSOR_MODULES: Annotated[list[str], NoDecode] = []
+    # Folders added to the import path before loading processor modules, comma-separated.
+    JOB_PROCESSOR_PATH: Annotated[list[str], NoDecode] = []
+    # Seconds without a heartbeat after which a worker's jobs are taken back.
+    JOB_LEASE_TIMEOUT: float = Field(30, gt=0)
+    # Seconds between worker heartbeats.
+    JOB_HEARTBEAT_INTERVAL: float = Field(5, gt=0)
+    # Seconds a stopping worker waits for running jobs before putting them back.
+    JOB_SHUTDOWN_TIMEOUT: float = Field(30, ge=0)
+    # apprise URLs that receive admin alerts, comma-separated.
+    JOB_ALERT_URLS: Annotated[list[str], NoDecode] = []
+    # Seconds over which alerts past the first few of a minute are gathered into one digest.
+    JOB_ALERT_DIGEST_SECONDS: float = Field(60, gt=0)
+    # Seconds a console or CLI query may run before PostgreSQL cancels it.
+    JOB_STATEMENT_TIMEOUT: float = Field(15, gt=0)
+    # Port on which a worker serves Prometheus metrics; unset serves none.
+    JOB_METRICS_PORT: int | None = Field(None, ge=0, le=65535)
+    # How long finished jobs are kept, by status, and operator actions in audit_log; `forever` keeps them.
+    JOB_RETENTION_COMPLETED: Duration = 7 * 86400
+    # How long cancelled jobs are kept.
+    JOB_RETENTION_CANCELLED: Duration = 7 * 86400
+    # How long failed jobs are kept (a failed job also keeps the rest of its pipeline).
+    JOB_RETENTION_FAILED: Duration = 30 * 86400
+    # How long audit_log rows are kept.
+    JOB_RETENTION_AUDIT: Duration = 90 * 86400
+    # Seconds between pruner runs across the whole fleet.
+    JOB_PRUNE_INTERVAL: float = Field(60, gt=0)
+    # Log level of the worker: DEBUG, INFO, WARNING or ERROR.
+    LOG_LEVEL: str = "INFO"
+    # Whether the console starts a worker by itself on the embedded database when no live worker exists.
+    JOBDESK_AUTOSTART_WORKER: bool = True
+    # How long the embedded server runs on with no client before it stops by itself (90s, 10m, or seconds).
+    JOBDESK_EMBEDDED_IDLE_STOP: float = Field(600, gt=0)
+    # Address `jobdesk api` listens on (--host overrides it).
+    JOBDESK_API_HOST: str = "127.0.0.1"
+    # Port `jobdesk api` listens on (--port overrides it).
+    JOBDESK_API_PORT: int = Field(8000, ge=0, le=65535)
+    # Processes `jobdesk api` serves with, on one port (--workers overrides it).
+    JOBDESK_API_WORKERS: int = Field(1, ge=1, le=64)
+    # Largest request body the API accepts, in bytes; larger ones get 413.
+    JOBDESK_API_MAX_BODY: int = Field(1_048_576, ge=1)
+    # Browser origins allowed to call the API (CORS), comma-separated; none by default.
+    JOBDESK_API_CORS_ORIGINS: Annotated[list[str], NoDecode] = []
+    # Whether the console shows desktop notifications and the tray icon (false turns them all off).
+    JOBDESK_NOTIFICATIONS: bool = True
+
+    @field_validator("JOB_RETRY_INTERVALS", mode="before")
+    @classmethod
+    def _parse_intervals(cls, value: object) -> object:
+        return _split_commas(value)
+
+    @field_validator("JOB_RETRY_INTERVALS")
+    @classmethod
+    def _non_negative(cls, value: list[float]) -> list[float]:
+        if any(v < 0 for v in value):
+            raise ValueError("intervals must be zero or more seconds")
+        return value
+
+    @field_validator("JOB_TYPE_LIMITS", mode="before")
+    @classmethod
+    def _parse_type_limits(cls, value: object) -> object:
+        return parse_type_limits(value) if isinstance(value, str) else value
+
+    @field_validator("JOBDESK_EMBEDDED_IDLE_STOP", mode="before")
+    @classmethod
+    def _parse_duration(cls, value: object) -> object:
+        return _duration_seconds(value)
+
+    @field_validator("JOB_PROCESSOR_MODULES", "JOB_PROCESSOR_PATH", "JOB_ALERT_URLS", "JOBDESK_API_CORS_ORIGINS",
+                     mode="before")
+    @classmethod
+    def _parse_lists(cls, value: object) -> object:
+        return _split_commas(value)
+
+    @field_validator("LOG_LEVEL")
+    @classmethod
+    def _known_level(cls, value: str) -> str:
+        level = value.upper()
+        if level not in {"DEBUG", "INFO", "WARNING", "ERROR"}:
+            raise ValueError("must be DEBUG, INFO, WARNING or ERROR")
+        return level
+
+
+def load_settings(**overrides: object) -> Settings:
+    """Read the settings; a malformed value raises SettingsError naming the variable."""
+    try:
+        return Settings(**overrides)  # type: ignore[arg-type]
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        name = ".".join(str(part) for part in err["loc"][:1]) or "settings"
+        raw = err.get("input")
+        shown = f" (got {raw!r})" if isinstance(raw, (str, int, float)) else ""
+        raise SettingsError(f"invalid setting {name}: {err['msg']}{shown}") from None

@@ -1,0 +1,118 @@
+"""Find the processors a worker serves: built-ins, entry points and named modules."""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import sys
+from collections.abc import Iterable, Mapping
+from importlib.metadata import entry_points
+from types import ModuleType
+from typing import Any
+
+from worker.core.errors import JobdeskError, ProcessorLoadError
+from worker.core.processor import BaseProcessor
+from worker.core.schedules import Schedule
+
+log = logging.getLogger(__name__)
+
+ENTRY_POINT_GROUP = "jobdesk.processors"
+BUILTIN_MODULES = ("worker.processors.builtin", "worker.processors.demo_video")
+
+
+def _map_of(module: ModuleType, origin: str) -> dict[str, type[BaseProcessor]]:
+    mapping = getattr(module, "PROCESSOR_MAP", None)
+    if not isinstance(mapping, dict):
+        raise ProcessorLoadError(f"{origin} has no PROCESSOR_MAP dict")
+    for job_type, cls in mapping.items():
+        if not isinstance(job_type, str) or not job_type:
+            raise ProcessorLoadError(f"{origin}: PROCESSOR_MAP keys must be job type names, got {job_type!r}")
+        if not (isinstance(cls, type) and issubclass(cls, BaseProcessor)):
+            raise ProcessorLoadError(f"{origin}: PROCESSOR_MAP[{job_type!r}] is not a BaseProcessor subclass")
+    return dict(mapping)
+
+
+def _import(name: str, origin: str) -> ModuleType:
+    try:
+        return importlib.import_module(name)
+    except ImportError as exc:
+        raise ProcessorLoadError(f"cannot import processor module {name!r} ({origin}): {exc}") from exc
+    except Exception as exc:
+        raise ProcessorLoadError(f"processor module {name!r} ({origin}) failed to load: "
+                                 f"{type(exc).__name__}: {exc}") from exc
+
+
+def load_processor_classes(modules: Iterable[str] = (), paths: Iterable[str] = (),
+                           *, builtins: bool = True) -> dict[str, type[BaseProcessor]]:
+    """Merge PROCESSOR_MAPs: built-ins, then entry points, then the named modules (last wins)."""
+    for folder in paths:
+        if folder not in sys.path:
+            sys.path.insert(0, folder)
+    found: dict[str, type[BaseProcessor]] = {}
+    if builtins:
+        for name in BUILTIN_MODULES:
+            found.update(_map_of(_import(name, "built-in"), name))
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        if ep.value in BUILTIN_MODULES:
+            continue
+        try:
+            target = ep.load()
+        except Exception as exc:
+            raise ProcessorLoadError(f"entry point {ep.name!r} ({ep.value}) failed to load: {exc}") from exc
+        module = target if isinstance(target, ModuleType) else sys.modules[target.__module__]
+        found.update(_map_of(module, f"entry point {ep.name}"))
+    for name in modules:
+        found.update(_map_of(_import(name, "--processors"), name))
+    return found
+
+
+def instantiate(classes: dict[str, type[BaseProcessor]]) -> dict[str, BaseProcessor]:
+    """One instance per class, shared by every type that maps to it."""
+    made: dict[type[BaseProcessor], BaseProcessor] = {}
+    out = {}
+    for job_type, cls in classes.items():
+        if cls not in made:
+            try:
+                made[cls] = cls()
+            except Exception as exc:
+                raise ProcessorLoadError(f"cannot create processor {cls.__name__} for type {job_type!r}: "
+                                         f"{exc}") from exc
+        out[job_type] = made[cls]
+    return out
+
+
+def declared_schedules(modules: Iterable[str] = (), paths: Iterable[str] = ()) -> list[tuple[Schedule, str]]:
+    """The `SCHEDULES` of the entry-point and named processor modules, each with its module's
+    name; a worker starting with those modules upserts them."""
+    for folder in paths:
+        if folder not in sys.path:
+            sys.path.insert(0, folder)
+    sources: list[tuple[ModuleType, str]] = []
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        if ep.value not in BUILTIN_MODULES:
+            target = ep.load()
+            sources.append((target if isinstance(target, ModuleType) else sys.modules[target.__module__], ep.value))
+    sources += [(_import(name, "--processors"), name) for name in modules]
+    found: list[tuple[Schedule, str]] = []
+    for module, origin in sources:
+        declared = getattr(module, "SCHEDULES", [])
+        if not isinstance(declared, (list, tuple)) or not all(isinstance(s, Schedule) for s in declared):
+            raise ProcessorLoadError(f"{origin}: SCHEDULES must be a list of worker.Schedule")
+        for schedule in declared:
+            try:
+                schedule.check()
+            except JobdeskError as exc:
+                raise ProcessorLoadError(f"{origin}: {exc}") from None
+            found.append((schedule, origin))
+    return found
+
+
+def input_schema(processor: type[BaseProcessor] | BaseProcessor) -> dict[str, Any] | None:
+    """The JSON schema of a processor's `input_model`, or None when it declares none."""
+    model = processor.input_model
+    return None if model is None else model.model_json_schema()
+
+
+def input_schemas(processors: Mapping[str, type[BaseProcessor] | BaseProcessor]) -> dict[str, dict[str, Any] | None]:
+    """Per job type, the JSON schema of its input (None: any JSON object), e.g. to prefill a form."""
+    return {job_type: input_schema(p) for job_type, p in sorted(processors.items())}

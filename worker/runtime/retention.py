@@ -1,0 +1,197 @@
+"""Retention: delete finished jobs and old audit rows once their time has passed.
+
+The pruner runs inside the workers, in one worker at a time across the fleet: a row in
+`jobdesk_leases` says who prunes and until when, and when the last run ended, so the fleet
+prunes about once per JOB_PRUNE_INTERVAL. It deletes in batches, each its own short transaction
+under a statement timeout, so it never holds many locks or a long snapshot. Claims touch only
+queued rows and the pruner only finished ones, so a claim never waits for it.
+
+A job is kept while any job of its pipeline is unfinished (queued, in progress, waiting for
+approval, or failed within its retention), and while any job that depends on it is unfinished:
+a retry or an approval there still needs its results and edges. Deleting a completed parent
+leaves its children as they are (their `pending_deps` no longer counts it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass, field
+
+import asyncpg
+
+from worker.core.errors import JobdeskError
+from worker.core.settings import Settings
+from worker.store.db import CONNECTION_ERRORS
+
+log = logging.getLogger("jobdesk.retention")
+
+LEASE = "pruner"
+BATCH = 10_000  # rows per delete transaction, at most
+BATCH_TIMEOUT_MS = 10_000  # statement timeout of each batch
+LEASE_TTL_S = 300.0  # a pruner that dies mid-run keeps others out at most this long
+JOB_STATUSES = ("completed", "cancelled", "failed")
+PRUNABLE = (*JOB_STATUSES, "audit")  # what `jobdesk prune --status` accepts
+
+
+class PruneBusy(JobdeskError):
+    """Another pruner holds the lease."""
+
+
+@dataclass
+class PruneResult:
+    """Rows deleted (or, in a dry run, that would be) per status, plus `audit` rows."""
+
+    counts: dict[str, int] = field(default_factory=dict)
+    dry_run: bool = False
+    seconds: float = 0.0
+
+    def describe(self) -> str:
+        parts = ", ".join(f"{n:,} {what}" for what, n in self.counts.items())
+        verb = "would prune" if self.dry_run else "pruned"
+        return f"{verb} {parts or 'nothing'} in {self.seconds:.1f} s"
+
+
+def cutoffs(settings: Settings) -> dict[str, float | None]:
+    """Retention in seconds per status and for the audit log (None: forever)."""
+    return {"completed": settings.JOB_RETENTION_COMPLETED, "cancelled": settings.JOB_RETENTION_CANCELLED,
+            "failed": settings.JOB_RETENTION_FAILED, "audit": settings.JOB_RETENTION_AUDIT}
+
+
+# A job that still matters: its pipeline or a dependant may yet run, retry or be approved.
+_UNFINISHED = """(u.status IN ('queued', 'in_progress', 'waiting_approval')
+      OR (u.status = 'failed' AND ($3::float8 IS NULL OR u.updated_at >= now() - make_interval(secs => $3))))"""
+
+# The deletable jobs of status $1 last changed more than $2 seconds ago, oldest first.
+_VICTIMS = """
+SELECT j.id FROM jobs j
+ WHERE j.status = $1 AND j.updated_at < now() - make_interval(secs => $2)
+   AND (j.pipeline_id IS NULL OR NOT EXISTS (
+        SELECT 1 FROM jobs u WHERE u.pipeline_id = j.pipeline_id AND """ + _UNFINISHED + """))
+   AND (NOT j.has_dependants OR NOT EXISTS (
+        SELECT 1 FROM job_dependencies d JOIN jobs u ON u.id = d.job_id
+         WHERE d.depends_on_id = j.id AND """ + _UNFINISHED + """))
+ ORDER BY j.updated_at
+"""
+
+_DELETE_JOBS = """
+WITH victims AS (""" + _VICTIMS + """ LIMIT $4 FOR UPDATE OF j SKIP LOCKED)
+DELETE FROM jobs WHERE id IN (SELECT id FROM victims)
+"""
+
+_COUNT_JOBS = "SELECT count(*) FROM (" + _VICTIMS + ") v"
+
+_DELETE_AUDIT = """
+DELETE FROM audit_log WHERE id IN (
+    SELECT id FROM audit_log WHERE at < now() - make_interval(secs => $1) ORDER BY at LIMIT $2)
+"""
+
+_TAKE_LEASE = """
+UPDATE jobdesk_leases SET holder = $2, expires_at = now() + make_interval(secs => $3)
+ WHERE name = $1 AND (expires_at <= now() OR holder = $2)
+   AND ($4::float8 IS NULL OR last_run_at IS NULL OR last_run_at <= now() - make_interval(secs => $4))
+RETURNING true
+"""
+
+_RENEW_LEASE = """
+UPDATE jobdesk_leases SET expires_at = now() + make_interval(secs => $3)
+ WHERE name = $1 AND holder = $2 RETURNING true
+"""
+
+_END_LEASE = """
+UPDATE jobdesk_leases SET expires_at = now(), last_run_at = now(), holder = NULL
+ WHERE name = $1 AND holder = $2
+"""
+
+
+async def take_lease(conn: asyncpg.Connection, holder: str, *, every_s: float | None) -> bool:
+    """Become the pruner, unless another holds the lease or (with `every_s`) the fleet pruned
+    less than `every_s` seconds ago."""
+    return bool(await conn.fetchval(_TAKE_LEASE, LEASE, holder, LEASE_TTL_S, every_s))
+
+
+async def lease_holder(conn: asyncpg.Connection) -> str | None:
+    return await conn.fetchval("SELECT holder FROM jobdesk_leases WHERE name = $1 AND expires_at > now()", LEASE)
+
+
+async def _batch(conn: asyncpg.Connection, sql: str, *args: object) -> int:
+    async with conn.transaction():
+        await conn.execute(f"SET LOCAL statement_timeout = {BATCH_TIMEOUT_MS}")
+        status = await conn.execute(sql, *args)
+    return int(status.split()[-1])
+
+
+async def prune(pool: asyncpg.Pool, holder: str, retention: dict[str, float | None], *,
+                failed_retention: float | None, dry_run: bool = False, every_s: float | None = None,
+                batch: int = BATCH) -> PruneResult | None:
+    """One pruner run: for each status in `retention` (seconds, None: keep), delete what is
+    older, in batches. `failed_retention` decides which failed jobs still keep their pipeline.
+
+    Returns None when another pruner holds the lease (or, with `every_s`, ran too recently). A
+    dry run counts what would go, takes no lease and changes nothing.
+    """
+    started = time.monotonic()
+    result = PruneResult(dry_run=dry_run)
+    if dry_run:
+        async with pool.acquire() as conn:
+            for what, keep in retention.items():
+                if keep is None:
+                    result.counts[what] = 0
+                elif what == "audit":
+                    result.counts[what] = await conn.fetchval(
+                        "SELECT count(*) FROM audit_log WHERE at < now() - make_interval(secs => $1)", keep)
+                else:
+                    result.counts[what] = await conn.fetchval(_COUNT_JOBS, what, keep, failed_retention)
+        result.seconds = time.monotonic() - started
+        return result
+    async with pool.acquire() as conn:
+        if not await take_lease(conn, holder, every_s=every_s):
+            return None
+    try:
+        for what, keep in retention.items():
+            result.counts[what] = 0
+            while keep is not None:
+                async with pool.acquire() as conn:
+                    if what == "audit":
+                        n = await _batch(conn, _DELETE_AUDIT, keep, batch)
+                    else:
+                        n = await _batch(conn, _DELETE_JOBS, what, keep, failed_retention, batch)
+                    result.counts[what] += n
+                    if n < batch:
+                        break
+                    if not await conn.fetchval(_RENEW_LEASE, LEASE, holder, LEASE_TTL_S):
+                        log.warning("the pruner lease was taken over; stopping this run")
+                        return result
+                await asyncio.sleep(0)  # let the worker's own tasks in between batches
+    finally:
+        async with pool.acquire() as conn:
+            await conn.execute(_END_LEASE, LEASE, holder)
+    result.seconds = time.monotonic() - started
+    return result
+
+
+class Pruner:
+    """The worker's pruning duty: tries for the lease every few seconds, prunes when it gets it."""
+
+    def __init__(self, pool: asyncpg.Pool, settings: Settings, holder: str) -> None:
+        self.pool = pool
+        self.settings = settings
+        self.holder = holder
+
+    async def run(self) -> None:
+        every = self.settings.JOB_PRUNE_INTERVAL
+        retention = cutoffs(self.settings)
+        if all(v is None for v in retention.values()):
+            return  # everything is kept forever
+        while True:
+            try:
+                result = await prune(self.pool, self.holder, retention,
+                                     failed_retention=self.settings.JOB_RETENTION_FAILED, every_s=every)
+                if result is not None:
+                    log.info("retention: %s", result.describe())
+            except (*CONNECTION_ERRORS, asyncpg.PostgresError) as exc:
+                # Never let pruning trouble stop the worker; the next run tries again.
+                log.warning("retention: pruning failed (%s); trying again later", str(exc).splitlines()[0])
+            # Check often enough that the fleet prunes about once per interval, not twice as rarely.
+            await asyncio.sleep(min(every / 6, 10.0))

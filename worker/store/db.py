@@ -1,0 +1,266 @@
+"""Connections to PostgreSQL: which database, and asyncpg pools with jobdesk's codecs."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+import asyncpg
+
+from worker.core.errors import DatabaseUnavailable
+from worker.core.settings import Settings
+from worker.store.fair_pool import FairPool
+
+log = logging.getLogger(__name__)
+
+# Errors that mean "the database is not there (right now)", as opposed to a bad query.
+CONNECTION_ERRORS: tuple[type[BaseException], ...] = (
+    OSError,
+    ConnectionError,
+    asyncpg.exceptions.ConnectionDoesNotExistError,
+    asyncpg.exceptions.InterfaceError,
+    asyncpg.exceptions.CannotConnectNowError,
+    asyncpg.exceptions.AdminShutdownError,
+    asyncpg.exceptions.CrashShutdownError,
+    asyncpg.exceptions.ConnectionFailureError,
+    asyncpg.exceptions.TooManyConnectionsError,
+    asyncpg.exceptions.InternalClientError,
+)
+
+
+# Failures a front door expects and shows as a message: the database is away, refused a query
+# (a timeout, a missing right) or is not there yet. Anything else is a bug.
+EXPECTED_DB_ERRORS: tuple[type[BaseException], ...] = (*CONNECTION_ERRORS, asyncpg.PostgresError, TimeoutError)
+
+# What a failed attempt to connect raises: the database away or refusing, an unknown host, a bad URL.
+CONNECT_FAILURES: tuple[type[BaseException], ...] = (*EXPECTED_DB_ERRORS, socket.gaierror, ValueError)
+
+
+# Whether a URL goes through a pooler in transaction mode (PgBouncer's `pool_mode = transaction`),
+# where every transaction may run on another server session. A pooler is found by itself: the
+# first connection to a URL compares the backend id that the handshake gave (a pooler makes up
+# its own, for cancel requests) with the one PostgreSQL reports. `?pgbouncer=true` or `=false` on
+# the URL says it outright, and nothing is probed.
+POOLER_OPTION = "pgbouncer"
+_TRUE = {"true", "1", "yes", "on"}
+_probed: dict[str, bool] = {}  # URL without the option -> whether a pooler answered it
+
+
+def split_pooler(dsn: str) -> tuple[str, bool | None]:
+    """The DSN without jobdesk's pooler option (no driver knows it), and the option's value:
+    True or False when given, None when not."""
+    parts = urlsplit(dsn)
+    if POOLER_OPTION not in parts.query:
+        return dsn, None
+    pairs = parse_qsl(parts.query, keep_blank_values=True)
+    given = [v.lower() in _TRUE for k, v in pairs if k == POOLER_OPTION]
+    query = urlencode([(k, v) for k, v in pairs if k != POOLER_OPTION], safe="/")
+    return urlunsplit(parts._replace(query=query)), (given[-1] if given else None)
+
+
+def is_pooled(dsn: str) -> bool:
+    """Whether a DSN goes through a transaction pooler, so that nothing may outlive a
+    transaction: as the URL says, or as its first connection found (`know_pooler`)."""
+    clean, given = split_pooler(dsn)
+    return given if given is not None else _probed.get(clean, False)
+
+
+def known_direct(dsn: str) -> None:
+    """Record that this DSN reaches PostgreSQL itself (the embedded server): nothing to probe."""
+    _probed[split_pooler(dsn)[0]] = False
+
+
+async def know_pooler(dsn: str, timeout: float = 10) -> bool:
+    """`is_pooled`, finding out with one short connection the first time a URL that does not
+    say is used. That connection sends no startup parameter and prepares no named statement,
+    which a pooler would refuse or lose. DatabaseUnavailable when it cannot connect."""
+    clean, given = split_pooler(dsn)
+    if given is not None:
+        return given
+    if clean not in _probed:
+        try:
+            conn = await asyncpg.connect(clean, timeout=timeout, statement_cache_size=0)
+            try:
+                pooled = await conn.fetchval("SELECT pg_backend_pid()") != conn.get_server_pid()
+            finally:
+                await conn.close()
+        except CONNECT_FAILURES as exc:
+            raise _unavailable(dsn, exc) from exc
+        if pooled:
+            log.info("%s answers through a connection pooler: nothing is kept in a session between "
+                     "transactions", describe(clean))
+        _probed[clean] = pooled
+    return _probed[clean]
+
+
+def is_starting_up(exc: BaseException) -> bool:
+    """Whether a failed connection met a server that is starting or shutting down."""
+    return isinstance(exc.__cause__ or exc, asyncpg.CannotConnectNowError)
+
+
+def describe(dsn: str) -> str:
+    """Where a DSN points, in words: host and database, or the socket folder."""
+    parts = urlsplit(dsn)
+    query = dict(p.split("=", 1) for p in parts.query.split("&") if "=" in p)
+    host = parts.hostname or query.get("host") or os.environ.get("PGHOST") or "localhost"
+    port = parts.port or query.get("port") or 5432
+    db = parts.path.lstrip("/") or parts.username or "postgres"
+    return f"{db} on {host}:{port}"
+
+
+@dataclass
+class Target:
+    """The database a process uses: a DSN, and whether it is the embedded default."""
+
+    dsn: str
+    embedded: bool
+
+    def describe(self) -> str:
+        return ("embedded " if self.embedded else "") + describe(self.dsn)
+
+
+def resolve_target(settings: Settings) -> Target:
+    """DATABASE_URL as given, or the embedded server (started now if nobody runs it yet)."""
+    if settings.DATABASE_URL:
+        return Target(settings.DATABASE_URL, embedded=False)
+    from worker.embedded.server import embedded_server
+
+    dsn = embedded_server().ensure_running()
+    known_direct(dsn)
+    return Target(dsn, embedded=True)
+
+
+async def _init_connection(conn: asyncpg.Connection) -> None:
+    await conn.set_type_codec("jsonb", encoder=json.dumps, decoder=json.loads, schema="pg_catalog")
+    await conn.set_type_codec("json", encoder=json.dumps, decoder=json.loads, schema="pg_catalog")
+
+
+def _unavailable(dsn: str, exc: BaseException) -> DatabaseUnavailable:
+    reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    if "unsupported startup parameter" in reason and not is_pooled(dsn):
+        reason += f" (a pooler such as PgBouncer? remove ?{POOLER_OPTION}=false from the URL)"
+    return DatabaseUnavailable(f"cannot connect to PostgreSQL at {describe(dsn)}: {reason}")
+
+
+class _ClientTimedConnection(asyncpg.Connection):  # type: ignore[misc]
+    """Behind a transaction pooler no session setting lasts (a `statement_timeout` startup
+    parameter is even refused), so the statement timeout is asyncpg's command timeout: on expiry
+    it sends a cancel request, which the pooler forwards to the server running the statement.
+    Its TimeoutError becomes the error PostgreSQL gives for its own statement timeout, so that
+    callers see the same failure either way (and do not take it for a lost connection)."""
+
+    async def execute(self, *args: Any, **kwargs: Any) -> Any:  # noqa: ANN401
+        try:
+            return await super().execute(*args, **kwargs)
+        except TimeoutError as exc:
+            raise _timed_out() from exc
+
+    async def executemany(self, *args: Any, **kwargs: Any) -> Any:  # noqa: ANN401
+        try:
+            return await super().executemany(*args, **kwargs)
+        except TimeoutError as exc:
+            raise _timed_out() from exc
+
+    async def fetch(self, *args: Any, **kwargs: Any) -> Any:  # noqa: ANN401
+        try:
+            return await super().fetch(*args, **kwargs)
+        except TimeoutError as exc:
+            raise _timed_out() from exc
+
+    async def fetchval(self, *args: Any, **kwargs: Any) -> Any:  # noqa: ANN401
+        try:
+            return await super().fetchval(*args, **kwargs)
+        except TimeoutError as exc:
+            raise _timed_out() from exc
+
+    async def fetchrow(self, *args: Any, **kwargs: Any) -> Any:  # noqa: ANN401
+        try:
+            return await super().fetchrow(*args, **kwargs)
+        except TimeoutError as exc:
+            raise _timed_out() from exc
+
+
+def _timed_out() -> asyncpg.QueryCanceledError:
+    return asyncpg.QueryCanceledError("canceling statement due to statement timeout")
+
+
+def _driver_options(dsn: str) -> tuple[str, dict[str, Any]]:
+    """The DSN for asyncpg and the options its pooler mode needs: no named prepared statements
+    (a pooler gives each transaction any server session, where a statement prepared on another
+    does not exist, or exists twice). asyncpg then uses the unnamed statement, parsed, bound and
+    run within one exchange that the pooler keeps on one server session."""
+    return split_pooler(dsn)[0], ({"statement_cache_size": 0} if is_pooled(dsn) else {})
+
+
+async def connect(dsn: str, *, timeout: float = 10, **kwargs: Any) -> asyncpg.Connection:
+    """One connection with jobdesk's codecs; DatabaseUnavailable if it cannot be had."""
+    await know_pooler(dsn, timeout)
+    clean, options = _driver_options(dsn)
+    try:
+        conn = await asyncpg.connect(clean, timeout=timeout, **options, **kwargs)
+    except CONNECT_FAILURES as exc:
+        raise _unavailable(dsn, exc) from exc
+    await _init_connection(conn)
+    return conn
+
+
+async def _keep_session(_conn: asyncpg.Connection) -> None:
+    """A pool's reset on release: asyncpg has already rolled back any open transaction and
+    dropped listeners. Its default reset also sends `pg_advisory_unlock_all(); CLOSE ALL;
+    UNLISTEN *; RESET ALL`, one more round trip per acquire, for session state jobdesk never
+    leaves on a pooled connection: its settings are `SET LOCAL`/`set_config(..., true)`, its
+    advisory locks are transaction-level, its cursors live in transactions, and it LISTENs on
+    connections of their own (worker/listener.py)."""
+
+
+async def create_pool(dsn: str, *, size: int, timeout: float = 10, statement_timeout: float | None = None,
+                      application_name: str | None = None, indexes_only: bool = False,
+                      plan_each_call: bool = False) -> asyncpg.Pool:
+    """A pool of `size` connections with jobdesk's codecs; `statement_timeout` in seconds.
+
+    `indexes_only` (the worker's pool and the HTTP API's) keeps the planner off sequential
+    scans wherever an index serves. A statement prepared on a connection is planned once for all
+    its calls, so a plan made while `jobs` was small (read it all: a page or two) stayed as the
+    table grew, until an ANALYZE, and each round of a worker started on a fresh database read
+    every row: 140 ms instead of 4 at 200,000 rows. The API's job detail (its dependency
+    sub-selects), its pipeline steps and its check of an enqueue's dependencies went the same
+    way (49, 113 and 33 ms instead of 1-2 at 300,000 rows). The statements of both are meant to
+    walk indexes: lookups by key, pages and capped counts.
+
+    `plan_each_call` (the console's pool) plans every statement for its call instead
+    (plan_cache_mode): its searches and counts rightly read whole tables, so sequential scans
+    stay, and their filters' values matter to the plan (a rare status, a common one); and a
+    kept plan went stale the same way: at 300,000 rows the job detail of a job with
+    dependencies took 40 ms instead of 3. The HTTP API keeps its plans (`indexes_only`): planning
+    its group commit for each call cost a third more per batch (2.6 ms for 20 jobs, 3.5 planned
+    each call).
+
+    Behind a pooler no statement is prepared for later calls, so each is planned for its call
+    either way."""
+    await know_pooler(dsn, timeout)
+    clean, options = _driver_options(dsn)
+    settings: dict[str, str] = {}
+    if application_name:
+        settings["application_name"] = application_name  # PgBouncer accepts and tracks this one
+    if indexes_only and not options:
+        settings["enable_seqscan"] = "off"
+    if plan_each_call and not options:
+        settings["plan_cache_mode"] = "force_custom_plan"
+    if statement_timeout is not None:
+        if options:  # pooled
+            options.update(command_timeout=statement_timeout, connection_class=_ClientTimedConnection)
+        else:
+            settings["statement_timeout"] = str(int(statement_timeout * 1000))
+    try:
+        pool = await FairPool(clean, min_size=min(2, size), max_size=size, timeout=timeout,
+                              init=_init_connection, server_settings=settings or None,
+                              max_inactive_connection_lifetime=300, reset=_keep_session, **options)
+    except CONNECT_FAILURES as exc:
+        raise _unavailable(dsn, exc) from exc
+    assert pool is not None
+    return pool
