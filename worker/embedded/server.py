@@ -20,7 +20,6 @@ import importlib.util
 import json
 import logging
 import os
-import pwd
 import select
 import shutil
 import signal
@@ -34,10 +33,10 @@ from urllib.parse import quote
 
 from worker.core.errors import EmbeddedDatabaseError
 from worker.core.paths import data_dir, in_bundle, program_env
+from worker.embedded.osuser import SERVER_USER, ensure_system_user
 
 log = logging.getLogger(__name__)
 
-SERVER_USER = "jobdesk-pg"
 DATABASE = "jobdesk"
 PORT = 5432  # only names the socket file; nothing listens on TCP
 START_TIMEOUT_S = 60.0
@@ -90,17 +89,7 @@ def _server_user() -> ServerUser:
     if not hasattr(os, "geteuid") or os.geteuid() != 0:
         return ServerUser(None, os.getuid() if hasattr(os, "getuid") else 0,
                           os.getgid() if hasattr(os, "getgid") else 0)
-    try:
-        entry = pwd.getpwnam(SERVER_USER)
-    except KeyError:
-        useradd = shutil.which("useradd") or "/usr/sbin/useradd"
-        done = subprocess.run([useradd, "--system", "--no-create-home", "--user-group",
-                               "--shell", "/usr/sbin/nologin", SERVER_USER],
-                              capture_output=True, text=True, env=program_env())
-        if done.returncode != 0 and "already exists" not in done.stderr:
-            raise EmbeddedDatabaseError(f"could not create the system user {SERVER_USER}: "
-                                        f"{done.stderr.strip()}") from None
-        entry = pwd.getpwnam(SERVER_USER)
+    entry = ensure_system_user(SERVER_USER)
     return ServerUser(SERVER_USER, entry.pw_uid, entry.pw_gid)
 
 
