@@ -3,6 +3,8 @@ PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
+# The core's dependencies as wheels: the suite installs the built package from here, offline.
+WHEELHOUSE := $(VENV)/wheelhouse
 
 .PHONY: run test venv worker demo db bench bench-backlog bench-enqueue bench-console bench-dag bench-pipelines bench-bulk bench-failures bench-metrics bench-list lint clean screenshots dist
 
@@ -10,6 +12,7 @@ $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[test]'
+	$(PY) -m pip download --quiet --dest $(WHEELHOUSE) .
 	@touch $(STAMP)
 
 venv: $(STAMP)

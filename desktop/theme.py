@@ -9,9 +9,9 @@ from PySide6.QtGui import QColor, QGuiApplication, QIcon, QPalette
 from PySide6.QtWidgets import QApplication
 
 from worker.core.models import Status
-from worker.core.paths import project_root
+from worker.core.paths import resources_dir
 
-RESOURCES = project_root() / "resources"
+RESOURCES = resources_dir()
 
 # Status colours: (background, text). Failures and approvals stand out; finished work recedes.
 STATUS_COLOURS: dict[Status, tuple[str, str]] = {

@@ -1,7 +1,13 @@
-"""Where jobdesk finds the files it ships (migrations, resources) and keeps its data."""
+"""Where jobdesk finds the files it ships (migrations, resources) and keeps its data.
+
+The repository keeps `sql/` and `resources/` at its top level; a built package carries them as
+package data (`worker/sql`, `desktop/resources`), and the PyInstaller bundle at its root.
+"""
 
 from __future__ import annotations
 
+import importlib.resources
+import importlib.util
 import os
 import sys
 from pathlib import Path
@@ -40,8 +46,23 @@ def program_env() -> dict[str, str] | None:
     return env
 
 
+def _shipped(package: str, folder: str) -> Path:
+    """`folder` as the package data of `package` when installed, else from the checkout or bundle."""
+    if not getattr(sys, "_MEIPASS", None) and importlib.util.find_spec(package) is not None:
+        packaged = Path(str(importlib.resources.files(package).joinpath(folder)))
+        if packaged.is_dir():
+            return packaged
+    return project_root() / folder
+
+
 def sql_dir() -> Path:
-    return project_root() / "sql"
+    """The numbered migrations."""
+    return _shipped("worker", "sql")
+
+
+def resources_dir() -> Path:
+    """The console's icons and styles."""
+    return _shipped("desktop", "resources")
 
 
 def data_dir() -> Path:

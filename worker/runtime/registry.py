@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import logging
+import os
 import sys
 from collections.abc import Iterable, Mapping
 from importlib.metadata import entry_points
@@ -61,9 +62,19 @@ def load_processor_classes(modules: Iterable[str] = (), paths: Iterable[str] = (
             raise ProcessorLoadError(f"entry point {ep.name!r} ({ep.value}) failed to load: {exc}") from exc
         module = target if isinstance(target, ModuleType) else sys.modules[target.__module__]
         found.update(_map_of(module, f"entry point {ep.name}"))
+    modules = list(modules)
+    if modules:
+        _current_folder_on_path()
     for name in modules:
         found.update(_map_of(_import(name, "--processors"), name))
     return found
+
+
+def _current_folder_on_path() -> None:
+    """`--processors mymodule` finds `mymodule.py` in the current folder, as `python -m` would."""
+    here = os.getcwd()
+    if here not in sys.path and "" not in sys.path:
+        sys.path.insert(0, here)
 
 
 def instantiate(classes: dict[str, type[BaseProcessor]]) -> dict[str, BaseProcessor]:
@@ -92,6 +103,9 @@ def declared_schedules(modules: Iterable[str] = (), paths: Iterable[str] = ()) -
         if ep.value not in BUILTIN_MODULES:
             target = ep.load()
             sources.append((target if isinstance(target, ModuleType) else sys.modules[target.__module__], ep.value))
+    modules = list(modules)
+    if modules:
+        _current_folder_on_path()
     sources += [(_import(name, "--processors"), name) for name in modules]
     found: list[tuple[Schedule, str]] = []
     for module, origin in sources:

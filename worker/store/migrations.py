@@ -9,6 +9,7 @@ from pathlib import Path
 
 import asyncpg
 
+from worker.core.errors import JobdeskError
 from worker.core.paths import sql_dir
 
 log = logging.getLogger(__name__)
@@ -16,6 +17,10 @@ log = logging.getLogger(__name__)
 _NAME = re.compile(r"^(\d{3})_([a-z0-9_]+)\.sql$")
 # Serialises concurrent `migrate` runs (two workers starting at once, say).
 _LOCK_KEY = 0x6A6F6264  # "jobd"
+
+
+class MigrationsMissing(JobdeskError):
+    """No migration files where the package keeps them: the schema cannot be created or checked."""
 
 
 @dataclass(frozen=True)
@@ -26,14 +31,19 @@ class Migration:
 
 
 def available_migrations(folder: Path | None = None) -> list[Migration]:
+    """The numbered migrations, in order; an error when there are none (an incomplete install)."""
+    folder = folder or sql_dir()
     found = []
-    for path in sorted((folder or sql_dir()).glob("*.sql")):
+    for path in sorted(folder.glob("*.sql")):
         match = _NAME.match(path.name)
         if match:
             found.append(Migration(int(match.group(1)), match.group(2), path))
+    if not found:
+        raise MigrationsMissing(f"no migration files found in {folder}: this jobdesk installation is "
+                                "incomplete; reinstall it")
     versions = [m.version for m in found]
     if len(set(versions)) != len(versions):
-        raise RuntimeError(f"two migrations share a number in {folder or sql_dir()}")
+        raise RuntimeError(f"two migrations share a number in {folder}")
     return found
 
 

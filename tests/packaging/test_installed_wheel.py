@@ -1,0 +1,140 @@
+"""jobdesk as a backend developer gets it: the built wheel, core extra only, in a virtual
+environment of its own outside the checkout, used from an empty folder of their project."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import asyncpg
+import pytest
+
+from tests import pg
+from worker.embedded.server import EmbeddedServer
+
+ROOT = Path(__file__).resolve().parents[2]
+WHEELHOUSE = Path(sys.prefix) / "wheelhouse"  # filled by `make test` (pip download .)
+
+PROCESSOR = '''
+from worker import BaseProcessor, Job, ProcessorResult
+
+
+class Shout(BaseProcessor):
+    async def process(self, job: Job) -> ProcessorResult:
+        return ProcessorResult({"said": job.input_data["text"].upper()})
+
+
+PROCESSOR_MAP = {"myproject.shout": Shout}
+'''
+
+
+def _run(argv: list[str], **kw: object) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(argv, capture_output=True, text=True, timeout=240, check=False, **kw)  # type: ignore[call-overload]
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """A fresh virtual environment with the wheel built from this checkout, core extra only."""
+    if not WHEELHOUSE.is_dir():
+        done = _run([sys.executable, "-m", "pip", "download", "--quiet", "--dest", str(WHEELHOUSE), str(ROOT)])
+        assert done.returncode == 0, done.stderr
+    work = tmp_path_factory.mktemp("wheel")
+    built = _run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation",
+                  "-w", str(work / "dist"), str(ROOT)])
+    assert built.returncode == 0, built.stderr
+    wheel = next((work / "dist").glob("jobdesk-*.whl"))
+    env_dir = work / "env"
+    made = _run([sys.executable, "-m", "venv", str(env_dir)])
+    assert made.returncode == 0, made.stderr
+    pip = _run([str(env_dir / "bin" / "python"), "-m", "pip", "install", "--quiet", "--no-index",
+                "--find-links", str(WHEELHOUSE), str(wheel)])
+    assert pip.returncode == 0, pip.stderr
+    yield env_dir / "bin"
+
+
+@pytest.fixture
+async def empty_database(pg_server: EmbeddedServer) -> object:
+    """A database with nothing in it: no schema, as a new project's would be."""
+    name = f"jdwheel_{os.getpid()}_{time.monotonic_ns() % 10**9}"
+    conn = await asyncpg.connect(pg.with_database(pg_server.dsn, "postgres"))
+    try:
+        await conn.execute(f"CREATE DATABASE {name}")
+    finally:
+        await conn.close()
+    url = pg.with_database(pg_server.dsn, name)
+    yield url
+    await pg.drop_test_database(url)
+
+
+def _project_env(database_url: str, home: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "VIRTUAL_ENV", "JOBDESK_"))}
+    env.update(DATABASE_URL=database_url, HOME=str(home), JOB_PROCESSOR_POLL_INTERVAL="0.2")
+    return env
+
+
+async def test_a_project_installs_the_wheel_and_runs_a_job_from_its_own_folder(
+        installed: Path, empty_database: str, tmp_path: Path) -> None:
+    project = tmp_path / "myproject"
+    project.mkdir()
+    (project / "myproc.py").write_text(PROCESSOR)
+    env = _project_env(empty_database, tmp_path)
+    jobdesk = str(installed / "jobdesk")
+
+    no_qt = _run([str(installed / "python"), "-c", "import importlib.util as u; print(u.find_spec('PySide6'))"],
+                 cwd=project, env=env)
+    assert no_qt.stdout.strip() == "None", "the core install must not bring Qt"
+
+    migrated = _run([jobdesk, "migrate", "--json"], cwd=project, env=env)
+    assert migrated.returncode == 0, migrated.stderr
+    assert len(json.loads(migrated.stdout)["applied"]) >= 16
+
+    submitted = _run([jobdesk, "submit", "myproject.shout", "--input", '{"text": "hi"}'], cwd=project, env=env)
+    assert submitted.returncode == 0, submitted.stderr
+    job_id = submitted.stdout.split()[-1]
+
+    worker = subprocess.Popen([jobdesk, "worker", "--processors", "myproc"], cwd=project, env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        shown: dict[str, object] = {}
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and shown.get("status") != "completed":
+            assert worker.poll() is None, worker.communicate()[0]
+            done = _run([jobdesk, "show", job_id, "--json"], cwd=project, env=env)
+            assert done.returncode == 0, done.stderr
+            shown = json.loads(done.stdout)
+            time.sleep(0.3)
+    finally:
+        worker.terminate()
+        log = worker.communicate(timeout=30)[0]
+    assert shown.get("status") == "completed", log
+    assert shown["result_data"] == {"said": "HI"}
+
+
+def test_the_core_install_names_the_extra_a_command_needs(installed: Path, tmp_path: Path) -> None:
+    env = _project_env("postgresql://nobody@127.0.0.1:1/none?sslmode=disable", tmp_path)
+    api = _run([str(installed / "jobdesk"), "api"], cwd=tmp_path, env=env)
+    assert api.returncode == 1
+    assert api.stderr.strip() == "jobdesk api needs the api extra: pip install 'jobdesk[api]'"
+    console = _run([str(installed / "jobdesk")], cwd=tmp_path, env={**env, "QT_QPA_PLATFORM": "offscreen"})
+    assert console.returncode == 1
+    assert console.stderr.strip() == "the jobdesk console needs the console extra: pip install 'jobdesk[console]'"
+
+
+async def test_migrate_without_migration_files_fails_in_one_line(installed: Path, empty_database: str,
+                                                                  tmp_path: Path) -> None:
+    site = next((installed.parent / "lib").glob("python3*/site-packages"))
+    hidden = site / "worker" / "sql-hidden"
+    (site / "worker" / "sql").rename(hidden)
+    try:
+        done = _run([str(installed / "jobdesk"), "migrate"], cwd=tmp_path, env=_project_env(empty_database, tmp_path))
+    finally:
+        hidden.rename(site / "worker" / "sql")
+    assert done.returncode == 1
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "no migration files found" in lines[0], done.stderr
+    assert "up to date" not in done.stdout
