@@ -1,0 +1,58 @@
+"""The claim statements as golden files, so a change to how they are assembled is seen.
+
+`python -m tests.store.golden_claim --write` writes every variant to `tests/store/golden/`;
+`tests/store/test_claim_statement.py` compares the statements with those files. Regenerate
+them only after a change to the SQL that is meant, and review the diff of the files.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from worker.store import transitions as t
+
+GOLDEN = Path(__file__).parent / "golden"
+LANE = (1, 2)  # a worker's second pump of two
+TYPE_COUNTS = (1, t.UNION_MAX_TYPES, t.UNION_MAX_TYPES + 1)  # one walk, the most walks, the lateral walk
+RETURNING = "to_jsonb(ins) AS job"  # stands for what the service asks of the inserted rows
+
+
+def variants() -> dict[str, Callable[[], str]]:
+    """Every statement, by golden file name (without `.sql`)."""
+    out: dict[str, Callable[[], str]] = {}
+    for n in TYPE_COUNTS:
+        for lane, suffix in ((None, ""), (LANE, "_lane")):
+            out[f"claim_{n}{suffix}"] = lambda n=n, lane=lane: t._claim_sql(n, lane)
+            out[f"exchange_{n}{suffix}"] = lambda n=n, lane=lane: t._exchange_sql(n, lane)
+    out["claim_limited"] = t._limited_claim_sql
+    out["exchange_limited"] = t._limited_exchange_sql
+    out["complete"] = lambda: t._COMPLETE
+    out["insert"] = lambda: t._INSERT
+    out["insert_full"] = lambda: t._INSERT_FULL
+    out["insert_audited"] = lambda: t._insert_audited_sql(RETURNING)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--write", action="store_true", help="write the golden files (else: list differences)")
+    args = parser.parse_args(argv)
+    stale = []
+    for name, build in variants().items():
+        path = GOLDEN / f"{name}.sql"
+        sql = build()
+        if args.write:
+            GOLDEN.mkdir(exist_ok=True)
+            path.write_text(sql, encoding="utf-8", newline="")
+        elif not path.exists() or path.read_text(encoding="utf-8") != sql:
+            stale.append(name)
+    for name in stale:
+        print(f"differs from its golden file: {name}")
+    return 1 if stale else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
