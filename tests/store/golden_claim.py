@@ -25,10 +25,10 @@ def variants() -> dict[str, Callable[[], str]]:
     out: dict[str, Callable[[], str]] = {}
     for n in TYPE_COUNTS:
         for lane, suffix in ((None, ""), (LANE, "_lane")):
-            out[f"claim_{n}{suffix}"] = lambda n=n, lane=lane: t._claim_sql(n, lane)
-            out[f"exchange_{n}{suffix}"] = lambda n=n, lane=lane: t._exchange_sql(n, lane)
-    out["claim_limited"] = t._limited_claim_sql
-    out["exchange_limited"] = t._limited_exchange_sql
+            out[f"claim_{n}{suffix}"] = lambda n=n, lane=lane: t.claim_statement(n, lane)
+            out[f"exchange_{n}{suffix}"] = lambda n=n, lane=lane: t.claim_statement(n, lane, exchange=True)
+    out["claim_limited"] = lambda: t.claim_statement(1, limited=True)
+    out["exchange_limited"] = lambda: t.claim_statement(1, exchange=True, limited=True)
     out["complete"] = lambda: t._COMPLETE
     out["insert"] = lambda: t._INSERT
     out["insert_full"] = lambda: t._INSERT_FULL

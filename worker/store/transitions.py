@@ -131,8 +131,9 @@ UNFINISHED = "('queued', 'in_progress', 'waiting_approval')"  # the statuses a u
 # The arbiter of jobs_unique_key_idx: a job whose key an unfinished job holds is not inserted.
 UNIQUE_CONFLICT = f"ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL AND status IN {UNFINISHED} DO NOTHING"
 
-# With a time or a key: two more columns, and the ids actually inserted come back.
-_INSERT_FULL = f"""
+def _insert_full(conflict: str, returning: str) -> str:
+    """The insert with a time and a key: two more columns ($9, $10), then `conflict` and `returning`."""
+    return f"""
 INSERT INTO jobs (id, type, user_id, pipeline_id, input_data, dependent_on_jobs, priority, scheduled_at,
                   unique_key)
 SELECT id, type, COALESCE(user_id, $8), pipeline_id, input_data::jsonb, dependent_on_jobs::jsonb,
@@ -142,10 +143,13 @@ SELECT id, type, COALESCE(user_id, $8), pipeline_id, input_data::jsonb, dependen
        WITH ORDINALITY AS t(id, type, user_id, pipeline_id, input_data, dependent_on_jobs,
                             priority, scheduled_at, unique_key, ord)
  ORDER BY ord
-{UNIQUE_CONFLICT}
-RETURNING id
+{conflict}
+RETURNING {returning}
 """
 
+
+# With a time or a key: the ids actually inserted come back.
+_INSERT_FULL = _insert_full(UNIQUE_CONFLICT, "id")
 
 class _KeyRace(Exception):
     """A unique key was taken by a concurrent enqueue between the look-up and the insert."""
@@ -314,21 +318,18 @@ async def _insert(conn: asyncpg.Connection, jobs: Sequence[JobCreate]) -> set[st
         return {r["id"] for r in rows}
 
 
-# Jobs without unique keys, inserted and audited in one statement (atomic without a
-# transaction), answering `{returning}` (SQL over the inserted rows, `ins`) per job.
-_INSERT_AUDITED = f"""
-WITH ins AS ({_INSERT_FULL.replace(UNIQUE_CONFLICT, "").replace("RETURNING id", "RETURNING *")}
+@functools.lru_cache(maxsize=8)
+def _insert_audited_sql(returning: str) -> str:
+    """Jobs without unique keys, inserted and audited in one statement (atomic without a
+    transaction), answering `returning` (SQL over the inserted rows, `ins`) per job."""
+    return f"""
+WITH ins AS ({_insert_full("", "*")}
 ), audit AS (
     INSERT INTO audit_log (os_user, source, actor, action, job_ids)
     SELECT o, s, a, 'submit', string_to_array(i, ',')
       FROM unnest($11::text[], $12::text[], $13::text[], $14::text[]) AS t(o, s, a, i)
 )
-SELECT ins.id, {{returning}} FROM ins"""
-
-
-@functools.lru_cache(maxsize=8)
-def _insert_audited_sql(returning: str) -> str:
-    return _INSERT_AUDITED.format(returning=returning)
+SELECT ins.id, {returning} FROM ins"""
 
 
 async def enqueue_audited(conn: asyncpg.Connection, submissions: Sequence[tuple[Actor, JobCreate]],
@@ -410,10 +411,9 @@ def _candidates(n_types: int, lane: Lane = None) -> str:
             f" ORDER BY priority DESC, seq {_WALK_LIMIT}) c ORDER BY c.priority DESC, c.seq")
 
 
-def _pick(n_types: int, lane: Lane = None) -> str:
-    """CTEs `due`, `picked` and `promoted`: the ids to claim ($3 at most), locked."""
-    return f"""
-due AS (
+def _pick(n_types: int, lane: Lane, claim_limit: str) -> str:
+    """CTEs `due`, `ready`, `picked` and `promoted`: the ids to claim (`claim_limit` at most), locked."""
+    return f"""due AS (
     SELECT id, type, priority, seq FROM jobs
      WHERE {_WAITING} AND run_at <= now()
      ORDER BY run_at LIMIT {DUE_BATCH}
@@ -423,12 +423,12 @@ due AS (
       FROM ({_candidates(n_types, lane)}) c
      CROSS JOIN LATERAL (SELECT id FROM jobs WHERE ctid = c.tid AND {_READY}
                            FOR UPDATE SKIP LOCKED) r
-     {_CLAIM_LIMIT}
+     {claim_limit}
 ), picked AS (
     SELECT id FROM (SELECT id, priority, seq FROM ready
                     UNION ALL
                     SELECT id, priority, seq FROM due WHERE type = ANY({_TYPES})) p
-     ORDER BY priority DESC, seq {_CLAIM_LIMIT}
+     ORDER BY priority DESC, seq {claim_limit}
 ), promoted AS (
     UPDATE jobs SET run_at = NULL
      WHERE id = ANY(ARRAY(SELECT id FROM due EXCEPT SELECT id FROM picked))
@@ -444,99 +444,100 @@ _CLAIM_RETURNING = """j.id, j.type, j.input_data, j.user_id, j.pipeline_id, j.re
               j.priority, j.seq, """ + _WAITED
 
 
-_DONE = """
+def _done(ids: str, results: str, attempts: str) -> str:
+    """Completes the finished jobs the worker still owns: ids, results (JSON text) and attempts."""
+    return f"""
     UPDATE jobs AS j
        SET status = 'completed', result_data = u.result::jsonb, completed_at = now(), updated_at = now(),
            error_message = NULL, error_fingerprint = NULL, next_retry_at = NULL, worker_id = NULL
-      FROM unnest(${ids}::text[], ${results}::text[], ${attempts}::int[]) AS u(id, result, attempt)
+      FROM unnest({ids}::text[], {results}::text[], {attempts}::int[]) AS u(id, result, attempt)
      WHERE j.id = u.id AND j.worker_id = $1 AND j.attempts = u.attempt
        AND j.status = 'in_progress' AND j.is_active
     RETURNING j.id"""
 
+
 # Records plain results without claiming (a worker that stops, or results with next jobs).
-_COMPLETE = _DONE.replace("${ids}", "$2").replace("${results}", "$3").replace("${attempts}", "$4") + \
-    " AS id, false AS claimed"
+_COMPLETE = _done("$2", "$3", "$4") + " AS id, false AS claimed"
 
-
-@functools.lru_cache(maxsize=64)
-def _exchange_sql(n_types: int, lane: Lane = None) -> str:
-    """Completes the jobs a worker finished and claims more, in one statement and one commit."""
-    done = _DONE.replace("${ids}", "(SELECT $5::text[])").replace("${results}", "(SELECT $6::text[])").replace(
-        "${attempts}", "(SELECT $7::int[])")
-    return f"""
-WITH done AS ({done}
-), {_pick(n_types, lane).strip()}, claimed AS (
+# The pieces `claim_statement` puts together. The claim alone commits asynchronously: losing a
+# claim in a server crash only puts the job back in the queue, where it is claimed again, exactly
+# as if the worker had crashed. Every statement that records a result commits durably.
+_ASYNC_COMMIT = """async_commit AS (
+    SELECT set_config('synchronous_commit', 'off', true) AS setting
+)"""
+_DONE_CTE = f"done AS ({_done('(SELECT $5::text[])', '(SELECT $6::text[])', '(SELECT $7::int[])')}\n)"
+_CLAIM_ALONE = f"""UPDATE jobs AS j
+   SET {_CLAIM_SET}
+ WHERE j.id = ANY(ARRAY(SELECT id FROM picked)) AND (SELECT setting FROM async_commit) = 'off'
+RETURNING true AS claimed, {_CLAIM_RETURNING}"""
+_CLAIMED_CTE = f"""claimed AS (
     UPDATE jobs AS j
        SET {_CLAIM_SET}
      WHERE j.id = ANY(ARRAY(SELECT id FROM picked))
     RETURNING {_CLAIM_RETURNING}
-)
-SELECT false AS claimed, d.id, NULL::varchar AS type, NULL::jsonb AS input_data, NULL::int AS user_id,
+)"""
+_EXCHANGED = """SELECT false AS claimed, d.id, NULL::varchar AS type, NULL::jsonb AS input_data, NULL::int AS user_id,
        NULL::varchar AS pipeline_id, 0 AS retry_count, 0 AS attempts, 0 AS priority, 0::bigint AS seq,
        0::float8 AS waited_s
   FROM done d
 UNION ALL
 SELECT true, c.id, c.type, c.input_data, c.user_id, c.pipeline_id, c.retry_count, c.attempts,
        c.priority, c.seq, c.waited_s
-  FROM claimed c
-"""
-
-
-# The same claim alone, for an idle worker woken by new work: fewer steps, less latency. It
-# commits asynchronously: losing a claim in a server crash only puts the job back in the
-# queue, where it is claimed again, exactly as if the worker had crashed. Every statement that
-# records a result commits durably.
-@functools.lru_cache(maxsize=64)
-def _claim_sql(n_types: int, lane: Lane = None) -> str:
-    return f"""
-WITH async_commit AS (
-    SELECT set_config('synchronous_commit', 'off', true) AS setting
-), {_pick(n_types, lane).strip()}
-UPDATE jobs AS j
-   SET {_CLAIM_SET}
- WHERE j.id = ANY(ARRAY(SELECT id FROM picked)) AND (SELECT setting FROM async_commit) = 'off'
-RETURNING true AS claimed, {_CLAIM_RETURNING}
-"""
-
-
-def _walk_limit(limit: int) -> int:
-    """How far each type's walk may go: past rows that other claims hold (SKIP LOCKED), such as
-    the other pump's of the same worker, without reading a whole type's backlog."""
-    return 4 * limit + 8
-
+  FROM claimed c"""
 
 # A limited type is claimed apart, one statement per type: it locks the type's type_limits row,
 # then asks jobdesk_type_room (sql/013) how many it may take; that function counts the jobs in
 # progress with a fresh snapshot, after the lock is held, so two claims never both see the same
 # free slot. A worker's own cap is kept the same way, under an advisory lock of its own (its two
 # pumps claim at once). Types without a limit never come here.
-@functools.lru_cache(maxsize=1)
-def _limited_claim_sql() -> str:
-    """The claim of one type ($2[1]): at most $3 jobs, within its global limit and this
-    worker's cap $5 (NULL for none)."""
-    room = """lk AS (
+TYPE_LIMIT_LOCK = """lk AS (
     SELECT max_running FROM type_limits WHERE type = ($2::text[])[1] FOR UPDATE
-), room AS MATERIALIZED (
-    SELECT jobdesk_type_room($1::varchar, ($2::text[])[1], (SELECT max_running FROM lk), $5::int, $3::int) AS n
-), async_commit AS ("""
-    sql = _claim_sql(1).replace("WITH async_commit AS (", f"WITH {room}", 1)
-    return sql.replace(_CLAIM_LIMIT, "LIMIT (SELECT n FROM room)")
+)"""
+_ROOM_LIMIT = "LIMIT (SELECT n FROM room)"  # a limited claim takes what room it has, not $3
+# The room's arguments beyond the type and its limit: the worker's cap and how many it asks for,
+# and for an exchange the jobs it completes (their slots are free at once).
+_ROOM_ARGS_CLAIM = "$5::int, $3::int"
+_ROOM_ARGS_EXCHANGE = "$8::int, $3::int,\n                             $5::text[], $7::int[]"
 
 
-_LK_ROOM = """lk AS (
-    SELECT max_running FROM type_limits WHERE type = ($2::text[])[1] FOR UPDATE
-), room AS MATERIALIZED (
-    SELECT jobdesk_type_room($1::varchar, ($2::text[])[1], (SELECT max_running FROM lk), $8::int, $3::int,
-                             $5::text[], $7::int[]) AS n
+def _room(args: str) -> str:
+    return f"""room AS MATERIALIZED (
+    SELECT jobdesk_type_room($1::varchar, ($2::text[])[1], (SELECT max_running FROM lk), {args}) AS n
 )"""
 
 
-@functools.lru_cache(maxsize=1)
-def _limited_exchange_sql() -> str:
-    """`_exchange_sql` for one limited type: the jobs it completes free their slots at once.
-    $8 is this worker's cap (NULL for none)."""
-    sql = _exchange_sql(1).replace("), due AS (", f"), {_LK_ROOM}, due AS (", 1)
-    return sql.replace(_CLAIM_LIMIT, "LIMIT (SELECT n FROM room)")
+@functools.lru_cache(maxsize=128)
+def claim_statement(n_types: int, lane: Lane = None, *, exchange: bool = False, limited: bool = False) -> str:
+    """The claim of up to $3 runnable jobs of the worker's $1 types ($2, `n_types` of them), each
+    type's walk at most $4 long, in `lane` (None: every row). Parameters beyond those:
+
+    - `exchange`: first completes the jobs the worker finished ($5 ids, $6 results, $7 attempts),
+      in the same statement and commit; rows come back with `claimed` false for those.
+    - `limited`: the claim of one limited type (`n_types` 1, no lane), under the lock of its
+      `type_limits` row and within the room `jobdesk_type_room` gives, including the worker's own
+      cap ($5 alone, $8 with `exchange`; NULL for none).
+    """
+    if limited and (n_types != 1 or lane is not None):
+        raise ValueError("a limited claim is of one type, without a lane")
+    pick = _pick(n_types, lane, _ROOM_LIMIT if limited else _CLAIM_LIMIT)
+    lock = [TYPE_LIMIT_LOCK, _room(_ROOM_ARGS_EXCHANGE if exchange else _ROOM_ARGS_CLAIM)] if limited else []
+    if exchange:
+        ctes, final = [_DONE_CTE, *lock, pick, _CLAIMED_CTE], _EXCHANGED
+    else:
+        ctes, final = [*lock, _ASYNC_COMMIT, pick], _CLAIM_ALONE
+    return f"\nWITH {', '.join(ctes)}\n{final}\n"
+
+
+def _done_args(finished: Sequence[tuple[Job, ProcessorResult]]) -> tuple[list[str], list[str], list[int]]:
+    """The ids, results (JSON text) and attempts of finished jobs, as `_done` reads them."""
+    return ([j.id for j, _ in finished], [json_text(r.result_data) for _, r in finished],
+            [j.attempt for j, _ in finished])
+
+
+def _walk_limit(limit: int) -> int:
+    """How far each type's walk may go: past rows that other claims hold (SKIP LOCKED), such as
+    the other pump's of the same worker, without reading a whole type's backlog."""
+    return 4 * limit + 8
 
 
 async def claim_limited(conn: asyncpg.Connection, worker_id: str, types: Sequence[str], limit: int,
@@ -548,9 +549,8 @@ async def claim_limited(conn: asyncpg.Connection, worker_id: str, types: Sequenc
     written: set[str] = set()
     if finished and types:
         first = types[0]
-        out = await conn.fetch(_limited_exchange_sql(), worker_id, [first], limit, _walk_limit(limit),
-                               [j.id for j, _ in finished], [json_text(r.result_data) for _, r in finished],
-                               [j.attempt for j, _ in finished], own_caps.get(first))
+        out = await conn.fetch(claim_statement(1, exchange=True, limited=True), worker_id, [first], limit,
+                               _walk_limit(limit), *_done_args(finished), own_caps.get(first))
         written = {r["id"] for r in out if not r["claimed"]}
         rows = [r for r in out if r["claimed"]]
         types = types[1:]
@@ -558,7 +558,7 @@ async def claim_limited(conn: asyncpg.Connection, worker_id: str, types: Sequenc
         left = limit - len(rows)
         if left <= 0:
             break
-        rows.extend(await conn.fetch(_limited_claim_sql(), worker_id, [job_type], left, _walk_limit(left),
+        rows.extend(await conn.fetch(claim_statement(1, limited=True), worker_id, [job_type], left, _walk_limit(left),
                                      own_caps.get(job_type)))
     return written, rows
 
@@ -599,14 +599,12 @@ async def complete_and_claim(conn: asyncpg.Connection, worker_id: str, types: Se
         return written, jobs
     types = list(types)
     if finished and (limit <= 0 or not types):
-        rows = await conn.fetch(_COMPLETE, worker_id, [j.id for j, _ in finished],
-                                [json_text(r.result_data) for _, r in finished], [j.attempt for j, _ in finished])
+        rows = await conn.fetch(_COMPLETE, worker_id, *_done_args(finished))
     elif finished:
-        rows = await conn.fetch(_exchange_sql(len(types), lane), worker_id, types, limit, _walk_limit(limit),
-                                [j.id for j, _ in finished], [json_text(r.result_data) for _, r in finished],
-                                [j.attempt for j, _ in finished])
+        rows = await conn.fetch(claim_statement(len(types), lane, exchange=True), worker_id, types, limit,
+                                _walk_limit(limit), *_done_args(finished))
     elif limit > 0 and types:
-        rows = await conn.fetch(_claim_sql(len(types), lane), worker_id, types, limit, _walk_limit(limit))
+        rows = await conn.fetch(claim_statement(len(types), lane), worker_id, types, limit, _walk_limit(limit))
     else:
         return set(), []
     written = {r["id"] for r in rows if not r["claimed"]}
