@@ -12,11 +12,11 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from worker.store import transitions as t
+from worker.store.transitions import claim, inserts
 
 GOLDEN = Path(__file__).parent / "golden"
 LANE = (1, 2)  # a worker's second pump of two
-TYPE_COUNTS = (1, t.UNION_MAX_TYPES, t.UNION_MAX_TYPES + 1)  # one walk, the most walks, the lateral walk
+TYPE_COUNTS = (1, claim.UNION_MAX_TYPES, claim.UNION_MAX_TYPES + 1)  # one walk, the most walks, the lateral walk
 RETURNING = "to_jsonb(ins) AS job"  # stands for what the service asks of the inserted rows
 
 
@@ -25,14 +25,14 @@ def variants() -> dict[str, Callable[[], str]]:
     out: dict[str, Callable[[], str]] = {}
     for n in TYPE_COUNTS:
         for lane, suffix in ((None, ""), (LANE, "_lane")):
-            out[f"claim_{n}{suffix}"] = lambda n=n, lane=lane: t.claim_statement(n, lane)
-            out[f"exchange_{n}{suffix}"] = lambda n=n, lane=lane: t.claim_statement(n, lane, exchange=True)
-    out["claim_limited"] = lambda: t.claim_statement(1, limited=True)
-    out["exchange_limited"] = lambda: t.claim_statement(1, exchange=True, limited=True)
-    out["complete"] = lambda: t._COMPLETE
-    out["insert"] = lambda: t._INSERT
-    out["insert_full"] = lambda: t._INSERT_FULL
-    out["insert_audited"] = lambda: t._insert_audited_sql(RETURNING)
+            out[f"claim_{n}{suffix}"] = lambda n=n, lane=lane: claim.claim_statement(n, lane)
+            out[f"exchange_{n}{suffix}"] = lambda n=n, lane=lane: claim.claim_statement(n, lane, exchange=True)
+    out["claim_limited"] = lambda: claim.claim_statement(1, limited=True)
+    out["exchange_limited"] = lambda: claim.claim_statement(1, exchange=True, limited=True)
+    out["complete"] = lambda: claim._COMPLETE
+    out["insert"] = lambda: inserts._INSERT
+    out["insert_full"] = lambda: inserts._INSERT_FULL
+    out["insert_audited"] = lambda: inserts._insert_audited_sql(RETURNING)
     return out
 
 
