@@ -21,6 +21,7 @@ from worker.store.transitions.inserts import enqueue
 
 CONTROL_CHANNEL = "jobdesk_control"  # workers LISTEN here for the cancel of a running job
 
+
 async def _lock_and_check(conn: asyncpg.Connection, action: str, job_ids: Sequence[str]) -> list[asyncpg.Record]:
     ids = list(dict.fromkeys(job_ids))
     if not ids:

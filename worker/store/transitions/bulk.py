@@ -16,6 +16,7 @@ from worker.store.transitions.actions import cancel, retry
 
 BULK_CHUNK = 1000  # jobs per transaction (and per audit row) of a bulk action
 
+
 def bulk_filter(action: str, filt: JobFilter) -> JobFilter | None:
     """The filter narrowed to the statuses `action` is legal from; None if none is left."""
     if action not in BULK_ACTIONS:

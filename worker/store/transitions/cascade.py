@@ -25,5 +25,6 @@ RETURNING id
 
 
 async def cancel_downstream(conn: asyncpg.Connection, job_ids: Sequence[str]) -> list[str]:
+    """Cancel the queued and waiting jobs downstream of these; return their ids."""
     return [r["id"] for r in await conn.fetch(_DOWNSTREAM, list(job_ids), _UPSTREAM_CANCELLED,
                                               fingerprint(_UPSTREAM_CANCELLED))]

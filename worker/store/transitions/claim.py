@@ -15,6 +15,7 @@ from worker.core.limits import ClaimLimits
 from worker.core.models import Job, ProcessorResult
 from worker.core.validation import json_text
 
+# How a claim finds its jobs. Runnable jobs are in jobs_ready_idx by type, in claim order: each
 # type the worker serves is one short index walk (its own LIMIT keeps it bounded whatever the
 # planner thinks of the statistics), the walks are merged in (priority, seq) order, and rows
 # are locked one by one by ctid as the merge yields them (SKIP LOCKED), until enough are held.

@@ -34,6 +34,7 @@ UNFINISHED = "('queued', 'in_progress', 'waiting_approval')"  # the statuses a u
 # The arbiter of jobs_unique_key_idx: a job whose key an unfinished job holds is not inserted.
 UNIQUE_CONFLICT = f"ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL AND status IN {UNFINISHED} DO NOTHING"
 
+
 def _insert_full(conflict: str, returning: str) -> str:
     """The insert with a time and a key: two more columns ($9, $10), then `conflict` and `returning`."""
     return f"""
