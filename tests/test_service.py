@@ -100,17 +100,6 @@ async def test_a_user_bound_service_sees_and_acts_on_its_own_jobs_only(service: 
     assert await service.get_job(theirs)  # the operator's service still sees everything
 
 
-def test_worker_command_legality_is_one_table() -> None:
-    legal = transitions.WORKER_COMMANDS_LEGAL_FROM
-    assert set(legal) == set(fleet.COMMANDS) == {"pause", "resume", "drain", "stop"}
-    assert transitions.worker_command_is_legal("resume", "paused")
-    assert not transitions.worker_command_is_legal("resume", "running")
-    assert not transitions.worker_command_is_legal("pause", "paused")
-    assert not transitions.worker_command_is_legal("drain", "draining")
-    assert all(not transitions.worker_command_is_legal(c, s) for c in legal for s in ("lost", "stopped"))
-    assert not transitions.worker_command_is_legal("reboot", "running")
-
-
 async def test_worker_commands_follow_the_table(service: JobService, conn: asyncpg.Connection) -> None:
     await fleet.register(conn, "w1", "host", 1, 2, ["echo"], "0.1.0")
     with pytest.raises(IllegalTransition, match="cannot resume worker w1: it is running; resume applies to paused"):

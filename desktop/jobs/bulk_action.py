@@ -28,9 +28,9 @@ from desktop.connection import ConsoleConnection
 from desktop.errors import EXPECTED, reason
 from desktop.tasks import spawn
 from desktop.theme import icon
+from worker.core.rules import LEGAL_FROM, BulkChunk
 from worker.service.jobs import BulkCount, JobService
 from worker.store.jobs import JobFilter, StatusCounts
-from worker.store.transitions import LEGAL_FROM, BulkChunk
 
 log = logging.getLogger("jobdesk.console")
 

@@ -15,7 +15,7 @@ from desktop.tasks import spawn
 from desktop.theme import icon
 from worker.core.errors import JobdeskError
 from worker.core.models import Status
-from worker.store.transitions import is_legal
+from worker.core.rules import is_legal
 
 # action name: (label, shortcut, confirmation question or None)
 ACTIONS: dict[str, tuple[str, str, str | None]] = {

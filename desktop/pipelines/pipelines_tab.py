@@ -30,13 +30,13 @@ from desktop.status_filter import checked, status_buttons
 from desktop.tasks import spawn
 from desktop.theme import icon
 from worker.core.models import Status, short_id
+from worker.core.rules import is_legal
 from worker.store.pipelines import (
     GRAPH_LIMIT,
     GraphNode,
     PipelineFilter,
     PipelineStatus,
 )
-from worker.store.transitions import is_legal
 
 log = logging.getLogger("jobdesk.console")
 PLAN_SHOWN = 15  # jobs listed by name in the "retry failed and downstream" question

@@ -28,9 +28,9 @@ from desktop.tasks import spawn
 from desktop.workers.job_links_delegate import JobLinksDelegate
 from desktop.workers.worker_table_model import COL_JOBS, COLUMNS, WorkerTableModel
 from worker.core.errors import JobdeskError
+from worker.core.rules import worker_command_is_legal
 from worker.store import fleet
 from worker.store.fleet import UnservedType, WorkerRecord
-from worker.store.transitions import worker_command_is_legal
 
 log = logging.getLogger("jobdesk.console")
 

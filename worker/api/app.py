@@ -18,11 +18,11 @@ from worker.api.events import ChangeHub
 from worker.api.hand_read import document_bodies
 from worker.api.metrics import ApiMetrics, MetricsMiddleware
 from worker.core.models import JobCreate
+from worker.core.rules import Actor
 from worker.core.settings import Settings
 from worker.core.version import __version__
 from worker.service.jobs import Enqueued, JobService
 from worker.store.tokens import SCOPES, TOKENS_CHANNEL
-from worker.store.transitions import Actor
 
 # Called with (type, input_data) before every enqueue; raises InvalidJob or ValueError to refuse
 # it (422 naming input_data). The hook typed processor inputs plug into.

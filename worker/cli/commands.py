@@ -18,6 +18,7 @@ from worker.core.durations import parse_duration, parse_seconds
 from worker.core.errors import InvalidJob, JobdeskError
 from worker.core.limits import parse_type_limit
 from worker.core.models import JobRecord, Status, new_job_id, short_id
+from worker.core.rules import BULK_ACTIONS, WORKER_COMMANDS_LEGAL_FROM
 from worker.core.schedules import MISFIRE_POLICIES, OVERLAP_POLICIES, Schedule
 from worker.core.settings import Settings, load_settings
 from worker.core.timefmt import relative, span
@@ -29,7 +30,6 @@ from worker.store.db import resolve_target
 from worker.store.jobs import JobFilter
 from worker.store.pipelines import PipelineFilter, PipelineStatus
 from worker.store.stats import BadWindow, Window, parse_window
-from worker.store.transitions import BULK_ACTIONS, WORKER_COMMANDS_LEGAL_FROM
 
 EXIT_ERROR = 1
 EXIT_USAGE = 2

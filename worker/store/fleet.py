@@ -16,8 +16,9 @@ from typing import Any
 import asyncpg
 
 from worker.core.errors import IllegalTransition, JobNotFound
+from worker.core.rules import WORKER_COMMANDS_LEGAL_FROM, worker_command_is_legal
 from worker.store.jobs import COUNT_CAP
-from worker.store.transitions import CONTROL_CHANNEL, WORKER_COMMANDS_LEGAL_FROM, worker_command_is_legal
+from worker.store.transitions import CONTROL_CHANNEL
 
 LIVE_STATES = ("running", "paused", "draining")
 COMMANDS = tuple(WORKER_COMMANDS_LEGAL_FROM)

@@ -1,0 +1,20 @@
+
+WITH ins AS (
+INSERT INTO jobs (id, type, user_id, pipeline_id, input_data, dependent_on_jobs, priority, scheduled_at,
+                  unique_key)
+SELECT id, type, COALESCE(user_id, $8), pipeline_id, input_data::jsonb, dependent_on_jobs::jsonb,
+       priority, scheduled_at, unique_key
+  FROM unnest($1::text[], $2::text[], $3::int[], $4::text[], $5::text[], $6::text[], $7::int[],
+              $9::timestamptz[], $10::text[])
+       WITH ORDINALITY AS t(id, type, user_id, pipeline_id, input_data, dependent_on_jobs,
+                            priority, scheduled_at, unique_key, ord)
+ ORDER BY ord
+
+RETURNING *
+
+), audit AS (
+    INSERT INTO audit_log (os_user, source, actor, action, job_ids)
+    SELECT o, s, a, 'submit', string_to_array(i, ',')
+      FROM unnest($11::text[], $12::text[], $13::text[], $14::text[]) AS t(o, s, a, i)
+)
+SELECT ins.id, to_jsonb(ins) AS job FROM ins

@@ -1,0 +1,95 @@
+"""The checks a new job passes before it is inserted: its fields' types and sizes, and text
+that PostgreSQL can store (no NUL character, no unpaired surrogate), in JSON or not.
+
+Pure: every door (the worker's next jobs, the CLI, the HTTP API, the Python client) meets the
+same checks in `worker.store.transitions.enqueue`, and can run them earlier itself.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import UTC, datetime
+
+from worker.core.errors import InvalidJob
+from worker.core.models import JobCreate
+
+_NUL = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")  # an escaped NUL, not an escaped backslash before "u0000"
+
+
+def json_text(value: object, what: str = "the value", *, job_id: str | None = None, field: str | None = None) -> str:
+    """JSON text for a jsonb parameter inside an array (asyncpg would read a list as a dimension).
+
+    Refuses what JSON allows but PostgreSQL's jsonb cannot store: a NUL character, and unpaired
+    UTF-16 surrogates (which are not Unicode text)."""
+    if not value and (value == {} or value == []):  # most inputs and dependency lists of a bulk enqueue
+        return "{}" if isinstance(value, dict) else "[]"
+    try:
+        text = json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError) as exc:
+        raise InvalidJob(f"{what} is not JSON: {exc}", job_id=job_id, field=field) from None
+    if "\\u0000" in text and _NUL.search(text):
+        raise InvalidJob(f"{what} contains a NUL character (\\u0000), which PostgreSQL cannot store",
+                         job_id=job_id, field=field)
+    if not _is_unicode(text):
+        raise InvalidJob(f"{what} contains an unpaired surrogate (like \\ud800), which is not Unicode text",
+                         job_id=job_id, field=field)
+    return text
+
+
+def _is_unicode(text: str) -> bool:
+    """False for a string holding an unpaired surrogate, which UTF-8 cannot encode. ASCII text,
+    nearly every job's, is answered without encoding it."""
+    if text.isascii():
+        return True
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def storable_text(text: str) -> bool:
+    """Whether PostgreSQL can store this string: no NUL character, no unpaired surrogate."""
+    return "\x00" not in text and _is_unicode(text)
+
+
+def _check_text_fields(job: JobCreate) -> None:
+    named = [("type", job.type), ("id", job.id), ("pipeline_id", job.pipeline_id), ("unique_key", job.unique_key)]
+    named += [("dependent_on_jobs", d) for d in (job.dependent_on_jobs if isinstance(job.dependent_on_jobs, list)
+                                                   else []) if isinstance(d, str)]
+    for field, value in named:
+        if isinstance(value, str) and not storable_text(value):
+            raise InvalidJob(f"{field} contains a NUL character or an unpaired surrogate, which PostgreSQL "
+                             f"cannot store", job_id=job.id if field != "id" else None, field=field)
+
+
+def check_new_job(job: JobCreate) -> None:
+    _check_text_fields(job)
+    if not isinstance(job.type, str) or not job.type.strip():
+        raise InvalidJob("a job needs a non-empty type", job_id=job.id, field="type")
+    if len(job.type) > 255:
+        raise InvalidJob(f"job type is longer than 255 characters: {job.type[:40]}…", job_id=job.id, field="type")
+    if not isinstance(job.id, str) or not job.id or len(job.id) > 36:
+        raise InvalidJob(f"job id must be a string of 1 to 36 characters, got {job.id!r}", field="id")
+    if not isinstance(job.input_data, dict):
+        raise InvalidJob(f"input_data of job {job.id} must be a JSON object", job_id=job.id,
+                         field="input_data")
+    if not isinstance(job.dependent_on_jobs, list) or not all(
+            isinstance(dep, str) for dep in job.dependent_on_jobs):
+        raise InvalidJob(f"dependent_on_jobs of job {job.id} must be a list of job ids", job_id=job.id,
+                         field="dependent_on_jobs")
+    if job.pipeline_id is not None and (not isinstance(job.pipeline_id, str) or len(job.pipeline_id) > 36):
+        raise InvalidJob(f"pipeline id must be a string of at most 36 characters, got {job.pipeline_id!r}",
+                         job_id=job.id, field="pipeline_id")
+    if job.scheduled_at is not None:
+        if not isinstance(job.scheduled_at, datetime):
+            raise InvalidJob(f"scheduled_at of job {job.id} must be a datetime", job_id=job.id, field="scheduled_at")
+        try:  # a naive time is the local time of this machine
+            job.scheduled_at = job.scheduled_at.astimezone(UTC)
+        except (OverflowError, ValueError):
+            raise InvalidJob(f"scheduled_at of job {job.id} is out of range", job_id=job.id,
+                             field="scheduled_at") from None
+    if job.unique_key is not None and (not isinstance(job.unique_key, str) or not 1 <= len(job.unique_key) <= 255):
+        raise InvalidJob(f"unique_key of job {job.id} must be a string of 1 to 255 characters", job_id=job.id,
+                         field="unique_key")

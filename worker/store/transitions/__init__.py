@@ -1,0 +1,95 @@
+"""Every change of a job's status, in one place: nothing outside this package writes `jobs.status`.
+
+The worker, the CLI, the HTTP API, the Python client and the console all call these functions,
+as `from worker.store import transitions; transitions.enqueue(conn, jobs)`. By role:
+
+- `inserts`: enqueueing jobs (unique keys, the insert audited in the same statement);
+- `claim`: the claim statement and the calls that claim and complete in one round trip;
+- `outcomes`: what a worker records: completed, failed, put back, unclaimed, cancelled, lost;
+- `actions`: operator actions (cancel, retry, approve, reject, downstream, pipelines) and audit;
+- `bulk`: an action on every job a filter matches, a chunk at a time;
+- `cascade`: cancelling what depends on a cancelled job.
+
+Worker-side writes are fenced by ownership (a row still `in_progress` under the same worker and
+attempt); operator actions lock their rows and check the action is legal for each one. The
+rules themselves (which action from which status, the retry rule, who acts) are pure and live in
+`worker.core.rules`; they are re-exported here for callers written against this module.
+"""
+
+from worker.core.models import Job, JobCreate, ProcessorResult, Status
+from worker.core.rules import (
+    BULK_ACTIONS,
+    LEGAL_FROM,
+    WORKER_COMMANDS_LEGAL_FROM,
+    Actor,
+    BulkChunk,
+    format_exception,
+    is_legal,
+    retry_decision,
+    worker_command_is_legal,
+)
+from worker.core.validation import check_new_job, json_text, storable_text
+from worker.store.transitions.actions import (
+    CONTROL_CHANNEL,
+    approve,
+    audit,
+    audit_submissions,
+    cancel,
+    cancel_pipeline,
+    reject,
+    retry,
+    retry_downstream,
+    retry_plan,
+)
+from worker.store.transitions.bulk import BULK_CHUNK, bulk_chunk, bulk_filter
+from worker.store.transitions.cascade import cancel_downstream
+from worker.store.transitions.claim import (
+    DUE_BATCH,
+    TYPE_LIMIT_LOCK,
+    UNION_MAX_TYPES,
+    Lane,
+    claim_limited,
+    claim_statement,
+    complete_and_claim,
+)
+from worker.store.transitions.inserts import (
+    DEFAULT_USER_ID,
+    KEY_RACE_ATTEMPTS,
+    UNFINISHED,
+    UNIQUE_CONFLICT,
+    enqueue,
+    enqueue_audited,
+    enqueue_detailed,
+)
+from worker.store.transitions.outcomes import (
+    FailOutcome,
+    complete_batch,
+    fail_attempt,
+    inactive_among,
+    mark_cancelled,
+    put_back,
+    release_orphans,
+    rescue_lost_jobs,
+    unclaim,
+)
+
+__all__ = [
+    # the rules (worker.core.rules, worker.core.validation) and the models they speak of
+    "BULK_ACTIONS", "LEGAL_FROM", "WORKER_COMMANDS_LEGAL_FROM", "Actor", "BulkChunk", "Job", "JobCreate",
+    "ProcessorResult", "Status", "check_new_job", "format_exception", "is_legal", "json_text", "retry_decision",
+    "storable_text", "worker_command_is_legal",
+    # enqueue
+    "DEFAULT_USER_ID", "KEY_RACE_ATTEMPTS", "UNFINISHED", "UNIQUE_CONFLICT", "enqueue", "enqueue_audited",
+    "enqueue_detailed",
+    # claim
+    "DUE_BATCH", "TYPE_LIMIT_LOCK", "UNION_MAX_TYPES", "Lane", "claim_limited", "claim_statement",
+    "complete_and_claim",
+    # the worker's outcomes
+    "FailOutcome", "complete_batch", "fail_attempt", "inactive_among", "mark_cancelled", "put_back",
+    "release_orphans", "rescue_lost_jobs", "unclaim",
+    # operator actions
+    "CONTROL_CHANNEL", "approve", "audit", "audit_submissions", "cancel", "cancel_downstream", "cancel_pipeline",
+    "reject", "retry", "retry_downstream", "retry_plan",
+    # bulk actions
+    "BULK_CHUNK", "bulk_chunk", "bulk_filter",
+]

@@ -1,0 +1,217 @@
+"""Enqueue: jobs inserted parents first in one statement, unique keys that stand for an unfinished
+job, and the insert audited in the same statement for a batch of several submitters.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+from collections.abc import Iterator, Sequence
+from dataclasses import replace
+from typing import Any
+
+import asyncpg
+
+from worker.core.dag import order_batch
+from worker.core.errors import InvalidJob
+from worker.core.models import JobCreate
+from worker.core.rules import Actor
+from worker.core.validation import check_new_job, json_text
+
+DEFAULT_USER_ID = 1  # created by the first migration
+
+_INSERT = """
+INSERT INTO jobs (id, type, user_id, pipeline_id, input_data, dependent_on_jobs, priority)
+SELECT id, type, COALESCE(user_id, $8), pipeline_id, input_data::jsonb, dependent_on_jobs::jsonb,
+       priority
+  FROM unnest($1::text[], $2::text[], $3::int[], $4::text[], $5::text[], $6::text[], $7::int[])
+       WITH ORDINALITY AS t(id, type, user_id, pipeline_id, input_data, dependent_on_jobs,
+                            priority, ord)
+ ORDER BY ord
+"""
+
+UNFINISHED = "('queued', 'in_progress', 'waiting_approval')"  # the statuses a unique_key is held in
+# The arbiter of jobs_unique_key_idx: a job whose key an unfinished job holds is not inserted.
+UNIQUE_CONFLICT = f"ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL AND status IN {UNFINISHED} DO NOTHING"
+
+
+def _insert_full(conflict: str, returning: str) -> str:
+    """The insert with a time and a key: two more columns ($9, $10), then `conflict` and `returning`."""
+    return f"""
+INSERT INTO jobs (id, type, user_id, pipeline_id, input_data, dependent_on_jobs, priority, scheduled_at,
+                  unique_key)
+SELECT id, type, COALESCE(user_id, $8), pipeline_id, input_data::jsonb, dependent_on_jobs::jsonb,
+       priority, scheduled_at, unique_key
+  FROM unnest($1::text[], $2::text[], $3::int[], $4::text[], $5::text[], $6::text[], $7::int[],
+              $9::timestamptz[], $10::text[])
+       WITH ORDINALITY AS t(id, type, user_id, pipeline_id, input_data, dependent_on_jobs,
+                            priority, scheduled_at, unique_key, ord)
+ ORDER BY ord
+{conflict}
+RETURNING {returning}
+"""
+
+
+# With a time or a key: the ids actually inserted come back.
+_INSERT_FULL = _insert_full(UNIQUE_CONFLICT, "id")
+
+
+
+class _KeyRace(Exception):
+    """A unique key was taken by a concurrent enqueue between the look-up and the insert."""
+
+
+
+async def enqueue(conn: asyncpg.Connection, jobs: Sequence[JobCreate]) -> list[str]:
+    """Insert jobs, parents before children, in one statement; return, per job given, the id
+    that stands for it: its own, or that of the unfinished job that holds its unique key.
+
+    Refuses (InvalidJob, nothing inserted) a malformed job, an id already taken, an unknown
+    user, a dependency on an unknown job, and a cycle.
+    """
+    return [job_id for job_id, _ in await enqueue_detailed(conn, jobs)]
+
+
+KEY_RACE_ATTEMPTS = 5
+
+
+async def enqueue_detailed(conn: asyncpg.Connection, jobs: Sequence[JobCreate]) -> list[tuple[str, bool]]:
+    """`enqueue`, telling duplicates apart: per job given, (the id that stands for it, whether
+    it was a duplicate of an unfinished job with the same unique key, so nothing was created).
+
+    Jobs of the batch that depend on a duplicate depend on the job that holds the key instead.
+    """
+    if not jobs:
+        return []
+    for job in jobs:
+        check_new_job(job)
+    if all(j.unique_key is None for j in jobs):
+        await _insert(conn, jobs)
+        return [(j.id, False) for j in jobs]
+    for attempt in range(KEY_RACE_ATTEMPTS):
+        try:
+            # A savepoint (or a transaction): a lost race leaves nothing behind.
+            async with conn.transaction():
+                return await _enqueue_unique(conn, jobs, last=attempt == KEY_RACE_ATTEMPTS - 1)
+        except _KeyRace:
+            continue
+    raise InvalidJob("unique keys kept changing hands while enqueueing; try again", field="unique_key")
+
+
+async def _enqueue_unique(conn: asyncpg.Connection, jobs: Sequence[JobCreate], *, last: bool) -> list[tuple[str, bool]]:
+    keys = sorted({j.unique_key for j in jobs if j.unique_key is not None})
+    holders = {r["unique_key"]: r["id"] for r in await conn.fetch(
+        f"SELECT unique_key, id FROM jobs WHERE unique_key = ANY($1::text[]) AND status IN {UNFINISHED}", keys)}
+    stands: dict[str, str] = {}  # id of a duplicate -> id of the job that holds its key
+    fresh: list[JobCreate] = []
+    for job in jobs:
+        key = job.unique_key
+        if key is not None and key in holders:
+            stands[job.id] = holders[key]
+            continue
+        if key is not None:
+            holders[key] = job.id  # a later job of the batch with this key is its duplicate
+        fresh.append(job)
+    if stands:
+        fresh = [replace(j, dependent_on_jobs=list(dict.fromkeys(stands.get(d, d) for d in j.dependent_on_jobs)))
+                 if any(d in stands for d in j.dependent_on_jobs) else j for j in fresh]
+    if fresh:
+        try:
+            inserted = await _insert(conn, fresh)
+        except InvalidJob:
+            if last:
+                raise
+            raise _KeyRace from None  # a dependant of a job that lost its key to a concurrent enqueue
+        if inserted is not None and len(inserted) < len(fresh):
+            raise _KeyRace
+    return [(stands.get(j.id, j.id), j.id in stands) for j in jobs]
+
+
+def _insert_args(ordered: Sequence[JobCreate]) -> list[Any]:
+    """The arrays `_INSERT` reads ($1 to $8)."""
+    return [
+        [j.id for j in ordered], [j.type for j in ordered], [j.user_id for j in ordered],
+        [j.pipeline_id for j in ordered],
+        [json_text(j.input_data, "input_data", job_id=j.id, field="input_data") for j in ordered],
+        [json_text(list(j.dependent_on_jobs)) for j in ordered], [j.priority for j in ordered], DEFAULT_USER_ID]
+
+
+async def _check_outside(conn: asyncpg.Connection, ordered: Sequence[JobCreate], outside: set[str]) -> None:
+    """Refuse a batch that depends on a job that does not exist, naming the job and the field."""
+    if not outside:
+        return
+    known = {r["id"] for r in await conn.fetch("SELECT id FROM jobs WHERE id = ANY($1::text[])", sorted(outside))}
+    missing = sorted(outside - known)
+    if missing:
+        child = next(j.id for j in ordered if missing[0] in j.dependent_on_jobs)
+        raise InvalidJob(f"dependency {missing[0]} of job {child} is not a known job", job_id=child,
+                         field="dependent_on_jobs")
+
+
+@contextlib.contextmanager
+def _insert_errors(ordered: Sequence[JobCreate]) -> Iterator[None]:
+    """An insert's refusals as InvalidJob."""
+    try:
+        yield
+    except asyncpg.UniqueViolationError as exc:
+        raise InvalidJob(f"a job with this id already exists ({exc.detail or exc})", field="id") from None
+    except asyncpg.ForeignKeyViolationError as exc:
+        users = sorted({str(j.user_id) for j in ordered if j.user_id is not None})
+        raise InvalidJob(f"unknown user {', '.join(users) or '?'} ({exc.detail or exc})", field="user_id") from None
+    except asyncpg.PostgresError as exc:
+        if getattr(exc, "sqlstate", "").startswith("JD"):
+            raise InvalidJob(str(exc)) from None
+        raise
+
+
+async def _insert(conn: asyncpg.Connection, jobs: Sequence[JobCreate]) -> set[str] | None:
+    """Insert checked jobs in one statement; the ids inserted when any has a time or a key."""
+    ordered, outside = order_batch(jobs)
+    await _check_outside(conn, ordered, outside)
+    full = any(j.scheduled_at is not None or j.unique_key is not None for j in ordered)
+    args = _insert_args(ordered)
+    with _insert_errors(ordered):
+        if not full:
+            await conn.execute(_INSERT, *args)
+            return None
+        rows = await conn.fetch(_INSERT_FULL, *args, [j.scheduled_at for j in ordered],
+                                [j.unique_key for j in ordered])
+        return {r["id"] for r in rows}
+
+
+@functools.lru_cache(maxsize=8)
+def _insert_audited_sql(returning: str) -> str:
+    """Jobs without unique keys, inserted and audited in one statement (atomic without a
+    transaction), answering `returning` (SQL over the inserted rows, `ins`) per job."""
+    return f"""
+WITH ins AS ({_insert_full("", "*")}
+), audit AS (
+    INSERT INTO audit_log (os_user, source, actor, action, job_ids)
+    SELECT o, s, a, 'submit', string_to_array(i, ',')
+      FROM unnest($11::text[], $12::text[], $13::text[], $14::text[]) AS t(o, s, a, i)
+)
+SELECT ins.id, {returning} FROM ins"""
+
+
+async def enqueue_audited(conn: asyncpg.Connection, submissions: Sequence[tuple[Actor, JobCreate]],
+                          returning: str) -> dict[str, asyncpg.Record]:
+    """Enqueue the jobs of several submitters and audit each one's submission, in one statement
+    and one round trip; by id, a row of `returning` (SQL over the inserted row, `ins`) per job.
+    For jobs without unique keys (see `enqueue_detailed` for those); refusals as `enqueue`'s."""
+    jobs = [job for _, job in submissions]
+    for job in jobs:
+        if job.unique_key is not None:
+            raise ValueError("enqueue_audited takes jobs without a unique_key")
+        check_new_job(job)
+    ordered, outside = order_batch(jobs)
+    await _check_outside(conn, ordered, outside)
+    by_actor: dict[Actor, list[str]] = {}
+    for actor, job in submissions:
+        by_actor.setdefault(actor, []).append(job.id)
+    actors = list(by_actor)
+    with _insert_errors(ordered):
+        rows = await conn.fetch(_insert_audited_sql(returning), *_insert_args(ordered),
+                                [j.scheduled_at for j in ordered], [None] * len(ordered),
+                                [a.os_user for a in actors], [a.source for a in actors], [a.name for a in actors],
+                                [",".join(by_actor[a]) for a in actors])
+    return {r["id"]: r for r in rows}
