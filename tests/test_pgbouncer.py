@@ -279,7 +279,7 @@ async def test_deaf_listener_falls_back_to_polling(pooled: str, dsn: str, conn: 
     try:
         paused = await wait_for(lambda: conn.fetchval(
             "SELECT pid FROM pg_stat_activity WHERE application_name = 'jd-listen'"), what="the listener")
-        await wait_for(lambda: asyncio.sleep(0, worker.worker._listener is not None and worker.worker._listener.heard),
+        await wait_for(lambda: asyncio.sleep(0, worker.worker.listening.heard),
                        what="a first heartbeat")
         os.kill(paused, signal.SIGSTOP)
         await wait_for(lambda: asyncio.sleep(0, any("went deaf" in r.getMessage() for r in caplog.records)),

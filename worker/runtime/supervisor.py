@@ -12,7 +12,7 @@ import logging
 import os
 import socket
 from collections.abc import Awaitable, Callable
-from typing import Any, Protocol
+from typing import Protocol, TypeVar
 
 import asyncpg
 
@@ -23,6 +23,8 @@ from worker.store import fleet, transitions
 from worker.store.db import CONNECTION_ERRORS
 
 log = logging.getLogger("jobdesk.worker")
+
+T = TypeVar("T")
 
 
 class Supervised(Protocol):
@@ -38,7 +40,7 @@ class Supervised(Protocol):
         """running, paused or draining: what the heartbeat reports."""
         ...
 
-    async def db_call(self, fn: Callable[[asyncpg.Connection], Awaitable[Any]]) -> Any:  # noqa: ANN401
+    async def db_call(self, fn: Callable[[asyncpg.Connection], Awaitable[T]]) -> T:
         """Run fn(conn), retrying while the database is unreachable."""
         ...
 

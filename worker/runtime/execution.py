@@ -1,0 +1,161 @@
+"""Running one job: its input checked against the processor's model, the processor called in a
+task of its own, its result checked, and an operator's cancellation of the running task."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import deque
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from worker.core.errors import InvalidJob, PermanentJobError
+from worker.core.input_validation import check_job_input
+from worker.core.models import Job, JobCreate, ProcessorResult
+from worker.core.processor import BaseProcessor
+from worker.runtime.outcomes import Outcomes
+from worker.store import transitions
+
+if TYPE_CHECKING:
+    from worker.observe.metrics import WorkerMetrics
+    from worker.runtime.pump import Kicks
+
+log = logging.getLogger("jobdesk.worker")
+
+CANCEL_GRACE_S = 0.5  # a cancelled processor may stop cleanly this long before its task is cancelled
+PREFETCH_BELOW_S = 0.05  # claim ahead only while jobs average less than this
+
+
+class InvalidResult(Exception):
+    """A processor returned something the engine cannot store."""
+
+
+def check_result(job: Job, result: object) -> ProcessorResult:
+    if not isinstance(result, ProcessorResult):
+        raise InvalidResult(f"processor for {job.type!r} returned {type(result).__name__}, "
+                            f"not ProcessorResult")
+    if not isinstance(result.result_data, dict):
+        raise InvalidResult("result_data must be a dict")
+    try:
+        transitions.json_text(result.result_data, "result_data")
+    except InvalidJob as exc:
+        raise InvalidResult(str(exc)) from None
+    for child in result.next_jobs:
+        if not isinstance(child, JobCreate):
+            raise InvalidResult("next_jobs must hold JobCreate objects")
+        try:
+            transitions.json_text(child.input_data, f"input_data of next job {child.type!r}")
+        except InvalidJob as exc:
+            raise InvalidResult(str(exc)) from None
+    return result
+
+
+class Execution:
+    """The jobs a worker runs (`running`, at most `concurrency`) and those claimed that wait for
+    a slot (`ready`). A job that ends hands its outcome to `outcomes` and wakes a pump."""
+
+    def __init__(self, processors: Mapping[str, BaseProcessor], concurrency: int, outcomes: Outcomes,
+                 kicks: Kicks, stop: asyncio.Event, metrics: WorkerMetrics | None) -> None:
+        """`stop` is set once the worker stops: from then on no job starts."""
+        self.processors = processors
+        self.concurrency = concurrency
+        self.outcomes = outcomes
+        self.kicks = kicks
+        self.stop = stop
+        self.metrics = metrics
+        self.running: dict[str, tuple[Job, asyncio.Task[None]]] = {}
+        self.ready: deque[Job] = deque()  # claimed, waiting for a free slot
+        self.avg_run_s: float | None = None
+
+    def capacity(self) -> int:
+        """Slots plus a small local queue, used only while jobs are short.
+
+        Claiming a few jobs ahead saves a round trip per job when jobs take milliseconds; for
+        long jobs it would only keep work from other workers, so it is off then.
+        """
+        short = self.avg_run_s is not None and self.avg_run_s < PREFETCH_BELOW_S
+        return self.concurrency * 3 if short else self.concurrency
+
+    def start_ready(self) -> None:
+        while self.ready and len(self.running) < self.concurrency and not self.stop.is_set():
+            self._start(self.ready.popleft())
+
+    def take_ready(self) -> list[str]:
+        """Empty the queue of claimed jobs not started; return their ids."""
+        unstarted, self.ready = [j.id for j in self.ready], deque()
+        return unstarted
+
+    def cancel(self, job_id: str) -> None:
+        """Ask a running job to stop (its cancel_event), and cancel its task after a grace period."""
+        if job_id not in self.running:
+            return
+        job, task = self.running[job_id]
+        if job.cancel_event is not None:
+            job.cancel_event.set()
+        log.info("job %s cancelled by an operator", job_id)
+        asyncio.get_running_loop().call_later(CANCEL_GRACE_S, lambda: task.done() or task.cancel())
+
+    async def stop_running(self) -> list[str]:
+        """Cancel the running jobs' tasks and wait for them; return the ids of those jobs."""
+        jobs = list(self.running.values())
+        for _, task in jobs:
+            task.cancel()
+        await asyncio.gather(*(t for _, t in jobs), return_exceptions=True)
+        return [job.id for job, _ in jobs]
+
+    def _start(self, job: Job) -> None:
+        job.cancel_event = asyncio.Event()
+        if self.metrics is not None:
+            stats = self.metrics.of(job.type)
+            stats.started += 1
+            stats.wait.observe(job.waited_s)
+        task = asyncio.create_task(self._run_job(job), name=f"job-{job.id}")
+        self.running[job.id] = (job, task)
+
+    async def _run_job(self, job: Job) -> None:
+        started = time.monotonic()
+        try:
+            await self._run_job_inner(job)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            # A bug of ours, not of the processor: the job stays in_progress under this worker
+            # until the lease rescue takes it back, so it is not lost.
+            log.exception("job %s: internal error while recording its outcome", job.id)
+        finally:
+            took = time.monotonic() - started
+            if self.metrics is not None:
+                self.metrics.of(job.type).run.observe(took)
+            self.avg_run_s = took if self.avg_run_s is None else 0.9 * self.avg_run_s + 0.1 * took
+            self.running.pop(job.id, None)
+            self.start_ready()
+            if self.stop.is_set():
+                self.kicks.set()
+            else:
+                self.kicks.one()
+
+    async def _run_job_inner(self, job: Job) -> None:
+        processor = self.processors[job.type]
+        began = time.monotonic()
+        try:
+            try:
+                check_job_input(processor, job)  # a mismatch is permanent: no retry can fix the input
+                result = check_result(job, await processor.process(job))
+            finally:  # before the outcome is recorded, whatever it is
+                job.run_s = time.monotonic() - began
+        except asyncio.CancelledError:
+            if job.cancelled:
+                await self.outcomes.record_cancelled(job)
+                return
+            raise
+        except PermanentJobError as exc:
+            await self.outcomes.record_failure(job, exc, permanent=True)
+            return
+        except Exception as exc:
+            await self.outcomes.record_failure(job, exc, permanent=False)
+            return
+        if job.cancelled:
+            await self.outcomes.record_cancelled(job)
+        else:
+            self.outcomes.finished(job, result)
