@@ -82,7 +82,7 @@ class ChangeHub:
             listen_dsn(self._dsn, self._settings), self._handlers,
             on_listening=self.wake_all,  # changes may have been missed while not listening
             send=self._send, heartbeat_interval=self._settings.JOB_LISTEN_HEARTBEAT_INTERVAL, retry_min=1.0,
-            logger=log, subject="job changes", name="api-listener",
+            logger=log, subject="job changes", name="api-listener", no_listen_level=logging.WARNING,
             meanwhile=f"waiting requests read their jobs' versions every {POLL_S:g} s")
         await self._listen.start()
         self._tasks.append(asyncio.create_task(self._poll(), name="api-change-poll"))

@@ -83,7 +83,8 @@ class ListenerSupervisor:
     - It checks the connection every `check_interval` seconds (a round trip, and a heartbeat
       when one is due).
     - It logs one line per change (on `logger`): `subject` says what is listened for ("new
-      jobs"), `meanwhile` what the owner does while it polls ("polling every 2 s").
+      jobs"), `meanwhile` what the owner does while it polls ("polling every 2 s"). Losing the
+      listener is a warning; polling for want of a listen URL is said at `no_listen_level`.
     """
 
     def __init__(self, dsn: str | None, handlers: Mapping[str, Handler], *,
@@ -94,7 +95,8 @@ class ListenerSupervisor:
                  check_interval: float = 1.0,
                  retry_min: float = 0.5, retry_max: float = 5.0, relisten_max: float = 60.0,
                  logger: logging.Logger = log, subject: str = "notifications",
-                 meanwhile: str = "polling meanwhile", name: str = "listener") -> None:
+                 meanwhile: str = "polling meanwhile", no_listen_level: int = logging.INFO,
+                 name: str = "listener") -> None:
         self.dsn = dsn
         self.handlers = dict(handlers)
         self.on_listening = on_listening
@@ -104,6 +106,7 @@ class ListenerSupervisor:
         self.check_interval = min(check_interval, heartbeat_interval)
         self.retry_min, self.retry_max, self.relisten_max = retry_min, retry_max, relisten_max
         self.log, self.subject, self.meanwhile, self.name = logger, subject, meanwhile, name
+        self.no_listen_level = no_listen_level
         self._listening = False
         self._polling: Polling | None = None
         self._told = asyncio.Event()  # the owner knows the outcome of the first attempt
@@ -220,7 +223,7 @@ class ListenerSupervisor:
             return
         self._polling, self._listening = polling, False
         if polling.cause is Cause.NO_LISTEN:
-            self.log.info("%s: %s", polling.reason, self.meanwhile)
+            self.log.log(self.no_listen_level, "%s: %s", polling.reason, self.meanwhile)
         elif polling.cause is Cause.DEAF:
             self.log.warning("the listener for %s went deaf (%s) while the database answers; %s, and "
                              "listening again later", self.subject, polling.reason, self.meanwhile)
