@@ -83,7 +83,7 @@ async def test_notifications_reach_the_handler(dsn: str, conn: asyncpg.Connectio
         await wait_for(lambda: asyncio.sleep(0, owner.payloads == ["job-1", "job-2"]), timeout=5,
                        what="the notifications")
         await asyncio.sleep(1.0)  # a few heartbeats come and go, unnoticed by the owner
-        assert owner.told == ["listening"]
+        assert owner.told == ["listening"] and supervisor.heard
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING], caplog.text
 
 

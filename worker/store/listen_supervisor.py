@@ -63,7 +63,8 @@ class ListenerSupervisor:
     - `await start()` makes the first attempt, and returns once the owner has been told its
       outcome: `on_listening()`, or `on_polling(Polling)`. From then on the supervisor runs as a
       task of its own until `await stop()` (or `async with supervisor:`), which cancels that task
-      and closes the connection; `stop()` may be called at any time, also twice.
+      and closes the connection; `stop()` may be called at any time, also twice. A supervisor
+      runs once: after `stop()`, make a new one.
     - `handlers` maps each channel to a function that gets the NOTIFY payload; they run on the
       event loop, as asyncpg calls them, and must not block.
     - The owner's state goes back and forth between listening and polling, and each change is
@@ -114,6 +115,7 @@ class ListenerSupervisor:
         self._relisten_pause = 0.0
         self._listener: Listener | None = None
         self._task: asyncio.Task[None] | None = None
+        self._started = False
 
     @property
     def listening(self) -> bool:
@@ -121,13 +123,20 @@ class ListenerSupervisor:
         return self._listening
 
     @property
+    def heard(self) -> bool:
+        """The current listen connection has heard its own heartbeat at least once."""
+        return self._listener is not None and self._listener.heard
+
+    @property
     def polling(self) -> Polling | None:
         """Why the owner polls; None while listening, and before start()."""
         return self._polling
 
     async def start(self) -> None:
-        if self._task is not None:
-            raise RuntimeError(f"{self.name} is already started")
+        """Start supervising; return once the owner has been told listening or polling."""
+        if self._started:
+            raise RuntimeError(f"{self.name} was started before")
+        self._started = True
         self._task = asyncio.create_task(self._run(), name=self.name)
         self._task.add_done_callback(self._ended)
         told = asyncio.create_task(self._told.wait(), name=f"{self.name}-start")
