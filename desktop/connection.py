@@ -1,5 +1,6 @@
 """The console's link to PostgreSQL: a pool for queries, one LISTEN connection for pushed
-changes, and reconnection when the database goes away. Plain asyncio; Qt sees it through signals."""
+changes (kept by a ListenerSupervisor, with polling while it is away or deaf), and reconnection
+when the database goes away. Plain asyncio; Qt sees it through signals."""
 
 from __future__ import annotations
 
@@ -17,7 +18,8 @@ from worker.core.errors import JobdeskError
 from worker.core.settings import Settings
 from worker.service.jobs import JobService, prepare_schema
 from worker.store.db import CONNECTION_ERRORS, describe, is_starting_up
-from worker.store.listener import NO_LISTEN_REASON, Listener, ListenerDeaf, listen_dsn
+from worker.store.listen_supervisor import ListenerSupervisor
+from worker.store.listener import listen_dsn
 
 log = logging.getLogger("jobdesk.console")
 T = TypeVar("T")
@@ -49,7 +51,7 @@ class ConsoleConnection(QObject):
         self.client: JobService | None = None
         self.writable = False
         self.is_connected = False
-        self._listener: Listener | None = None
+        self._listen: ListenerSupervisor | None = None  # while connected
         self._pending: set[str] = set()
         self._reload = False
         self._flush_handle: asyncio.TimerHandle | None = None
@@ -57,10 +59,11 @@ class ConsoleConnection(QObject):
         self.bulk_coalesce_s = BULK_COALESCE_S
         self._task: asyncio.Task[None] | None = None
         self._closing = False
-        self._said_polling = False  # the "no LISTEN here" line is logged once per connection
-        self._deaf = False  # the listener went deaf and has not heard its heartbeat since
-        self._relisten_at = 0.0
-        self._relisten_pause = 0.0
+
+    @property
+    def listening(self) -> bool:
+        """Changes are pushed; otherwise the console polls every POLL_S."""
+        return self._listen is not None and self._listen.listening
 
     def describe(self) -> str:
         return ("embedded " if self.embedded else "") + describe(self.dsn)
@@ -125,21 +128,8 @@ class ConsoleConnection(QObject):
                     delay = min(delay * 2, RETRY_MAX_S)
                     continue
             await asyncio.sleep(POLL_S)
-            if self._listener is None:
-                self._queue(None)  # no LISTEN: poll
-                if self._deaf and asyncio.get_running_loop().time() >= self._relisten_at:
-                    await self._open_listener()
-                continue
-            try:
-                await self._listener.ping()
-            except ListenerDeaf as exc:
-                self._went_deaf(exc)
-            except EXPECTED as exc:
-                self._lost(exc)
-            else:
-                if self._deaf and self._listener.heard:
-                    self._deaf, self._relisten_pause = False, 0.0
-                    log.info("live updates are back: the listener hears its heartbeat again")
+            if not self.listening:
+                self._queue(None)  # no LISTEN (or it is lost, or deaf): poll; a lost database shows there
 
     def _revive_embedded(self) -> None:
         """A safety net: when the shared embedded server is gone (stopped by hand), start it again.
@@ -162,46 +152,33 @@ class ConsoleConnection(QObject):
             await prepare_schema(self.dsn, embedded=True)
         self.client = await JobService.connect(self.dsn, settings=self.settings, source="console", pool_size=4,
                                                  plan_each_call=True)
-        await self._open_listener()
-        self.writable = not self.forced_read_only and await self.client.can_write()
+        try:
+            await self._start_listening(self.client)
+            self.writable = not self.forced_read_only and await self.client.can_write()
+        except BaseException:
+            await self._drop()
+            raise
         self.is_connected = True
         self.connected.emit(self.describe())
         self.writable_changed.emit(self.writable)
         self._queue(None)  # whatever changed while we were away
 
-    async def _open_listener(self) -> None:
-        """LISTEN for changes where that works (DATABASE_LISTEN_URL behind a pooler); else poll."""
-        self._listener = None
-        dsn = listen_dsn(self.dsn, self.settings)
-        if dsn is None:
-            if not self._said_polling:
-                self._said_polling = True
-                log.info("%s: polling for changes every %.0f s", NO_LISTEN_REASON, POLL_S)
-            return
-        client = self.client
-        assert client is not None
-        listener = Listener(dsn, {CHANGES_CHANNEL: self._on_notify}, send=client.notify,
-                            heartbeat_interval=self.settings.JOB_LISTEN_HEARTBEAT_INTERVAL)
-        try:
-            await listener.open()
-        except EXPECTED as exc:
-            log.warning("live updates unavailable (%s); polling every %.0f s", _reason(exc), POLL_S)
-            return
-        self._listener = listener
+    async def _start_listening(self, client: JobService) -> None:
+        """LISTEN for changes where that works (DATABASE_LISTEN_URL behind a pooler); else poll.
+        Each time the listener (re)connects or stops, the rows are reloaded: changes were missed."""
+        self._listen = ListenerSupervisor(
+            listen_dsn(self.dsn, self.settings), {CHANGES_CHANNEL: self._on_notify},
+            on_listening=self._missed, on_polling=lambda _why: self._missed(), send=client.notify,
+            heartbeat_interval=self.settings.JOB_LISTEN_HEARTBEAT_INTERVAL, check_interval=POLL_S,
+            retry_max=RETRY_MAX_S, relisten_max=RELISTEN_MAX_S, logger=log, subject="live updates",
+            meanwhile=f"polling for changes every {POLL_S:.0f} s", name="console-listener")
+        await self._listen.start()
 
-    def _went_deaf(self, exc: BaseException) -> None:
-        """Drop a deaf listener and poll; listen again after a pause (doubling while it stays deaf)."""
-        if self._listener is not None:
-            self._listener.terminate()
-            self._listener = None
-        if not self._deaf:
-            log.warning("live updates stopped: the listener went deaf (%s) while the database answers; "
-                        "polling every %.0f s, and listening again later", _reason(exc), POLL_S)
-        self._deaf = True
-        self._relisten_pause = min(max(self._relisten_pause * 2, self.settings.JOB_LISTEN_HEARTBEAT_INTERVAL),
-                                   RELISTEN_MAX_S)
-        self._relisten_at = asyncio.get_running_loop().time() + self._relisten_pause
-        self._queue(None)  # whatever it missed
+    def _missed(self) -> None:
+        """The listener (re)connected or stopped: reload what may have been missed. The reload
+        also finds a database that went away. On connecting, `_open` reloads anyway."""
+        if self.is_connected:
+            self._queue(None)
 
     def _lost(self, exc: BaseException) -> None:
         if not self.is_connected:
@@ -211,12 +188,12 @@ class ConsoleConnection(QObject):
         spawn(self._drop(), "console-drop")
 
     async def _drop(self) -> None:
-        listener, self._listener = self._listener, None
+        listen, self._listen = self._listen, None
         client, self.client = self.client, None
-        if listener is not None:
-            listener.terminate()
         if client is not None:
             client.terminate()
+        if listen is not None:
+            await listen.stop(timeout=0.5)
 
     def _on_notify(self, payload: str) -> None:
         self._queue(None if payload == "*" else set(payload.split(",")))

@@ -47,7 +47,7 @@ def test_console_through_pgbouncer(qapp: QApplication, qtbot, test_db: str,  # t
             try:
                 await until(lambda: connection.is_connected, what="the connection through PgBouncer")
                 await until(lambda: "job-a" in ids_shown(window), what="the first rows")
-                assert (connection._listener is not None) == (listen_url is not None)
+                assert connection.listening == (listen_url is not None)
                 new_id = f"job-{'listen' if listen_url else 'poll'}"
                 await conn.execute("INSERT INTO jobs (id, type, input_data) VALUES ($1, 'echo', '{}')", new_id)
                 await until(lambda: new_id in ids_shown(window), timeout=6, what="the new row")

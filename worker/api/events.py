@@ -1,7 +1,8 @@
 """Job changes pushed to waiting requests: ONE LISTEN connection per API process, fanned out
 in memory to every SSE stream and long-poll waiting on a job. Where there is no LISTEN (behind a
-transaction pooler without DATABASE_LISTEN_URL, or while the listener is down), the hub reads the
-waited-on jobs' versions in one query every POLL_S and wakes the waiters of those that changed."""
+transaction pooler without DATABASE_LISTEN_URL, or while the listener is down or deaf), the hub
+reads the waited-on jobs' versions in one query every POLL_S and wakes the waiters of those that
+changed. A `ListenerSupervisor` keeps the LISTEN going and says which of the two applies."""
 
 from __future__ import annotations
 
@@ -13,12 +14,12 @@ from datetime import datetime
 
 from worker.core.settings import Settings
 from worker.store.jobs import JobRow
-from worker.store.listener import NO_LISTEN_REASON, Listener, listen_dsn
+from worker.store.listen_supervisor import ListenerSupervisor
+from worker.store.listener import Sender, listen_dsn
 
 log = logging.getLogger("worker.api.events")
 
 JOB_CHANNEL = "jobdesk_job_changes"
-PING_INTERVAL_S = 2.0
 # Waiters read the job again at least this often, whatever the hub hears.
 FALLBACK_POLL_S = 5.0
 # Without LISTEN, how often the hub reads the versions of the jobs waited on.
@@ -28,12 +29,17 @@ RowReader = Callable[[Sequence[str]], Awaitable[Sequence[JobRow]]]
 
 
 class ChangeHub:
+    """`send` (a NOTIFY through the API's pool) carries the listener's heartbeat, so that a listen
+    URL where the changes do not arrive is found deaf; without it, the listen connection sends it."""
+
     def __init__(self, dsn: str, settings: Settings, read_rows: RowReader,
-                 extra_handlers: dict[str, Callable[[str], None]] | None = None) -> None:
+                 extra_handlers: dict[str, Callable[[str], None]] | None = None, *,
+                 send: Sender | None = None) -> None:
         self._waiters: dict[str, set[asyncio.Event]] = {}
         self._dsn, self._settings, self._read_rows = dsn, settings, read_rows
         self._handlers = {JOB_CHANNEL: self._on_jobs, **(extra_handlers or {})}
-        self._listener: Listener | None = None
+        self._send = send
+        self._listen: ListenerSupervisor | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._seen: dict[str, datetime] = {}  # polling: the version each waited-on job had
         self.stopping = asyncio.Event()
@@ -54,7 +60,7 @@ class ChangeHub:
 
     @property
     def listening(self) -> bool:
-        return self._listener is not None and self._listener.is_open
+        return self._listen is not None and self._listen.listening
 
     def _on_jobs(self, payload: str) -> None:
         if payload == "*":
@@ -71,13 +77,14 @@ class ChangeHub:
 
     async def start(self) -> None:
         """Listen where that works (the service's pool has found out whether the URL goes
-        through a pooler); poll the waited-on jobs whenever not listening."""
-        dsn = listen_dsn(self._dsn, self._settings)
-        if dsn is None:
-            log.warning("%s: waiting requests read their jobs' versions every %g s", NO_LISTEN_REASON, POLL_S)
-        else:
-            self._listener = Listener(dsn, self._handlers)
-            self._tasks.append(asyncio.create_task(self._run(self._listener), name="api-listener"))
+        through a pooler, which `listen_dsn` asks); poll the waited-on jobs whenever not listening."""
+        self._listen = ListenerSupervisor(
+            listen_dsn(self._dsn, self._settings), self._handlers,
+            on_listening=self.wake_all,  # changes may have been missed while not listening
+            send=self._send, heartbeat_interval=self._settings.JOB_LISTEN_HEARTBEAT_INTERVAL, retry_min=1.0,
+            logger=log, subject="job changes", name="api-listener", no_listen_level=logging.WARNING,
+            meanwhile=f"waiting requests read their jobs' versions every {POLL_S:g} s")
+        await self._listen.start()
         self._tasks.append(asyncio.create_task(self._poll(), name="api-change-poll"))
 
     async def stop(self) -> None:
@@ -87,9 +94,8 @@ class ChangeHub:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
-        if self._listener is not None:
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(self._listener.close(), 2)
+        if self._listen is not None:
+            await self._listen.stop()
 
     async def _poll(self) -> None:
         failing = False
@@ -118,24 +124,3 @@ class ChangeHub:
                     self._seen[job_id] = now
             for job_id in set(self._seen) - set(self._waiters):
                 del self._seen[job_id]
-
-    async def _run(self, listener: Listener) -> None:
-        down = False
-        while True:
-            try:
-                if not listener.is_open:
-                    await listener.open()
-                    if down:
-                        log.warning("listening for job changes again")
-                    down = False
-                    self.wake_all()  # changes may have been missed while not listening
-                await asyncio.sleep(PING_INTERVAL_S)
-                await asyncio.wait_for(listener.ping(), PING_INTERVAL_S)
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
-                if not down:
-                    log.warning("not listening for job changes (%s); waiters poll meanwhile", exc)
-                down = True
-                listener.terminate()
-                await asyncio.sleep(1.0)

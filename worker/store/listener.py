@@ -92,7 +92,7 @@ class Listener:
         at once, sends a heartbeat when one is due, and reports one that is overdue."""
         conn = self._conn
         if conn is None or conn.is_closed():
-            raise ConnectionError("not listening")
+            raise ConnectionError("connection closed")
         now = time.monotonic()
         if self._pending is not None and now - self._sent_at > self.heartbeat_interval:
             raise ListenerDeaf(f"no heartbeat back on the listen connection within "
