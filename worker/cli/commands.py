@@ -25,7 +25,7 @@ from worker.core.version import __version__
 from worker.runtime.retention import PRUNABLE
 from worker.service.client import JobClient
 from worker.service.jobs import Attempt, migrate_database, prepare_schema
-from worker.store.db import resolve_target
+from worker.store.db import Database
 from worker.store.jobs import JobFilter
 from worker.store.pipelines import PipelineFilter, PipelineStatus
 from worker.store.stats import BadWindow, Window, parse_window
@@ -340,7 +340,7 @@ async def _client(settings: Settings) -> JobClient:
 
 
 async def cmd_migrate(args: argparse.Namespace, settings: Settings) -> int:
-    target = resolve_target(settings)
+    target = Database.resolve(settings)
     applied = await migrate_database(target.dsn)
     names = [f"{m.version:03d}_{m.name}" for m in applied]
     if args.json:
@@ -504,7 +504,7 @@ async def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
     modules = [*settings.JOB_PROCESSOR_MODULES, *args.processors]
     processors = instantiate(load_processor_classes(modules, settings.JOB_PROCESSOR_PATH))
     declared = declared_schedules(modules, settings.JOB_PROCESSOR_PATH)
-    target = resolve_target(settings)
+    target = Database.resolve(settings)
     await prepare_schema(target.dsn, embedded=target.embedded)
     if declared:
         async with await JobClient.connect(target.dsn, settings=settings, source="worker", pool_size=2) as client:

@@ -35,7 +35,7 @@ from worker.store import fleet, idempotency, job_document, tokens, transitions, 
 from worker.store import jobs as job_queries
 from worker.store import pipelines as pipeline_queries
 from worker.store import stats as stats_queries
-from worker.store.db import connect, create_pool, resolve_target
+from worker.store.db import Database, connect, create_pool
 from worker.store.failures import FailureGroup, FailureSample
 from worker.store.fleet import UnservedType, WorkerRecord
 from worker.store.jobs import JobFilter, JobRow, Page, StatusCounts
@@ -206,26 +206,26 @@ class JobService:
         self.settings = settings or load_settings()
 
     @classmethod
-    async def connect(cls, dsn: str | None = None, *, settings: Settings | None = None,
+    async def connect(cls, database: Database | str | None = None, *, settings: Settings | None = None,
                       source: str = "api", pool_size: int | None = None, plan_each_call: bool = False,
                       indexes_only: bool = False) -> JobService:
-        """A service on DATABASE_URL (or `dsn`, or the embedded default), schema checked.
+        """A service on `database` (a `Database`, a URL, or None for DATABASE_URL or else the
+        embedded default), schema checked: the embedded database is migrated on the fly.
 
         `plan_each_call` (the console's) plans each statement for its call, and `indexes_only`
         (the HTTP API's) keeps its kept plans on the indexes: see `create_pool`."""
         settings = settings or load_settings()
-        if dsn is None:
-            target = resolve_target(settings)
-            dsn, embedded = target.dsn, target.embedded
-        else:
-            embedded = False
-        pool = await create_pool(dsn, size=pool_size or settings.DB_POOL_SIZE,
+        if database is None:
+            database = Database.resolve(settings)
+        elif isinstance(database, str):
+            database = Database.given(database, settings)
+        pool = await create_pool(database.dsn, size=pool_size or settings.DB_POOL_SIZE,
                                  statement_timeout=settings.JOB_STATEMENT_TIMEOUT,
                                  application_name=f"jobdesk-{source}", plan_each_call=plan_each_call,
                                  indexes_only=indexes_only)
         try:
             async with pool.acquire() as conn:
-                await ensure_schema(conn, embedded=embedded)
+                await ensure_schema(conn, embedded=database.embedded)
         except BaseException:
             await pool.close()
             raise
