@@ -10,7 +10,7 @@ import logging
 import shlex
 import sys
 
-from worker.cli.commands import setup_logging
+from worker.cli.main import setup_logging
 from worker.core.errors import JobdeskError
 from worker.core.models import JobCreate
 from worker.core.settings import Settings, load_settings
