@@ -27,7 +27,7 @@ from desktop.tasks import spawn  # noqa: E402
 from desktop.theme import apply_style, follow_os_style, icon  # noqa: E402
 from worker.core.errors import JobdeskError  # noqa: E402
 from worker.core.settings import load_settings  # noqa: E402
-from worker.store.db import resolve_target  # noqa: E402
+from worker.store.db import Database  # noqa: E402
 
 log = logging.getLogger("jobdesk.console")
 
@@ -69,11 +69,11 @@ class Console:
     def switch(self, profile: Profile | None, url: str | None) -> None:
         if profile is None:
             try:
-                target = resolve_target(self.settings.model_copy(update={"DATABASE_URL": None}))
+                database = Database.embedded_default()
             except JobdeskError as exc:
                 QMessageBox.warning(self.window, "jobdesk", str(exc))
                 return
-            self.open(target.dsn, embedded=True, production=False, read_only=self.args.read_only)
+            self.open(database.dsn, embedded=True, production=False, read_only=self.args.read_only)
         else:
             self.open(url or profile.url, embedded=False, production=profile.production,
                       read_only=self.args.read_only or profile.read_only)
@@ -82,8 +82,8 @@ class Console:
 async def run_console(app: QApplication, args: argparse.Namespace) -> int:
     errors.install(asyncio.get_running_loop())  # a bug shows a dialog and its log, never a silent stop
     console = Console(args)
-    target = resolve_target(console.settings)
-    console.open(target.dsn, embedded=target.embedded, production=args.production, read_only=args.read_only)
+    database = Database.resolve(console.settings)  # the console's first database; a switch chooses another
+    console.open(database.dsn, embedded=database.embedded, production=args.production, read_only=args.read_only)
     if args.smoke_test and console.window is not None:
         return await smoke_test(console.window)
     app.lastWindowClosed.connect(console.closed.set)

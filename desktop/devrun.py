@@ -43,13 +43,13 @@ def main() -> int:
     from worker.core.settings import load_settings
 
     try:
-        target, first = asyncio.run(seed_demo(load_settings()))
+        database, first = asyncio.run(seed_demo(load_settings()))
     except JobdeskError as exc:
         print(f"jobdesk: error: {exc}", file=sys.stderr)
         return 1
-    hint = ("the console starts a worker" if target.embedded
+    hint = ("the console starts a worker" if database.embedded
             else "start a worker with `jobdesk worker` or the console's Launch worker button")
-    print(f"demo pipeline {first.pipeline_id} enqueued on {target.describe()}; {hint}", file=sys.stderr)
+    print(f"demo pipeline {first.pipeline_id} enqueued on {database.describe()}; {hint}", file=sys.stderr)
     from desktop.app import main as console_main
 
     return console_main([])

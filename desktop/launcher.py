@@ -33,7 +33,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         from desktop.app import main as console_main
 
         return console_main(args)
-    from worker.cli.commands import main as cli_main
+    from worker.cli.main import main as cli_main
 
     return cli_main(args)
 

@@ -9,9 +9,9 @@ from collections.abc import AsyncIterator
 import asyncpg
 import pytest
 
+from tests.cli.test_cli import one_line_error
 from tests.helpers import run_cli
-from tests.test_cli import one_line_error
-from worker.cli import commands as cli
+from worker.cli import main as cli
 from worker.core.errors import InvalidJob
 from worker.core.models import Status
 from worker.core.settings import load_settings

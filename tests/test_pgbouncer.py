@@ -21,7 +21,7 @@ import pytest
 from tests import pg
 from tests.helpers import RunningWorker, assert_no_job_lost, run_cli, start_worker, wait_for
 from tests.pgbouncer import SERVER_POOL_SIZE, PgBouncer
-from worker.cli import commands as cli
+from worker.cli import main as cli
 from worker.core.errors import DatabaseUnavailable
 from worker.core.models import Job, JobCreate, ProcessorResult
 from worker.core.processor import BaseProcessor

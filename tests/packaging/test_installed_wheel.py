@@ -93,9 +93,10 @@ async def test_a_project_installs_the_wheel_and_runs_a_job_from_its_own_folder(
     assert migrated.returncode == 0, migrated.stderr
     assert len(json.loads(migrated.stdout)["applied"]) >= 16
 
-    submitted = _run([jobdesk, "submit", "myproject.shout", "--input", '{"text": "hi"}'], cwd=project, env=env)
+    submitted = _run([jobdesk, "submit", "myproject.shout", "--input", '{"text": "hi"}', "--json"],
+                     cwd=project, env=env)
     assert submitted.returncode == 0, submitted.stderr
-    job_id = submitted.stdout.split()[-1]
+    job_id = json.loads(submitted.stdout)["id"]
 
     worker = subprocess.Popen([jobdesk, "worker", "--processors", "myproc"], cwd=project, env=env,
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)

@@ -19,7 +19,7 @@ from worker.api.app import InputValidator, accept_any_input, create_app
 from worker.core.errors import JobdeskError
 from worker.core.settings import Settings
 from worker.service.jobs import JobService
-from worker.store.db import resolve_target
+from worker.store.db import Database
 
 
 def is_loopback(host: str) -> bool:
@@ -47,45 +47,50 @@ def _config(app: object, host: str, port: int) -> uvicorn.Config:
                           timeout_graceful_shutdown=30, loop="none", http="httptools")
 
 
-async def _check(settings: Settings, host: str, *, auth: bool) -> None:
-    """Refuse to start as the issue asks: --no-auth off loopback, or auth with no token made."""
+def check_host(host: str, *, auth: bool) -> None:
+    """Refuse --no-auth off a loopback host (a check that needs no database)."""
     if not auth and not is_loopback(host):
         raise JobdeskError(f"--no-auth is only allowed on a loopback host (127.0.0.1, ::1, localhost), not {host}")
-    if auth:
-        target = resolve_target(settings)
-        async with await JobService.connect(target.dsn if not target.embedded else None, settings=settings,
-                                            source="api", pool_size=2) as service:
-            if not await service.has_tokens():
-                raise JobdeskError("no API token exists; create one with `jobdesk token create --name NAME` "
-                                   "(or start with --no-auth on a loopback host)")
 
 
-async def connect_service(settings: Settings, *, pool_size: int | None = None) -> JobService:
-    """The API's service: its plans are kept across calls (planning the group commit each time
-    cost a third more per batch) and kept on the indexes, so that none made while `jobs` was
-    small stays a read of the whole table as it grows (see `worker.db.create_pool`)."""
-    target = resolve_target(settings)
-    return await JobService.connect(target.dsn if not target.embedded else None, settings=settings, source="api",
+async def _check_tokens(settings: Settings, database: Database) -> None:
+    """Refuse to start with auth but no token made."""
+    async with await JobService.connect(database, settings=settings, source="api", pool_size=2) as service:
+        if not await service.has_tokens():
+            raise JobdeskError("no API token exists; create one with `jobdesk token create --name NAME` "
+                               "(or start with --no-auth on a loopback host)")
+
+
+async def connect_service(settings: Settings, *, database: Database | None = None,
+                          pool_size: int | None = None) -> JobService:
+    """The API's service on `database` (by default the one `settings` choose): its plans are
+    kept across calls (planning the group commit each time cost a third more per batch) and kept
+    on the indexes, so that none made while `jobs` was small stays a read of the whole table as
+    it grows (see `worker.store.db.create_pool`)."""
+    return await JobService.connect(database or Database.resolve(settings), settings=settings, source="api",
                                     pool_size=pool_size, indexes_only=True)
 
 
 async def serve(settings: Settings, host: str, port: int, *, auth: bool,
-                validate_input: InputValidator = accept_any_input, sock: socket.socket | None = None) -> None:
-    """Serve on host:port, or on `sock`, a listening socket shared with other processes (the
-    start-up checks are then the parent's)."""
+                validate_input: InputValidator = accept_any_input, database: Database | None = None,
+                sock: socket.socket | None = None) -> None:
+    """Serve `database` (by default the one `settings` choose) on host:port, or on `sock`, a
+    listening socket shared with other processes (the start-up checks are then the parent's)."""
     if sock is None:
-        await _check(settings, host, auth=auth)
-    target = resolve_target(settings)
-    service = await connect_service(settings)
+        check_host(host, auth=auth)
+    database = database or Database.resolve(settings)
+    if sock is None and auth:
+        await _check_tokens(settings, database)
+    service = await connect_service(settings, database=database)
     try:
-        app = create_app(service, target.dsn, settings=settings, auth=auth, validate_input=validate_input)
+        app = create_app(service, database.dsn, settings=settings, auth=auth, validate_input=validate_input)
         server = _Server(_config(app, host, port))
         hub = app.state.ctx.hub
         # Waiters see `stopping` when they wake; woken now, a long-poll or a stream ends at once
         # instead of at its next timeout, and uvicorn's shutdown need not wait for it.
         server.on_exit = [hub.stopping.set, hub.wake_all]
         if sock is None:
-            print(f"jobdesk api on http://{host}:{port} ({target.describe()}); docs at /docs", file=sys.stderr)
+            print(f"jobdesk api on http://{host}:{port} ({database.describe()}); docs at /docs", file=sys.stderr)
         # uvicorn raises the captured SIGTERM again after shutting down; a handler of ours turns
         # that into a plain return, so the process exits 0.
         signal.signal(signal.SIGTERM, lambda *_: None)
@@ -107,24 +112,29 @@ def _runner() -> asyncio.Runner:
 
 def run(settings: Settings, host: str, port: int, *, auth: bool,
         validate_input: InputValidator = accept_any_input, workers: int = 1) -> int:
+    """Serve until stopped: the checks that need no database first, then the database is chosen
+    (once, for every process serving) and the token check made."""
+    check_host(host, auth=auth)
+    database = Database.resolve(settings)
     if workers > 1:
-        return _run_workers(settings, host, port, auth=auth, validate_input=validate_input, workers=workers)
+        return _run_workers(settings, database, host, port, auth=auth, validate_input=validate_input,
+                            workers=workers)
     with _runner() as runner:
-        runner.run(serve(settings, host, port, auth=auth, validate_input=validate_input))
+        runner.run(serve(settings, host, port, auth=auth, validate_input=validate_input, database=database))
     return 0
 
 
-def _run_workers(settings: Settings, host: str, port: int, *, auth: bool, validate_input: InputValidator,
-                 workers: int) -> int:
+def _run_workers(settings: Settings, database: Database, host: str, port: int, *, auth: bool,
+                 validate_input: InputValidator, workers: int) -> int:
     """`workers` processes on one listening socket, which the kernel hands connections from.
     The API keeps no state of its own, so they need nothing from each other. SIGTERM is passed
     on to each, which finishes its requests in flight; the parent exits 0 once all have."""
     if not hasattr(os, "fork"):
         raise JobdeskError("--workers above 1 needs a platform with fork (not Windows)")
-    with _runner() as runner:  # checked once here, before any process is made
-        runner.run(_check(settings, host, auth=auth))
+    if auth:
+        with _runner() as runner:  # checked once here, before any process is made
+            runner.run(_check_tokens(settings, database))
     sock = _config(None, host, port).bind_socket()
-    target = resolve_target(settings)
     children: list[int] = []
     for _ in range(workers):
         pid = os.fork()
@@ -133,7 +143,8 @@ def _run_workers(settings: Settings, host: str, port: int, *, auth: bool, valida
             try:
                 signal.signal(signal.SIGINT, signal.SIG_DFL)
                 with _runner() as runner:
-                    runner.run(serve(settings, host, port, auth=auth, validate_input=validate_input, sock=sock))
+                    runner.run(serve(settings, host, port, auth=auth, validate_input=validate_input,
+                                     database=database, sock=sock))
                 code = 0
             except BaseException as exc:  # noqa: BLE001 - a child reports in one line and exits
                 print(f"jobdesk api worker {os.getpid()}: {exc}", file=sys.stderr)
@@ -153,7 +164,7 @@ def _run_workers(settings: Settings, host: str, port: int, *, auth: bool, valida
 
     signal.signal(signal.SIGTERM, on_term)
     signal.signal(signal.SIGINT, on_term)
-    print(f"jobdesk api on http://{host}:{port} with {workers} worker processes ({target.describe()}); "
+    print(f"jobdesk api on http://{host}:{port} with {workers} worker processes ({database.describe()}); "
           f"docs at /docs", file=sys.stderr)
     failed = False
     left = set(children)

@@ -2,6 +2,6 @@
 
 import sys
 
-from worker.cli.commands import main
+from worker.cli.main import main
 
 sys.exit(main())

@@ -10,7 +10,7 @@ import logging
 import shlex
 import sys
 
-from worker.cli.commands import setup_logging
+from worker.cli.main import setup_logging
 from worker.core.errors import JobdeskError
 from worker.core.models import JobCreate
 from worker.core.settings import Settings, load_settings
@@ -18,37 +18,33 @@ from worker.processors.demo_video import demo_pipeline
 from worker.runtime.registry import instantiate, load_processor_classes
 from worker.runtime.worker import Worker
 from worker.service.client import JobClient
-from worker.store.db import Target, resolve_target
+from worker.store.db import Database
 
 log = logging.getLogger("jobdesk.dev")
 
 
-async def seed_demo(settings: Settings) -> tuple[Target, JobCreate]:
-    """The database (started if embedded, migrated) with a fresh demo pipeline in it."""
-    target = resolve_target(settings)
-    client = await JobClient.connect(target.dsn if not target.embedded else None, settings=settings,
-                                     source="cli", pool_size=2)
-    try:
+async def seed_demo(settings: Settings) -> tuple[Database, JobCreate]:
+    """The database (chosen here, started if embedded, migrated) with a fresh demo pipeline in it."""
+    database = Database.resolve(settings)
+    async with await JobClient.connect(database, settings=settings, source="cli", pool_size=2) as client:
         first = demo_pipeline()
         await client.enqueue_many([first])
-    finally:
-        await client.close()
-    return target, first
+    return database, first
 
 
-async def prepare(settings: Settings) -> tuple[Target, JobCreate, Worker]:
+async def prepare(settings: Settings) -> tuple[Database, JobCreate, Worker]:
     """The database with a fresh demo pipeline, and a worker for it."""
-    target, first = await seed_demo(settings)
+    database, first = await seed_demo(settings)
     processors = instantiate(load_processor_classes(settings.JOB_PROCESSOR_MODULES, settings.JOB_PROCESSOR_PATH))
-    return target, first, Worker(settings, target.dsn, processors)
+    return database, first, Worker(settings, database.dsn, processors)
 
 
 async def main() -> None:
     settings = load_settings()
     setup_logging(settings.LOG_LEVEL)
-    target, first, worker = await prepare(settings)
-    env = "" if not target.embedded else f"DATABASE_URL={shlex.quote(target.dsn)} "
-    log.info("database: %s", target.describe())
+    database, first, worker = await prepare(settings)
+    env = "" if not database.embedded else f"DATABASE_URL={shlex.quote(database.dsn)} "
+    log.info("database: %s", database.describe())
     log.info("demo pipeline %s enqueued; watch it with: %s.venv/bin/jobdesk jobs --pipeline %s",
              first.pipeline_id, env, first.pipeline_id)
     log.info("the video stage waits for approval: %s.venv/bin/jobdesk approve ID (Ctrl-C stops everything)", env)

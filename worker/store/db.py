@@ -113,26 +113,65 @@ def describe(dsn: str) -> str:
     return f"{db} on {host}:{port}"
 
 
-@dataclass
-class Target:
-    """The database a process uses: a DSN, and whether it is the embedded default."""
+@dataclass(frozen=True)
+class Database:
+    """The database a process works on, chosen once at its entry point and passed down: its DSN,
+    where to LISTEN, whether it is the embedded default, and how to start that again if it is gone.
+
+    `resolve(settings)` chooses as every front door does: DATABASE_URL when set, otherwise the
+    embedded server (started now if nobody runs it yet)."""
 
     dsn: str
-    embedded: bool
+    embedded: bool = False
+    # DATABASE_LISTEN_URL, which belongs to the database of DATABASE_URL only: None for any other.
+    listen_url: str | None = None
+
+    @classmethod
+    def resolve(cls, settings: Settings) -> Database:
+        """DATABASE_URL as given, or the embedded server (started now if nobody runs it yet)."""
+        if settings.DATABASE_URL:
+            return cls.given(settings.DATABASE_URL, settings)
+        return cls.embedded_default()
+
+    @classmethod
+    def given(cls, dsn: str, settings: Settings | None = None) -> Database:
+        """A database named by its URL (never the embedded default, even when it is that server)."""
+        listen = settings.DATABASE_LISTEN_URL if settings is not None and dsn == settings.DATABASE_URL else None
+        return cls(dsn, embedded=False, listen_url=listen or None)
+
+    @classmethod
+    def embedded_default(cls) -> Database:
+        """This user's embedded server, started now if nobody runs it yet (whatever DATABASE_URL says)."""
+        from worker.embedded.server import embedded_server
+
+        dsn = embedded_server().ensure_running()
+        known_direct(dsn)
+        return cls(dsn, embedded=True)
+
+    def listen_dsn(self) -> str | None:
+        """Where to LISTEN for this database's notifications; None when it cannot, and must poll:
+        DATABASE_LISTEN_URL when it applies, otherwise the DSN itself unless that goes through a
+        transaction pooler (where a LISTEN lands on a session shared with others). Known for sure
+        once a first connection has found out whether a pooler answers (`know_pooler`)."""
+        if self.listen_url:
+            return self.listen_url
+        return None if is_pooled(self.dsn) else self.dsn
+
+    def revive(self) -> bool:
+        """A safety net for the embedded default: start its server again if it is gone; True if
+        this process started it now. False, and nothing done, for any other database. Raises
+        JobdeskError when the server cannot be started."""
+        if not self.embedded:
+            return False
+        from worker.embedded.server import embedded_server
+
+        server = embedded_server()
+        if server.dsn != self.dsn:
+            return False
+        return server.revive()
 
     def describe(self) -> str:
         return ("embedded " if self.embedded else "") + describe(self.dsn)
-
-
-def resolve_target(settings: Settings) -> Target:
-    """DATABASE_URL as given, or the embedded server (started now if nobody runs it yet)."""
-    if settings.DATABASE_URL:
-        return Target(settings.DATABASE_URL, embedded=False)
-    from worker.embedded.server import embedded_server
-
-    dsn = embedded_server().ensure_running()
-    known_direct(dsn)
-    return Target(dsn, embedded=True)
 
 
 async def _init_connection(conn: asyncpg.Connection) -> None:

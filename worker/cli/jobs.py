@@ -1,0 +1,287 @@
+"""`jobdesk submit`, `jobs`, `show`, `cancel`, `retry`, `approve`, `reject` and `demo`: jobs
+enqueued, read and acted on, by id or (`--all`) on every job matching a filter."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from datetime import UTC, datetime, timedelta
+
+from worker.cli.arguments import ArgumentParser, Subparsers, json_arg, status_arg
+from worker.cli.output import ago, print_json, print_rows
+from worker.cli.session import Command, Invocation
+from worker.core.durations import parse_seconds
+from worker.core.errors import InvalidJob
+from worker.core.models import JobRecord, Status, new_job_id, short_id
+from worker.service.read_models import Attempt
+from worker.store.jobs import JobFilter
+from worker.core.rules import BULK_ACTIONS
+
+# -- arguments ------------------------------------------------------------------------------
+
+
+def _at_arg(text: str) -> datetime:
+    try:
+        when = datetime.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"--at {text!r} is not an ISO time; write it like 2026-03-01T02:00 or 2026-03-01T02:00:00+01:00") from None
+    return when if when.tzinfo else when.astimezone()  # no offset: this machine's local time
+
+
+def _in_arg(text: str) -> float:
+    try:
+        return parse_seconds(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"--in {exc}") from None
+
+
+def add_parsers(sub: Subparsers, common: ArgumentParser) -> None:
+    """demo, submit, jobs, show, cancel, retry, approve, reject."""
+    p = sub.add_parser("demo", parents=[common], help="enqueue the demo 'generate video' pipeline")
+    p.add_argument("--topic", help="what the demo video is about")
+    p.add_argument("--count", type=int, default=1, help="how many pipelines (default 1)")
+    p.add_argument("--fast", action="store_true", help="stages take a tenth of their usual time")
+
+    p = sub.add_parser("submit", parents=[common], help="enqueue a job")
+    p.add_argument("type", metavar="TYPE")
+    p.add_argument("--input", type=json_arg, default={}, metavar="JSON", help="input_data (a JSON object)")
+    p.add_argument("--depends-on", action="append", default=[], metavar="ID", help="repeatable")
+    p.add_argument("--user", type=int, metavar="ID")
+    p.add_argument("--pipeline", metavar="ID")
+    p.add_argument("--priority", type=int, default=0, help="higher runs first")
+    when = p.add_mutually_exclusive_group()
+    when.add_argument("--at", type=_at_arg, metavar="ISO-TIME",
+                      help="run no earlier than this (local time without an offset)")
+    when.add_argument("--in", dest="in_", type=_in_arg, metavar="DURATION",
+                      help="run no earlier than this long from now (10m)")
+    p.add_argument("--unique-key", metavar="KEY",
+                   help="create nothing if an unfinished job has this key; print that job's id")
+    p.add_argument("--processors", action="extend", nargs="+", default=[], metavar="MODULE",
+                   help="modules with a PROCESSOR_MAP whose input models check --input (one or more)")
+
+    p = sub.add_parser("jobs", parents=[common], help="list jobs, newest first")
+    p.add_argument("--status", type=status_arg)
+    p.add_argument("--type")
+    p.add_argument("--pipeline")
+    p.add_argument("--limit", type=int, default=50)
+
+    p = sub.add_parser("show", parents=[common], help="show one job with its attempt history")
+    p.add_argument("id", metavar="ID")
+
+    for name, what in (("cancel", "cancel jobs and their dependants"),
+                       ("retry", "put failed or cancelled jobs back in the queue"),
+                       ("approve", "approve jobs waiting for approval")):
+        p = sub.add_parser(name, parents=[common], help=what)
+        p.add_argument("ids", nargs="*" if name in BULK_ACTIONS else "+", metavar="ID")
+        if name == "retry":
+            p.add_argument("--downstream", action="store_true",
+                           help="also retry every failed or cancelled job downstream of them")
+        if name in BULK_ACTIONS:
+            _add_bulk_options(p, name)
+    p = sub.add_parser("reject", parents=[common], help="reject jobs waiting for approval")
+    p.add_argument("ids", nargs="+", metavar="ID")
+    p.add_argument("--reason", required=True, metavar="TEXT")
+
+
+def _add_bulk_options(p: ArgumentParser, name: str) -> None:
+    p.add_argument("--all", action="store_true",
+                   help=f"{name} every job matching the filter options (those {name} is legal for), "
+                        f"1,000 per transaction")
+    p.add_argument("--status", type=status_arg, action="append", default=[],
+                   help="with --all: only jobs in this status (repeatable)")
+    p.add_argument("--type", help="with --all: only jobs of this type")
+    p.add_argument("--pipeline", metavar="P", help="with --all: only jobs of this pipeline")
+    p.add_argument("--dry-run", action="store_true", help="with --all: count, change nothing")
+
+
+def check_bulk_args(parser: ArgumentParser, args: argparse.Namespace) -> None:
+    """`retry`/`cancel` take ids, or --all with filter options; never both (exit 2)."""
+    if args.command not in BULK_ACTIONS:
+        return
+    options = [flag for flag, value in (("--status", args.status), ("--type", args.type),
+                                        ("--pipeline", args.pipeline), ("--dry-run", args.dry_run)) if value]
+    if args.all and args.ids:
+        parser.error(f"{args.command}: give job ids or --all with a filter, not both")
+    if args.all and getattr(args, "downstream", False):
+        parser.error("retry: --downstream works on job ids, not with --all")
+    if not args.all and not args.ids:
+        parser.error(f"{args.command}: give job ids, or --all with a filter")
+    if not args.all and options:
+        parser.error(f"{args.command}: {options[0]} needs --all")
+
+
+# -- output ---------------------------------------------------------------------------------
+
+def _print_table(records: list[JobRecord]) -> None:
+    if not records:
+        print("no jobs")
+        return
+    rows = [("ID", "TYPE", "STATUS", "TRIES", "CREATED", "ERROR")]
+    for r in records:
+        error = (r.error_message or "").splitlines()[0][:60] if r.error_message else ""
+        status = f"scheduled {ago(r.scheduled_at)}" if _is_scheduled(r) else r.status.value
+        rows.append((short_id(r.id), r.type[:24], status, str(r.retry_count), ago(r.created_at), error))
+    print_rows(rows)
+
+
+def _is_scheduled(record: JobRecord) -> bool:
+    """Queued with a scheduled time still to come."""
+    return (record.status == Status.QUEUED and record.scheduled_at is not None
+            and record.scheduled_at > datetime.now(UTC))
+
+
+def _when(at: datetime | None) -> str:
+    return f"{at.astimezone():%Y-%m-%d %H:%M:%S %z} ({ago(at)})" if at else "-"
+
+
+def _print_job(record: JobRecord, attempts: list[Attempt], dependants: list[str],
+               waiting: str | None = None) -> None:
+    fields: list[tuple[str, object]] = [
+        ("id", record.id), ("type", record.type), ("status", record.status.value),
+        ("user", record.user_id), ("pipeline", record.pipeline_id or "-"),
+        ("retries", record.retry_count), ("attempts", record.attempts),
+        ("active", "yes" if record.is_active else "no"),
+        ("created", f"{record.created_at:%Y-%m-%d %H:%M:%S} ({ago(record.created_at)})"),
+        ("updated", f"{record.updated_at:%Y-%m-%d %H:%M:%S} ({ago(record.updated_at)})")]
+    if record.completed_at:
+        fields.append(("completed", f"{record.completed_at:%Y-%m-%d %H:%M:%S} ({ago(record.completed_at)})"))
+    if record.scheduled_at:
+        fields.append(("scheduled", _when(record.scheduled_at)))
+    if record.unique_key is not None:
+        fields.append(("unique key", record.unique_key))
+    if record.next_retry_at and record.status == Status.QUEUED:
+        fields.append(("next retry", ago(record.next_retry_at)))
+    if waiting:
+        fields.append(("waiting", waiting))
+    if record.dependent_on_jobs:
+        fields.append(("depends on", ", ".join(record.dependent_on_jobs)))
+    if dependants:
+        fields.append(("dependants", ", ".join(dependants)))
+    if record.error_message:
+        fields.append(("error", record.error_message))
+    for key, value in fields:
+        print(f"{key:>11}  {value}")
+    print(f"{'input':>11}  {json.dumps(record.input_data)}")
+    if record.result_data is not None:
+        print(f"{'result':>11}  {json.dumps(record.result_data)}")
+    if attempts:
+        print("history:")
+        for a in attempts:
+            print(f"  #{a.attempt} {a.outcome:<11} {a.finished_at:%Y-%m-%d %H:%M:%S}  {a.error_message or ''}")
+
+
+# -- commands -------------------------------------------------------------------------------
+
+async def cmd_submit(inv: Invocation) -> int:
+    from worker.core.input_validation import make_validator
+    from worker.runtime.registry import load_processor_classes
+
+    args, settings = inv.args, inv.settings
+    # The same processors a worker would load: their input models check the input before enqueueing.
+    modules = [*settings.JOB_PROCESSOR_MODULES, *args.processors]
+    make_validator(load_processor_classes(modules, settings.JOB_PROCESSOR_PATH))(args.type, args.input)
+    scheduled_at = args.at if args.in_ is None else datetime.now(UTC) + timedelta(seconds=args.in_)
+    new_id = new_job_id()
+    async with inv.service() as jobs:
+        job_id = await jobs.enqueue(args.type, args.input, depends_on=args.depends_on, user_id=args.user,
+                                    pipeline_id=args.pipeline, priority=args.priority, id=new_id,
+                                    scheduled_at=scheduled_at, unique_key=args.unique_key)
+        record = await jobs.get_job(job_id)
+    duplicate = job_id != new_id  # the unfinished job holding the unique key stands for it
+    if args.json:
+        print_json({**record.to_json(), "duplicate": duplicate})
+    else:
+        when = f" (scheduled for {_when(record.scheduled_at)})" if _is_scheduled(record) else ""
+        note = f" (duplicate: job {job_id} holds key {args.unique_key!r}; nothing created)" if duplicate else ""
+        print(f"{job_id} {record.status.value}{when}{note}")
+    return 0
+
+
+async def cmd_jobs(inv: Invocation) -> int:
+    args = inv.args
+    async with inv.service() as jobs:
+        records = await jobs.list_jobs(status=args.status, type=args.type, pipeline_id=args.pipeline,
+                                       limit=args.limit)
+    if args.json:
+        print_json([r.to_json() for r in records])
+    else:
+        _print_table(records)
+    return 0
+
+
+async def cmd_show(inv: Invocation) -> int:
+    args = inv.args
+    async with inv.service() as jobs:
+        detail = await jobs.job_detail(args.id)
+    if args.json:
+        print_json({**detail.job.to_json(), "history": [a.to_json() for a in detail.attempts],
+                    "dependants": detail.dependants, "waiting_reason": detail.waiting_reason})
+    else:
+        _print_job(detail.job, detail.attempts, detail.dependants, detail.waiting_reason)
+    return 0
+
+
+async def cmd_bulk(inv: Invocation) -> int:
+    args = inv.args
+    filt = JobFilter(statuses=frozenset(args.status), type=args.type, pipeline_id=args.pipeline)
+    async with inv.service() as jobs:
+        result = await jobs.bulk(args.command, filt, dry_run=args.dry_run)
+    count = f"{result.count:,}{'+' if result.capped else ''}"
+    if args.json:
+        print_json({"action": args.command, "filter": filt.describe(), "dry_run": result.dry_run,
+                    "count": result.count, "capped": result.capped, "changed": result.changed,
+                    "chunks": result.chunks})
+    elif result.dry_run:
+        print(f"would {args.command} {count} job(s) matching {filt.describe()}")
+    else:
+        done = {"retry": "queued again", "cancel": "cancelled"}[args.command]
+        extra = result.changed - result.count
+        more = f" (and {extra:,} dependant job(s))" if extra > 0 else ""
+        print(f"{done}: {count} job(s) matching {filt.describe()}{more}, in {result.chunks} transaction(s)")
+    return 0
+
+
+async def cmd_action(inv: Invocation) -> int:
+    args = inv.args
+    if getattr(args, "all", False):
+        return await cmd_bulk(inv)
+    async with inv.service() as jobs:
+        if args.command == "reject":
+            changed = await jobs.reject(args.ids, args.reason)
+        elif args.command == "retry" and args.downstream:
+            changed = await jobs.retry_downstream(args.ids)
+        else:
+            changed = await getattr(jobs, args.command)(args.ids)
+    past = {"cancel": "cancelled", "retry": "queued again", "approve": "approved", "reject": "rejected"}
+    if args.json:
+        print_json({"action": args.command, "jobs": changed})
+    else:
+        extra = len(changed) - len(set(args.ids))
+        more = f" (and {extra} dependant job(s))" if extra > 0 else ""
+        print(f"{past[args.command]}: {', '.join(args.ids)}{more}")
+    return 0
+
+
+async def cmd_demo(inv: Invocation) -> int:
+    from worker.processors.demo_video import demo_pipeline
+
+    args = inv.args
+    if args.count < 1:
+        raise InvalidJob("--count must be at least 1")
+    options = {"duration_scale": 0.1} if args.fast else {}
+    async with inv.service() as jobs:
+        pipelines = [demo_pipeline(args.topic, **options) for _ in range(args.count)]
+        await jobs.enqueue_many(pipelines)
+    ids = [j.pipeline_id for j in pipelines]
+    if args.json:
+        print_json({"pipelines": ids})
+    else:
+        for pid in ids:
+            print(f"demo pipeline {pid} enqueued (stages: script -> voice + image -> video -> compositing)")
+    return 0
+
+
+COMMANDS: dict[str, Command] = {
+    "submit": cmd_submit, "jobs": cmd_jobs, "show": cmd_show, "cancel": cmd_action, "retry": cmd_action,
+    "approve": cmd_action, "reject": cmd_action, "demo": cmd_demo}

@@ -1,0 +1,25 @@
+"""What every command group prints with: JSON for scripts, aligned columns, times relative to now."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from worker.core.timefmt import relative
+
+
+def ago(when: datetime | None) -> str:
+    return relative(when) or "-"
+
+
+def print_json(value: Any) -> None:  # noqa: ANN401 - whatever json.dumps takes
+    print(json.dumps(value, indent=2, default=str))
+
+
+def print_rows(rows: Sequence[Sequence[str]]) -> None:
+    """Aligned columns; the first row is the header."""
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())

@@ -1,0 +1,106 @@
+"""`jobdesk worker` (run one), `jobdesk workers` (list them) and `jobdesk worker-ctl` (pause,
+resume, drain or stop one)."""
+
+from __future__ import annotations
+
+import argparse
+
+from worker.cli.arguments import ArgumentParser, Subparsers
+from worker.cli.output import print_json, print_rows
+from worker.cli.session import Command, Invocation
+from worker.core.errors import InvalidJob
+from worker.core.limits import parse_type_limit
+from worker.service.schema import prepare_schema
+from worker.core.rules import WORKER_COMMANDS_LEGAL_FROM
+
+
+def _limit_arg(text: str) -> dict[str, int]:
+    try:
+        return parse_type_limit(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"--limit {exc}") from None
+
+
+def add_worker_parser(sub: Subparsers, common: ArgumentParser) -> None:
+    p = sub.add_parser("worker", parents=[common], help="run a worker")
+    p.add_argument("--processors", action="extend", nargs="+", default=[], metavar="MODULE",
+                   help="modules with a PROCESSOR_MAP (one or more; repeatable)")
+    p.add_argument("--concurrency", type=int, metavar="N", help="override MAX_CONCURRENT_JOBS")
+    p.add_argument("--metrics-port", type=int, metavar="P",
+                   help="serve Prometheus metrics on this port (overrides JOB_METRICS_PORT)")
+    p.add_argument("--limit", type=_limit_arg, action="append", default=[], metavar="TYPE=N",
+                   help="run at most N jobs of TYPE at once in this worker (repeatable)")
+
+
+def add_fleet_parser(sub: Subparsers, common: ArgumentParser) -> None:
+    sub.add_parser("workers", parents=[common], help="list workers and what they run")
+
+
+def add_control_parser(sub: Subparsers, common: ArgumentParser) -> None:
+    p = sub.add_parser("worker-ctl", parents=[common], help="pause, resume, drain or stop a worker")
+    p.add_argument("id", metavar="ID")
+    p.add_argument("action", metavar="ACTION", choices=list(WORKER_COMMANDS_LEGAL_FROM),
+                   help=", ".join(WORKER_COMMANDS_LEGAL_FROM))
+
+
+async def cmd_worker(inv: Invocation) -> int:
+    """Run a worker until it is stopped. Before it starts, one short connection checks the schema
+    (migrating the embedded database) and upserts the schedules its processor modules declare;
+    the worker then opens its own pool and listener."""
+    from worker.runtime.registry import declared_schedules, instantiate, load_processor_classes
+    from worker.runtime.worker import Worker
+
+    args, settings = inv.args, inv.settings
+    if args.concurrency is not None:
+        if args.concurrency < 1:
+            raise InvalidJob("--concurrency must be at least 1")
+        settings.MAX_CONCURRENT_JOBS = args.concurrency
+    if args.metrics_port is not None:
+        if not 0 <= args.metrics_port <= 65535:
+            raise InvalidJob("--metrics-port must be a port number, 0 to 65535")
+        settings.JOB_METRICS_PORT = args.metrics_port
+    modules = [*settings.JOB_PROCESSOR_MODULES, *args.processors]
+    processors = instantiate(load_processor_classes(modules, settings.JOB_PROCESSOR_PATH))
+    declared = declared_schedules(modules, settings.JOB_PROCESSOR_PATH)
+    database = inv.database
+    await prepare_schema(database.dsn, embedded=database.embedded, schedules=declared)
+    caps = {name: n for limit in args.limit for name, n in limit.items()}
+    worker = Worker(settings, database.dsn, processors, revive=database.revive if database.embedded else None,
+                    type_caps=caps)
+    worker.install_signal_handlers()
+    await worker.run()
+    return 0
+
+
+async def cmd_workers(inv: Invocation) -> int:
+    args, settings = inv.args, inv.settings
+    async with inv.service() as jobs:
+        workers = await jobs.workers()
+    if args.json:
+        print_json([w.to_json() for w in workers])
+        return 0
+    if not workers:
+        print("no workers")
+        return 0
+    rows = [("ID", "HOST", "PID", "STATE", "SLOTS", "RUNNING", "HEARTBEAT", "TYPES")]
+    for w in workers:
+        # A live worker past its lease is lost, though no other worker has declared it yet.
+        unconfirmed = w.state != "lost" and w.is_lost(settings.JOB_LEASE_TIMEOUT)
+        rows.append((w.id, w.host[:20], str(w.pid), "lost?" if unconfirmed else w.state, str(w.concurrency),
+                     str(len(w.running_jobs)), f"{w.heartbeat_age_s:.0f}s ago", ",".join(w.job_types)[:40]))
+    print_rows(rows)
+    return 0
+
+
+async def cmd_worker_ctl(inv: Invocation) -> int:
+    args = inv.args
+    async with inv.service() as jobs:
+        record = await jobs.worker_command(args.id, args.action)
+    if args.json:
+        print_json({"worker": record.id, "requested": args.action})
+    else:
+        print(f"asked worker {record.id} on {record.host} to {args.action}")
+    return 0
+
+
+COMMANDS: dict[str, Command] = {"worker": cmd_worker, "workers": cmd_workers, "worker-ctl": cmd_worker_ctl}

@@ -1,0 +1,60 @@
+"""An operator's actions on jobs and pipelines: cancel, retry, approve, reject."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from worker.service.base import ServiceBase
+from worker.store import pipelines as pipeline_queries
+from worker.store import transitions
+
+
+class OperatorActions(ServiceBase):
+    """Actions on chosen jobs and pipelines."""
+
+    async def cancel(self, job_ids: Sequence[str]) -> list[str]:
+        """Cancel jobs and everything downstream; return every id cancelled."""
+        async with self.pool.acquire() as conn:
+            await self._check_visible(conn, job_ids)
+            return await transitions.cancel(conn, job_ids, self.actor)
+
+    async def retry(self, job_ids: Sequence[str]) -> list[str]:
+        async with self.pool.acquire() as conn:
+            await self._check_visible(conn, job_ids)
+            return await transitions.retry(conn, job_ids, self.actor)
+
+    async def approve(self, job_ids: Sequence[str]) -> list[str]:
+        async with self.pool.acquire() as conn:
+            await self._check_visible(conn, job_ids)
+            return await transitions.approve(conn, job_ids, self.actor)
+
+    async def reject(self, job_ids: Sequence[str], reason: str) -> list[str]:
+        async with self.pool.acquire() as conn:
+            await self._check_visible(conn, job_ids)
+            return await transitions.reject(conn, job_ids, reason, self.actor)
+
+    async def retry_plan(self, job_ids: Sequence[str]) -> list[dict[str, Any]]:
+        """What `retry_downstream` would touch (id, type, status), without changing anything."""
+        async with self.pool.acquire() as conn:
+            await self._check_visible(conn, job_ids)
+            return [dict(r) for r in await transitions.retry_plan(conn, job_ids)]
+
+    async def retry_downstream(self, job_ids: Sequence[str]) -> list[str]:
+        async with self.pool.acquire() as conn:
+            await self._check_visible(conn, job_ids)
+            return await transitions.retry_downstream(conn, job_ids, self.actor)
+
+    async def cancel_pipeline(self, pipeline_id: str) -> list[str]:
+        async with self.pool.acquire() as conn:
+            await self._check_pipeline_visible(conn, pipeline_id)
+            return await transitions.cancel_pipeline(conn, pipeline_id, self.actor)
+
+    async def retry_pipeline(self, pipeline_id: str) -> list[str]:
+        """Retry every failed or cancelled job of a pipeline and what follows them."""
+        async with self.pool.acquire() as conn:
+            await self._check_pipeline_visible(conn, pipeline_id)
+            ids = await pipeline_queries.retryable_in(conn, pipeline_id)
+            if not ids:
+                return []
+            return await transitions.retry_downstream(conn, ids, self.actor)

@@ -1,0 +1,87 @@
+"""The part of `JobService` every other part builds on: the pool, the actor, the user scope."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+from types import TracebackType
+from typing import Self
+
+import asyncpg
+
+from worker.core.errors import JobNotFound
+from worker.core.models import JobRecord
+from worker.core.settings import Settings, load_settings
+from worker.store import transitions
+from worker.store.jobs import JobFilter
+
+
+class ServiceBase:
+    """A service's pool and who acts through it (for the audit log), optionally bound to one
+    user's jobs; its lifecycle, and the checks that keep another user's jobs out of sight."""
+
+    def __init__(self, pool: asyncpg.Pool, *, source: str = "api", actor: transitions.Actor | None = None,
+                 user_id: int | None = None, settings: Settings | None = None) -> None:
+        self.pool = pool
+        self.actor = actor or transitions.Actor.current(source)
+        self.user_id = user_id  # set: only this user's jobs are visible
+        self.settings = settings or load_settings()
+
+    def as_actor(self, actor: transitions.Actor, *, user_id: int | None = None) -> Self:
+        """The same service for another actor, restricted to `user_id`'s jobs when given."""
+        return type(self)(self.pool, actor=actor, user_id=user_id, settings=self.settings)
+
+    async def notify(self, channel: str, payload: str) -> None:
+        """Send a NOTIFY through the pool: a listener's heartbeat takes the path real changes take."""
+        await self.pool.execute("SELECT pg_notify($1, $2)", channel, payload)
+
+    async def close(self) -> None:
+        await self.pool.close()
+
+    def terminate(self) -> None:
+        """Drop every connection now (the database went away)."""
+        self.pool.terminate()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                        tb: TracebackType | None) -> None:
+        await self.close()
+
+    # -- visibility -------------------------------------------------------------------------
+
+    def _owns(self, user_id: int | None) -> bool:
+        return self.user_id is None or user_id == self.user_id
+
+    async def _records(self, conn: asyncpg.Connection, ids: Sequence[str]) -> list[JobRecord]:
+        """These jobs' records in the order given, leaving out those missing or not visible."""
+        rows = await conn.fetch(f"SELECT {JobRecord.COLUMNS} FROM jobs WHERE id = ANY($1::text[])", list(ids))
+        by_id = {r["id"]: JobRecord.from_row(r) for r in rows}
+        return [by_id[i] for i in ids if i in by_id and self._owns(by_id[i].user_id)]
+
+    def _scope(self, filt: JobFilter) -> JobFilter:
+        if self.user_id is None:
+            return filt
+        if filt.user_id is not None and filt.user_id != self.user_id:
+            return JobFilter(statuses=filt.statuses, user_id=-1)  # matches nothing
+        return replace(filt, user_id=self.user_id)
+
+    async def _check_visible(self, conn: asyncpg.Connection, job_ids: Sequence[str]) -> None:
+        """For a user-bound service: another user's job is reported as not found."""
+        if self.user_id is None or not job_ids:
+            return
+        rows = await conn.fetch("SELECT id FROM jobs WHERE id = ANY($1::text[]) AND user_id = $2",
+                                list(job_ids), self.user_id)
+        mine = {r["id"] for r in rows}
+        for job_id in job_ids:
+            if job_id not in mine:
+                raise JobNotFound(f"no job with id {job_id}")
+
+    async def _check_pipeline_visible(self, conn: asyncpg.Connection, pipeline_id: str) -> None:
+        if self.user_id is None:
+            return
+        owner = await conn.fetchval("SELECT user_id FROM jobs WHERE pipeline_id = $1 ORDER BY seq LIMIT 1",
+                                    pipeline_id)
+        if owner != self.user_id:
+            raise JobNotFound(f"no pipeline with id {pipeline_id}")

@@ -1,0 +1,61 @@
+"""Schedules: periodic jobs, added, listed, paused, resumed and removed."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import asyncpg
+
+from worker.core.schedules import Schedule
+from worker.runtime import scheduler
+from worker.runtime.scheduler import ScheduledJob, ScheduleRecord
+from worker.service.base import ServiceBase
+from worker.store import transitions
+
+
+async def upsert_declared(conn: asyncpg.Connection, declared: Sequence[tuple[Schedule, str]]) -> None:
+    """Upsert the SCHEDULES processor modules declare, in one transaction (a worker does this as it starts)."""
+    async with conn.transaction():
+        for schedule, origin in declared:
+            await scheduler.add(conn, schedule, source=origin, replace=True)
+
+
+class ScheduleControl(ServiceBase):
+    """Schedules."""
+
+    async def schedules(self) -> list[ScheduleRecord]:
+        async with self.pool.acquire() as conn:
+            return await scheduler.list_schedules(conn)
+
+    async def schedule_jobs(self, name: str, *, limit: int = 50) -> list[ScheduledJob]:
+        """The newest ticks of a schedule and the jobs they made."""
+        async with self.pool.acquire() as conn:
+            return await scheduler.jobs_of(conn, name, limit=limit)
+
+    async def add_schedule(self, schedule: Schedule) -> ScheduleRecord:
+        async with self.pool.acquire() as conn, conn.transaction():
+            record = await scheduler.add(conn, schedule, source=self.actor.source)
+            await transitions.audit(conn, self.actor, "add-schedule", schedule.name)
+        return record
+
+    async def declare_schedules(self, declared: Sequence[tuple[Schedule, str]]) -> None:
+        """Upsert the SCHEDULES processor modules declare (a worker does this as it starts)."""
+        async with self.pool.acquire() as conn:
+            await upsert_declared(conn, declared)
+
+    async def pause_schedule(self, name: str) -> ScheduleRecord:
+        return await self._set_paused(name, True)
+
+    async def resume_schedule(self, name: str) -> ScheduleRecord:
+        return await self._set_paused(name, False)
+
+    async def _set_paused(self, name: str, paused: bool) -> ScheduleRecord:
+        async with self.pool.acquire() as conn, conn.transaction():
+            record = await scheduler.set_paused(conn, name, paused)
+            await transitions.audit(conn, self.actor, "pause-schedule" if paused else "resume-schedule", name)
+        return record
+
+    async def remove_schedule(self, name: str) -> None:
+        async with self.pool.acquire() as conn, conn.transaction():
+            await scheduler.remove(conn, name)
+            await transitions.audit(conn, self.actor, "remove-schedule", name)

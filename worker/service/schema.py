@@ -1,0 +1,48 @@
+"""Getting a database ready for the service and the worker: the schema checked (the embedded
+database migrated on the fly), `jobdesk migrate`, and the schedules processor modules declare."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import asyncpg
+
+from worker.core.errors import DatabaseUnavailable
+from worker.core.schedules import Schedule
+from worker.service.schedules import upsert_declared
+from worker.store.db import connect
+from worker.store.migrations import Migration, migrate, pending_migrations
+
+
+async def ensure_schema(conn: asyncpg.Connection, *, embedded: bool) -> None:
+    """Migrate the embedded database on the fly; ask for `jobdesk migrate` anywhere else."""
+    if embedded:
+        await migrate(conn)
+        return
+    pending = await pending_migrations(conn)
+    if pending:
+        first = pending[0]
+        raise DatabaseUnavailable(f"the database schema is not up to date ({len(pending)} migration(s) "
+                                  f"pending, from {first.version:03d}_{first.name}); run `jobdesk migrate`")
+
+
+async def prepare_schema(dsn: str, *, embedded: bool, schedules: Sequence[tuple[Schedule, str]] = ()) -> None:
+    """Check the schema over one short connection (migrating the embedded database), and upsert
+    `schedules` (those processor modules declare, with where each came from) on it: all that a
+    worker needs done before it starts."""
+    conn = await connect(dsn)
+    try:
+        await ensure_schema(conn, embedded=embedded)
+        if schedules:
+            await upsert_declared(conn, schedules)
+    finally:
+        await conn.close()
+
+
+async def migrate_database(dsn: str) -> list[Migration]:
+    """Apply the pending migrations; return those applied."""
+    conn = await connect(dsn)
+    try:
+        return await migrate(conn)
+    finally:
+        await conn.close()

@@ -1,0 +1,31 @@
+"""The HTTP API's tokens: made, listed, revoked, and looked up for a request."""
+
+from __future__ import annotations
+
+from worker.service.base import ServiceBase
+from worker.store import tokens
+from worker.store.tokens import TokenRecord
+
+
+class TokenStore(ServiceBase):
+    """The HTTP API's tokens."""
+
+    async def create_token(self, name: str, *, user_id: int | None = None, scopes: list[str] | None = None) -> str:
+        async with self.pool.acquire() as conn:
+            return await tokens.create(conn, name, user_id=user_id, scopes=scopes)
+
+    async def list_tokens(self) -> list[TokenRecord]:
+        async with self.pool.acquire() as conn:
+            return await tokens.list_live(conn)
+
+    async def revoke_token(self, name: str) -> None:
+        async with self.pool.acquire() as conn:
+            await tokens.revoke(conn, name)
+
+    async def authenticate(self, token: str) -> TokenRecord | None:
+        async with self.pool.acquire() as conn:
+            return await tokens.lookup(conn, token)
+
+    async def has_tokens(self) -> bool:
+        async with self.pool.acquire() as conn:
+            return await tokens.any_live(conn)
