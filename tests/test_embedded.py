@@ -158,7 +158,7 @@ def test_commands_share_one_detached_server(data_dir: Path) -> None:
 def test_a_process_without_a_connection_still_counts_as_a_client(data_dir: Path) -> None:
     """A long-lived process whose pool has closed its idle connections (an API with no requests,
     a backend's JobClient) keeps the server: it is a client for as long as it lives."""
-    holder = subprocess.Popen([*JOBDESK[:1], "-c", "from worker.embedded import embedded_server; import time; "
+    holder = subprocess.Popen([*JOBDESK[:1], "-c", "from worker.embedded.server import embedded_server; import time; "
                                "embedded_server().ensure_running(); print('up', flush=True); time.sleep(60)"],
                               env=embedded_env(data_dir), cwd=ROOT, stdout=subprocess.PIPE, text=True)
     try:
