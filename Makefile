@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test venv worker demo db bench bench-backlog bench-enqueue bench-console bench-dag bench-pipelines bench-bulk bench-failures bench-metrics bench-list lint clean screenshots dist
+.PHONY: run test venv worker demo db bench bench-backlog bench-enqueue bench-console bench-dag bench-pipelines bench-bulk bench-failures bench-metrics bench-list lint clean screenshots dist schema
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -27,6 +27,10 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
+
+## schema: rewrite sql/schema.sql, the schema dumped from a freshly migrated database (the migrations stay the source of truth)
+schema: $(STAMP)
+	$(PY) -m worker.store.schema_dump sql/schema.sql
 
 worker: $(STAMP)
 	$(VENV)/bin/jobdesk worker
