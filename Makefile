@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 # The core's dependencies as wheels: the suite installs the built package from here, offline.
 WHEELHOUSE := $(VENV)/wheelhouse
 
-.PHONY: run test venv worker demo db bench bench-backlog bench-enqueue bench-console bench-dag bench-pipelines bench-bulk bench-failures bench-metrics bench-list lint clean screenshots dist
+.PHONY: run test venv worker demo db bench bench-backlog bench-enqueue bench-console bench-dag bench-pipelines bench-bulk bench-failures bench-metrics bench-list lint clean screenshots dist schema
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -30,6 +30,10 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
+
+## schema: rewrite sql/schema.sql, the schema dumped from a freshly migrated database (the migrations stay the source of truth)
+schema: $(STAMP)
+	$(PY) -m worker.store.schema_dump sql/schema.sql
 
 worker: $(STAMP)
 	$(VENV)/bin/jobdesk worker

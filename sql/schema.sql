@@ -1,0 +1,943 @@
+-- jobdesk's database schema as the migrations leave it: tables, indexes, functions and triggers.
+--
+-- GENERATED: do not edit. `make schema` writes it (python -m worker.store.schema_dump sql/schema.sql)
+-- from a freshly migrated database, with pg_dump --schema-only --no-owner --no-privileges.
+-- The numbered migrations in this folder remain the source of truth; change the schema with a new
+-- migration, then run `make schema`. tests/store/test_schema_file.py fails while this file is out of date.
+
+--
+-- Name: jobdesk_jobs_after_insert_edges(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.jobdesk_jobs_after_insert_edges() RETURNS trigger
+    LANGUAGE plpgsql
+    SET enable_seqscan TO 'off'
+    SET plan_cache_mode TO 'auto'
+    AS $$
+BEGIN
+    INSERT INTO job_dependencies (job_id, depends_on_id)
+    SELECT DISTINCT NEW.id, e FROM jsonb_array_elements_text(NEW.dependent_on_jobs) e;
+    RETURN NULL;
+END $$;
+
+
+--
+-- Name: jobdesk_jobs_before_insert(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.jobdesk_jobs_before_insert() RETURNS trigger
+    LANGUAGE plpgsql
+    SET enable_seqscan TO 'off'
+    SET plan_cache_mode TO 'auto'
+    AS $$
+DECLARE
+    dep_ids    text[];
+    found      integer;
+    pending    integer;
+    cancelled  text;
+    unflagged  boolean;
+BEGIN
+    IF NEW.run_at IS NULL AND (NEW.next_retry_at > now() OR NEW.scheduled_at > now()) THEN
+        NEW.run_at := GREATEST(NEW.next_retry_at, NEW.scheduled_at);
+    END IF;
+    IF NEW.dependent_on_jobs IS NULL OR jsonb_typeof(NEW.dependent_on_jobs) <> 'array'
+       OR jsonb_array_length(NEW.dependent_on_jobs) = 0 THEN
+        NEW.pending_deps := 0;
+        RETURN NEW;
+    END IF;
+    IF EXISTS (SELECT 1 FROM jsonb_array_elements(NEW.dependent_on_jobs) e
+                WHERE jsonb_typeof(e) <> 'string') THEN
+        RAISE EXCEPTION 'dependent_on_jobs of job % must be an array of job ids', NEW.id
+            USING ERRCODE = 'JD001';
+    END IF;
+    SELECT array_agg(DISTINCT e) INTO dep_ids FROM jsonb_array_elements_text(NEW.dependent_on_jobs) e;
+    IF NEW.id = ANY (dep_ids) THEN
+        RAISE EXCEPTION 'job % depends on itself', NEW.id USING ERRCODE = 'JD002';
+    END IF;
+    SELECT count(*), count(*) FILTER (WHERE j.status <> 'completed'),
+           min(j.id) FILTER (WHERE j.status = 'cancelled'), bool_or(NOT j.has_dependants)
+      INTO found, pending, cancelled, unflagged
+      FROM (SELECT id, status, has_dependants FROM jobs WHERE id = ANY (dep_ids) FOR NO KEY UPDATE) j;
+    IF found < cardinality(dep_ids) THEN
+        RAISE EXCEPTION 'job % depends on unknown job %', NEW.id,
+            (SELECT min(d) FROM unnest(dep_ids) d WHERE NOT EXISTS (SELECT 1 FROM jobs WHERE id = d))
+            USING ERRCODE = 'JD003';
+    END IF;
+    IF unflagged THEN  -- the parents' first dependant: they are locked, so this is the only one
+        UPDATE jobs SET has_dependants = true WHERE id = ANY (dep_ids) AND NOT has_dependants;
+    END IF;
+    NEW.pending_deps := pending;
+    IF cancelled IS NOT NULL AND NEW.status = 'queued' THEN
+        NEW.status := 'cancelled';
+        NEW.is_active := false;
+        NEW.error_message := 'cancelled: dependency ' || cancelled || ' was cancelled';
+    END IF;
+    RETURN NEW;
+END $$;
+
+
+--
+-- Name: jobdesk_jobs_release_dependants(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.jobdesk_jobs_release_dependants() RETURNS trigger
+    LANGUAGE plpgsql
+    SET enable_seqscan TO 'off'
+    SET plan_cache_mode TO 'auto'
+    AS $$
+BEGIN
+    UPDATE jobs SET pending_deps = pending_deps - 1
+     WHERE id = ANY (ARRAY(SELECT job_id FROM job_dependencies WHERE depends_on_id = NEW.id));
+    RETURN NULL;
+END $$;
+
+
+--
+-- Name: jobdesk_jobs_rescheduled(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.jobdesk_jobs_rescheduled() RETURNS trigger
+    LANGUAGE plpgsql
+    SET enable_seqscan TO 'off'
+    SET plan_cache_mode TO 'auto'
+    AS $$
+DECLARE
+    due timestamptz := GREATEST(NEW.next_retry_at, NEW.scheduled_at);
+    at  timestamptz := CASE WHEN due > now() THEN due END;
+BEGIN
+    UPDATE jobs SET run_at = at
+     WHERE id = NEW.id AND status = 'queued' AND run_at IS DISTINCT FROM at;
+    IF FOUND AND at IS NULL THEN
+        PERFORM pg_notify('jobdesk_new_jobs', '');
+    END IF;
+    RETURN NULL;
+END $$;
+
+
+--
+-- Name: jobdesk_notify_inserted_jobs(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.jobdesk_notify_inserted_jobs() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    named   integer := coalesce(nullif(current_setting('jobdesk.ids_notified', true), '')::integer, 0);
+    changed integer;
+    ids     text;
+BEGIN
+    IF named > 150 THEN
+        RETURN NULL;  -- this transaction already said '*'
+    END IF;
+    SELECT count(*), string_agg(id, ',') INTO changed, ids
+      FROM (SELECT id FROM changed_rows LIMIT 151) c;
+    IF changed = 0 THEN
+        PERFORM pg_notify('jobdesk_new_jobs', '');
+        RETURN NULL;
+    END IF;
+    named := named + changed;
+    -- NOTIFY payloads are limited to 8000 bytes: 150 ids of 36 characters fit comfortably.
+    PERFORM pg_notify('jobdesk_job_changes', CASE WHEN named > 150 THEN '*' ELSE ids END),
+            pg_notify('jobdesk_new_jobs', ''),
+            set_config('jobdesk.ids_notified', named::text, true);
+    RETURN NULL;
+END $$;
+
+
+--
+-- Name: jobdesk_notify_job_changes(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.jobdesk_notify_job_changes() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    changed integer;
+    ids     text;
+BEGIN
+    SELECT count(*), string_agg(id, ',') INTO changed, ids
+      FROM (SELECT id FROM changed_rows LIMIT 151) c;
+    IF changed = 0 THEN
+        RETURN NULL;
+    END IF;
+    -- NOTIFY payloads are limited to 8000 bytes: 150 ids of 36 characters fit comfortably.
+    PERFORM pg_notify('jobdesk_job_changes', CASE WHEN changed > 150 THEN '*' ELSE ids END);
+    RETURN NULL;
+END $$;
+
+
+--
+-- Name: jobdesk_notify_new_jobs(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.jobdesk_notify_new_jobs() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    PERFORM pg_notify('jobdesk_new_jobs', '');
+    RETURN NULL;
+END $$;
+
+
+--
+-- Name: jobdesk_stats_bin(double precision); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.jobdesk_stats_bin(secs double precision) RETURNS smallint
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    AS $$
+    SELECT CASE WHEN secs IS NULL OR secs < 0.001 THEN 0
+                ELSE least(55, 1 + floor(2 * ln(secs * 1000) / ln(2)))::smallint END
+$$;
+
+
+--
+-- Name: jobdesk_type_room(character varying, text, integer, integer, integer, text[], integer[]); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.jobdesk_type_room(worker character varying, job_type text, fleet_max integer, own_cap integer, want integer, done_ids text[] DEFAULT '{}'::text[], done_attempts integer[] DEFAULT '{}'::integer[]) RETURNS integer
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    total integer;
+    mine  integer;
+BEGIN
+    IF own_cap IS NOT NULL THEN  -- the worker's own claims of the type, one at a time
+        PERFORM pg_advisory_xact_lock(hashtext('jobdesk.type_cap.' || worker || '.' || job_type));
+    END IF;
+    SELECT count(*), count(*) FILTER (WHERE worker_id = worker) INTO total, mine
+      FROM jobs j WHERE status = 'in_progress' AND type = job_type
+       AND NOT (j.worker_id = worker AND j.is_active
+                AND (j.id, j.attempts) IN (SELECT * FROM unnest(done_ids, done_attempts)));
+    RETURN GREATEST(0, LEAST(want, fleet_max - total, own_cap - mine));
+END $$;
+
+
+--
+-- Name: jobdesk_uuid7(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.jobdesk_uuid7() RETURNS text
+    LANGUAGE sql
+    AS $$ SELECT uuidv7()::text $$;
+
+
+--
+-- Name: api_idempotency_keys; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.api_idempotency_keys (
+    owner text NOT NULL,
+    key text NOT NULL,
+    fingerprint text NOT NULL,
+    status_code integer DEFAULT 201 NOT NULL,
+    response jsonb,
+    created_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+
+--
+-- Name: api_tokens; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.api_tokens (
+    id bigint NOT NULL,
+    name text NOT NULL,
+    token_hash text NOT NULL,
+    user_id integer,
+    scopes text[] DEFAULT '{read,submit,operate,approve}'::text[] NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    revoked_at timestamp with time zone
+);
+
+
+--
+-- Name: api_tokens_id_seq; Type: SEQUENCE; Schema: public; Owner: -
+--
+
+ALTER TABLE public.api_tokens ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME public.api_tokens_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+
+--
+-- Name: audit_log; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.audit_log (
+    id bigint NOT NULL,
+    at timestamp with time zone DEFAULT now() NOT NULL,
+    os_user text,
+    db_user text DEFAULT CURRENT_USER NOT NULL,
+    source text,
+    action text NOT NULL,
+    job_ids text[] NOT NULL,
+    reason text,
+    actor text
+);
+
+
+--
+-- Name: audit_log_id_seq; Type: SEQUENCE; Schema: public; Owner: -
+--
+
+ALTER TABLE public.audit_log ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME public.audit_log_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+
+--
+-- Name: job_attempts; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.job_attempts (
+    id bigint NOT NULL,
+    job_id character varying(36) NOT NULL,
+    attempt integer NOT NULL,
+    worker_id character varying(64),
+    started_at timestamp with time zone,
+    finished_at timestamp with time zone DEFAULT now() NOT NULL,
+    outcome character varying(32) NOT NULL,
+    error_message text,
+    traceback text,
+    error_fingerprint text,
+    job_type character varying(255)
+);
+
+
+--
+-- Name: job_attempts_id_seq; Type: SEQUENCE; Schema: public; Owner: -
+--
+
+ALTER TABLE public.job_attempts ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME public.job_attempts_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+
+--
+-- Name: job_dependencies; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.job_dependencies (
+    job_id character varying(36) NOT NULL,
+    depends_on_id character varying(36) NOT NULL
+);
+
+
+--
+-- Name: job_queue_depth; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.job_queue_depth (
+    bucket timestamp with time zone NOT NULL,
+    status character varying(32) NOT NULL,
+    n bigint NOT NULL
+);
+
+
+--
+-- Name: job_stats; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.job_stats (
+    grain character(1) NOT NULL,
+    bucket timestamp with time zone NOT NULL,
+    type character varying(255) NOT NULL,
+    completed integer DEFAULT 0 NOT NULL,
+    failed integer DEFAULT 0 NOT NULL,
+    d_queued integer DEFAULT 0 NOT NULL,
+    d_in_progress integer DEFAULT 0 NOT NULL,
+    d_waiting integer DEFAULT 0 NOT NULL
+);
+
+
+--
+-- Name: job_stats_hist; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.job_stats_hist (
+    grain character(1) NOT NULL,
+    bucket timestamp with time zone NOT NULL,
+    type character varying(255) NOT NULL,
+    metric character varying(8) NOT NULL,
+    bin smallint NOT NULL,
+    n integer DEFAULT 0 NOT NULL
+);
+
+
+--
+-- Name: jobdesk_leases; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.jobdesk_leases (
+    name text NOT NULL,
+    holder text,
+    expires_at timestamp with time zone DEFAULT now() NOT NULL,
+    last_run_at timestamp with time zone
+);
+
+
+--
+-- Name: jobdesk_migrations; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.jobdesk_migrations (
+    version integer NOT NULL,
+    name text NOT NULL,
+    applied_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+
+--
+-- Name: jobs; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.jobs (
+    id character varying(36) DEFAULT public.jobdesk_uuid7() NOT NULL,
+    type character varying(255) NOT NULL,
+    status character varying(32) DEFAULT 'queued'::character varying NOT NULL,
+    user_id integer DEFAULT 1,
+    pipeline_id character varying(36),
+    input_data jsonb NOT NULL,
+    result_data jsonb,
+    error_message text,
+    dependent_on_jobs jsonb DEFAULT '[]'::jsonb,
+    retry_count integer DEFAULT 0 NOT NULL,
+    next_retry_at timestamp with time zone,
+    is_active boolean DEFAULT true NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    completed_at timestamp with time zone,
+    seq bigint NOT NULL,
+    priority integer DEFAULT 0 NOT NULL,
+    pending_deps integer DEFAULT 0 NOT NULL,
+    attempts integer DEFAULT 0 NOT NULL,
+    worker_id character varying(64),
+    started_at timestamp with time zone,
+    pending_next_jobs jsonb,
+    has_dependants boolean DEFAULT false NOT NULL,
+    run_at timestamp with time zone,
+    error_fingerprint text,
+    scheduled_at timestamp with time zone,
+    unique_key character varying(255) DEFAULT NULL::character varying,
+    CONSTRAINT jobs_deps_is_array CHECK ((jsonb_typeof(dependent_on_jobs) = 'array'::text)),
+    CONSTRAINT jobs_input_is_object CHECK ((jsonb_typeof(input_data) = 'object'::text)),
+    CONSTRAINT jobs_status_check CHECK (((status)::text = ANY ('{queued,in_progress,completed,failed,cancelled,waiting_approval}'::text[])))
+);
+
+
+--
+-- Name: jobs_seq_seq; Type: SEQUENCE; Schema: public; Owner: -
+--
+
+ALTER TABLE public.jobs ALTER COLUMN seq ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME public.jobs_seq_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+
+--
+-- Name: schedule_ticks; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.schedule_ticks (
+    schedule text NOT NULL,
+    tick_at timestamp with time zone NOT NULL,
+    job_id character varying(36),
+    fired_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+
+--
+-- Name: schedules; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.schedules (
+    name text NOT NULL,
+    cron text,
+    every_s double precision,
+    timezone text DEFAULT 'UTC'::text NOT NULL,
+    type character varying(255) NOT NULL,
+    input_data jsonb DEFAULT '{}'::jsonb NOT NULL,
+    priority integer DEFAULT 0 NOT NULL,
+    misfire text DEFAULT 'skip'::text NOT NULL,
+    overlap text DEFAULT 'allow'::text NOT NULL,
+    paused boolean DEFAULT false NOT NULL,
+    next_tick_at timestamp with time zone NOT NULL,
+    last_tick_at timestamp with time zone,
+    last_job_id character varying(36),
+    source text DEFAULT 'cli'::text NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT schedules_every_s_check CHECK ((every_s >= (1)::double precision)),
+    CONSTRAINT schedules_input_is_object CHECK ((jsonb_typeof(input_data) = 'object'::text)),
+    CONSTRAINT schedules_misfire_check CHECK ((misfire = ANY (ARRAY['skip'::text, 'once'::text, 'all'::text]))),
+    CONSTRAINT schedules_one_rule CHECK (((cron IS NULL) <> (every_s IS NULL))),
+    CONSTRAINT schedules_overlap_check CHECK ((overlap = ANY (ARRAY['allow'::text, 'skip'::text])))
+);
+
+
+--
+-- Name: type_limits; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.type_limits (
+    type character varying(255) NOT NULL,
+    max_running integer NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT type_limits_max_running_check CHECK ((max_running >= 1))
+);
+
+
+--
+-- Name: users; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.users (
+    id integer NOT NULL,
+    name text,
+    email text,
+    created_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+
+--
+-- Name: users_id_seq; Type: SEQUENCE; Schema: public; Owner: -
+--
+
+ALTER TABLE public.users ALTER COLUMN id ADD GENERATED BY DEFAULT AS IDENTITY (
+    SEQUENCE NAME public.users_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+
+--
+-- Name: workers; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.workers (
+    id character varying(64) NOT NULL,
+    host text NOT NULL,
+    pid integer NOT NULL,
+    started_at timestamp with time zone DEFAULT now() NOT NULL,
+    heartbeat_at timestamp with time zone DEFAULT now() NOT NULL,
+    concurrency integer NOT NULL,
+    job_types text[] DEFAULT '{}'::text[] NOT NULL,
+    version text NOT NULL,
+    state character varying(16) DEFAULT 'running'::character varying NOT NULL,
+    requested character varying(16),
+    stopped_at timestamp with time zone,
+    CONSTRAINT workers_requested_check CHECK (((requested)::text = ANY ((ARRAY['pause'::character varying, 'resume'::character varying, 'drain'::character varying, 'stop'::character varying])::text[]))),
+    CONSTRAINT workers_state_check CHECK (((state)::text = ANY ((ARRAY['running'::character varying, 'paused'::character varying, 'draining'::character varying, 'stopped'::character varying, 'lost'::character varying])::text[])))
+);
+
+
+--
+-- Name: api_idempotency_keys api_idempotency_keys_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.api_idempotency_keys
+    ADD CONSTRAINT api_idempotency_keys_pkey PRIMARY KEY (owner, key);
+
+
+--
+-- Name: api_tokens api_tokens_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.api_tokens
+    ADD CONSTRAINT api_tokens_pkey PRIMARY KEY (id);
+
+
+--
+-- Name: api_tokens api_tokens_token_hash_key; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.api_tokens
+    ADD CONSTRAINT api_tokens_token_hash_key UNIQUE (token_hash);
+
+
+--
+-- Name: audit_log audit_log_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.audit_log
+    ADD CONSTRAINT audit_log_pkey PRIMARY KEY (id);
+
+
+--
+-- Name: job_attempts job_attempts_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.job_attempts
+    ADD CONSTRAINT job_attempts_pkey PRIMARY KEY (id);
+
+
+--
+-- Name: job_dependencies job_dependencies_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.job_dependencies
+    ADD CONSTRAINT job_dependencies_pkey PRIMARY KEY (job_id, depends_on_id);
+
+
+--
+-- Name: job_queue_depth job_queue_depth_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.job_queue_depth
+    ADD CONSTRAINT job_queue_depth_pkey PRIMARY KEY (status, bucket);
+
+
+--
+-- Name: job_stats_hist job_stats_hist_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.job_stats_hist
+    ADD CONSTRAINT job_stats_hist_pkey PRIMARY KEY (grain, bucket, metric, type, bin);
+
+
+--
+-- Name: job_stats job_stats_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.job_stats
+    ADD CONSTRAINT job_stats_pkey PRIMARY KEY (grain, bucket, type);
+
+
+--
+-- Name: jobdesk_leases jobdesk_leases_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.jobdesk_leases
+    ADD CONSTRAINT jobdesk_leases_pkey PRIMARY KEY (name);
+
+
+--
+-- Name: jobdesk_migrations jobdesk_migrations_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.jobdesk_migrations
+    ADD CONSTRAINT jobdesk_migrations_pkey PRIMARY KEY (version);
+
+
+--
+-- Name: jobs jobs_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.jobs
+    ADD CONSTRAINT jobs_pkey PRIMARY KEY (id);
+
+
+--
+-- Name: schedule_ticks schedule_ticks_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.schedule_ticks
+    ADD CONSTRAINT schedule_ticks_pkey PRIMARY KEY (schedule, tick_at);
+
+
+--
+-- Name: schedules schedules_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.schedules
+    ADD CONSTRAINT schedules_pkey PRIMARY KEY (name);
+
+
+--
+-- Name: type_limits type_limits_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.type_limits
+    ADD CONSTRAINT type_limits_pkey PRIMARY KEY (type);
+
+
+--
+-- Name: users users_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.users
+    ADD CONSTRAINT users_pkey PRIMARY KEY (id);
+
+
+--
+-- Name: workers workers_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.workers
+    ADD CONSTRAINT workers_pkey PRIMARY KEY (id);
+
+
+--
+-- Name: api_idempotency_keys_created_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX api_idempotency_keys_created_idx ON public.api_idempotency_keys USING btree (created_at);
+
+
+--
+-- Name: api_tokens_live_name_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE UNIQUE INDEX api_tokens_live_name_idx ON public.api_tokens USING btree (name) WHERE (revoked_at IS NULL);
+
+
+--
+-- Name: audit_log_at_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX audit_log_at_idx ON public.audit_log USING btree (at);
+
+
+--
+-- Name: job_attempts_failed_recent_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX job_attempts_failed_recent_idx ON public.job_attempts USING btree (finished_at) INCLUDE (error_fingerprint, job_type) WHERE ((outcome)::text = ANY ((ARRAY['failed'::character varying, 'lost'::character varying, 'interrupted'::character varying])::text[]));
+
+
+--
+-- Name: job_attempts_job_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX job_attempts_job_idx ON public.job_attempts USING btree (job_id, attempt);
+
+
+--
+-- Name: job_dependencies_parent_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX job_dependencies_parent_idx ON public.job_dependencies USING btree (depends_on_id);
+
+
+--
+-- Name: jobs_error_fingerprint_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX jobs_error_fingerprint_idx ON public.jobs USING btree (error_fingerprint, seq) WHERE (error_fingerprint IS NOT NULL);
+
+
+--
+-- Name: jobs_failed_fingerprint_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX jobs_failed_fingerprint_idx ON public.jobs USING btree (error_fingerprint, type, updated_at) WHERE ((status)::text = 'failed'::text);
+
+
+--
+-- Name: jobs_failed_unprinted_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX jobs_failed_unprinted_idx ON public.jobs USING btree (type) WHERE (((status)::text = 'failed'::text) AND (error_fingerprint IS NULL));
+
+
+--
+-- Name: jobs_finished_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX jobs_finished_idx ON public.jobs USING btree (status, updated_at) WHERE ((status)::text = ANY ((ARRAY['completed'::character varying, 'cancelled'::character varying, 'failed'::character varying])::text[]));
+
+
+--
+-- Name: jobs_in_progress_worker_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX jobs_in_progress_worker_idx ON public.jobs USING btree (worker_id) WHERE ((status)::text = 'in_progress'::text);
+
+
+--
+-- Name: jobs_pipeline_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX jobs_pipeline_idx ON public.jobs USING btree (pipeline_id, seq) WHERE (pipeline_id IS NOT NULL);
+
+
+--
+-- Name: jobs_pipeline_recent_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX jobs_pipeline_recent_idx ON public.jobs USING btree (seq DESC) WHERE (pipeline_id IS NOT NULL);
+
+
+--
+-- Name: jobs_raw_error_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX jobs_raw_error_idx ON public.jobs USING btree ("left"(split_part(error_message, '
+'::text, 1), 300), seq) WHERE ((error_fingerprint IS NULL) AND (error_message IS NOT NULL));
+
+
+--
+-- Name: jobs_ready_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX jobs_ready_idx ON public.jobs USING btree (type, priority DESC, seq) WHERE (((status)::text = 'queued'::text) AND (pending_deps = 0) AND is_active AND (run_at IS NULL));
+
+
+--
+-- Name: jobs_status_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX jobs_status_idx ON public.jobs USING btree (status, seq);
+
+
+--
+-- Name: jobs_unique_key_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE UNIQUE INDEX jobs_unique_key_idx ON public.jobs USING btree (unique_key) WHERE ((unique_key IS NOT NULL) AND ((status)::text = ANY ((ARRAY['queued'::character varying, 'in_progress'::character varying, 'waiting_approval'::character varying])::text[])));
+
+
+--
+-- Name: jobs_waiting_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX jobs_waiting_idx ON public.jobs USING btree (run_at) WHERE (((status)::text = 'queued'::text) AND (pending_deps = 0) AND is_active AND (run_at IS NOT NULL));
+
+
+--
+-- Name: schedule_ticks_job_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX schedule_ticks_job_idx ON public.schedule_ticks USING btree (job_id) WHERE (job_id IS NOT NULL);
+
+
+--
+-- Name: schedules_due_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX schedules_due_idx ON public.schedules USING btree (next_tick_at) WHERE (NOT paused);
+
+
+--
+-- Name: workers_live_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX workers_live_idx ON public.workers USING btree (heartbeat_at) WHERE ((state)::text = ANY ((ARRAY['running'::character varying, 'paused'::character varying, 'draining'::character varying])::text[]));
+
+
+--
+-- Name: jobs jobs_after_insert_edges; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER jobs_after_insert_edges AFTER INSERT ON public.jobs FOR EACH ROW WHEN ((jsonb_array_length(new.dependent_on_jobs) > 0)) EXECUTE FUNCTION public.jobdesk_jobs_after_insert_edges();
+
+
+--
+-- Name: jobs jobs_before_insert; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER jobs_before_insert BEFORE INSERT ON public.jobs FOR EACH ROW WHEN (((new.dependent_on_jobs <> '[]'::jsonb) OR (new.pending_deps <> 0) OR (new.next_retry_at IS NOT NULL) OR (new.scheduled_at IS NOT NULL))) EXECUTE FUNCTION public.jobdesk_jobs_before_insert();
+
+
+--
+-- Name: jobs jobs_notify_changes_delete; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER jobs_notify_changes_delete AFTER DELETE ON public.jobs REFERENCING OLD TABLE AS changed_rows FOR EACH STATEMENT EXECUTE FUNCTION public.jobdesk_notify_job_changes();
+
+
+--
+-- Name: jobs jobs_notify_changes_insert; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER jobs_notify_changes_insert AFTER INSERT ON public.jobs REFERENCING NEW TABLE AS changed_rows FOR EACH STATEMENT EXECUTE FUNCTION public.jobdesk_notify_inserted_jobs();
+
+
+--
+-- Name: jobs jobs_notify_changes_update; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER jobs_notify_changes_update AFTER UPDATE ON public.jobs REFERENCING NEW TABLE AS changed_rows FOR EACH STATEMENT EXECUTE FUNCTION public.jobdesk_notify_job_changes();
+
+
+--
+-- Name: jobs jobs_notify_requeue; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER jobs_notify_requeue AFTER UPDATE OF status, pending_deps, is_active ON public.jobs FOR EACH ROW WHEN ((((new.status)::text = 'queued'::text) AND (new.pending_deps = 0) AND new.is_active AND (((old.status)::text <> 'queued'::text) OR (old.pending_deps <> 0) OR (NOT old.is_active)))) EXECUTE FUNCTION public.jobdesk_notify_new_jobs();
+
+
+--
+-- Name: jobs jobs_release_dependants; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER jobs_release_dependants AFTER UPDATE OF status ON public.jobs FOR EACH ROW WHEN ((((new.status)::text = 'completed'::text) AND ((old.status)::text <> 'completed'::text) AND new.has_dependants)) EXECUTE FUNCTION public.jobdesk_jobs_release_dependants();
+
+
+--
+-- Name: jobs jobs_rescheduled; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER jobs_rescheduled AFTER UPDATE OF scheduled_at ON public.jobs FOR EACH ROW WHEN ((((new.status)::text = 'queued'::text) AND (new.scheduled_at IS DISTINCT FROM old.scheduled_at))) EXECUTE FUNCTION public.jobdesk_jobs_rescheduled();
+
+
+--
+-- Name: api_tokens api_tokens_user_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.api_tokens
+    ADD CONSTRAINT api_tokens_user_id_fkey FOREIGN KEY (user_id) REFERENCES public.users(id);
+
+
+--
+-- Name: job_attempts job_attempts_job_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.job_attempts
+    ADD CONSTRAINT job_attempts_job_id_fkey FOREIGN KEY (job_id) REFERENCES public.jobs(id) ON DELETE CASCADE;
+
+
+--
+-- Name: job_dependencies job_dependencies_depends_on_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.job_dependencies
+    ADD CONSTRAINT job_dependencies_depends_on_id_fkey FOREIGN KEY (depends_on_id) REFERENCES public.jobs(id) ON DELETE CASCADE;
+
+
+--
+-- Name: job_dependencies job_dependencies_job_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.job_dependencies
+    ADD CONSTRAINT job_dependencies_job_id_fkey FOREIGN KEY (job_id) REFERENCES public.jobs(id) ON DELETE CASCADE;
+
+
+--
+-- Name: jobs jobs_user_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.jobs
+    ADD CONSTRAINT jobs_user_id_fkey FOREIGN KEY (user_id) REFERENCES public.users(id);
+
+
+--
+-- Name: schedule_ticks schedule_ticks_schedule_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.schedule_ticks
+    ADD CONSTRAINT schedule_ticks_schedule_fkey FOREIGN KEY (schedule) REFERENCES public.schedules(name) ON DELETE CASCADE;
