@@ -28,7 +28,7 @@ HEAD = """\
 Every process reads its settings from environment variables, or from a `.env` file in the
 working directory (the environment wins). Names are case-sensitive. A malformed value stops
 start-up with one line that names the variable, such as
-`invalid setting MAX_CONCURRENT_JOBS: Input should be greater than or equal to 1 (got 0)`.
+`invalid setting MAX_CONCURRENT_JOBS: Input should be greater than or equal to 1 (got '0')`.
 
 Lists are comma-separated. Durations marked as such take `90s`, `10m`, `12h`, `7d` or
 `forever`.
