@@ -33,6 +33,8 @@ start-up with one line that names the variable, such as
 Lists are comma-separated. Durations marked as such take `90s`, `10m`, `12h`, `7d` or
 `forever`.
 
+## Variables
+
 | variable | default | values | meaning |
 | --- | --- | --- | --- |
 """
@@ -92,8 +94,8 @@ def shown_default(field: Any) -> str:
     if isinstance(value, dict):
         return "none" if not value else "`" + ",".join(f"{k}={v}" for k, v in value.items()) + "`"
     if isinstance(value, (list, tuple)):
-        return "none" if not value else "`" + ",".join(number(v) if isinstance(v, (int, float)) else str(v)
-                                                        for v in value) + "`"
+        return "none" if not value else "`" + ", ".join(number(v) if isinstance(v, (int, float)) else str(v)
+                                                         for v in value) + "`"
     if isinstance(value, (int, float)):
         text = f"`{number(value)}`"
         if is_duration(field):
