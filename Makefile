@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 # The core's dependencies as wheels: the suite installs the built package from here, offline.
 WHEELHOUSE := $(VENV)/wheelhouse
 
-.PHONY: run test venv worker demo db bench bench-backlog bench-enqueue bench-console bench-dag bench-pipelines bench-bulk bench-failures bench-metrics bench-list lint clean screenshots dist schema
+.PHONY: run test venv worker demo db bench bench-backlog bench-enqueue bench-console bench-dag bench-pipelines bench-bulk bench-failures bench-metrics bench-list lint clean screenshots dist schema docs docs-check
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -22,7 +22,7 @@ run: $(STAMP)
 	$(PY) -m desktop.devrun
 
 ## test: the whole suite against a real embedded PostgreSQL, on two processes
-test: lint
+test: lint docs-check
 	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q -n 2
 
 ## lint: ruff, mypy (worker/ fully typed) and the import contracts
@@ -95,3 +95,16 @@ bench-metrics: $(STAMP)
 ## bench-list: the job list's pages and counts over a million jobs, as the API, the console and the CLI read them (prints figures)
 bench-list: $(STAMP)
 	$(PY) benchmarks/list_bench.py
+
+## docs: regenerate the settings and HTTP API reference pages, then build the site into site/
+docs: $(STAMP)
+	$(PY) docs/gen_settings.py
+	$(PY) docs/gen_api.py
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict -d site
+
+## docs-check: the generated pages are up to date, and the site builds with no broken link or page left out
+docs-check: $(STAMP)
+	$(PY) docs/gen_settings.py --check
+	$(PY) docs/gen_api.py --check
+	@out=$$(mktemp -d) && trap 'rm -rf "$$out"' EXIT && \
+		NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet -d "$$out"
