@@ -13,9 +13,9 @@ from worker.cli.session import Command, Invocation
 from worker.core.durations import parse_seconds
 from worker.core.errors import InvalidJob
 from worker.core.models import JobRecord, Status, new_job_id, short_id
+from worker.core.rules import BULK_ACTIONS
 from worker.service.read_models import Attempt
 from worker.store.jobs import JobFilter
-from worker.core.rules import BULK_ACTIONS
 
 # -- arguments ------------------------------------------------------------------------------
 

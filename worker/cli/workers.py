@@ -10,8 +10,8 @@ from worker.cli.output import print_json, print_rows
 from worker.cli.session import Command, Invocation
 from worker.core.errors import InvalidJob
 from worker.core.limits import parse_type_limit
-from worker.service.schema import prepare_schema
 from worker.core.rules import WORKER_COMMANDS_LEGAL_FROM
+from worker.service.schema import prepare_schema
 
 
 def _limit_arg(text: str) -> dict[str, int]:
