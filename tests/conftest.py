@@ -54,7 +54,7 @@ def pgbouncer(pg_server: EmbeddedServer) -> Iterator[PgBouncer]:
     bouncer.stop()
 
 
-BUNDLE_TESTS = Path(__file__).resolve().parent / "test_bundle.py"
+BUNDLE_TESTS = Path(__file__).resolve().parent / "packaging" / "test_bundle.py"
 
 
 def pytest_configure(config: pytest.Config) -> None:

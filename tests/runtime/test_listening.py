@@ -16,7 +16,7 @@ from worker.processors.builtin import EchoProcessor
 from worker.runtime import listening
 from worker.store.listener import Listener
 
-CANNOT_LISTEN = "cannot listen on DATABASE_LISTEN_URL"
+CANNOT_LISTEN = "cannot listen for new jobs"
 AGAIN = "listening for new jobs again"
 
 
@@ -89,19 +89,16 @@ async def test_listening_again_is_said_once(dsn: str, monkeypatch: pytest.Monkey
     woken: list[bool] = []
     settings = load_settings(DATABASE_URL=dsn, DATABASE_LISTEN_URL=dsn, JOB_LISTEN_HEARTBEAT_INTERVAL=0.2,
                              JOB_PROCESSOR_POLL_INTERVAL=0.2)
-    watch = listening.ListenWatch(dsn, settings, {}, on_listening=lambda: woken.append(True),
-                                  send=lambda ch, p: pool.execute("SELECT pg_notify($1, $2)", ch, p))
-    await watch.open()
-    task = asyncio.create_task(watch.run())
+    watch = listening.worker_listener(dsn, settings, {}, on_listening=lambda: woken.append(True),
+                                      send=lambda ch, p: pool.execute("SELECT pg_notify($1, $2)", ch, p))
+    await watch.start()
     try:
         await asyncio.sleep(1.0)  # a few attempts fail meanwhile
         refusing = False
         await wait_for(lambda: asyncio.sleep(0, watch.heard), timeout=10, what="the listener to hear its heartbeat")
     finally:
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
-        await watch.close(2)
+        await watch.stop(2)
         await pool.close()
-    assert len(said(caplog, "cannot listen on DATABASE_LISTEN_URL: refused for the test")) == 1
+    assert len(said(caplog, "cannot listen for new jobs (refused for the test)")) == 1
     assert len(said(caplog, AGAIN)) == 1
     assert woken == [True]
