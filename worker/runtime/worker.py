@@ -30,13 +30,14 @@ from worker.observe.alerts import Alert, AlertSender
 from worker.runtime import scheduler
 from worker.runtime.dblink import DbLink
 from worker.runtime.execution import Execution
-from worker.runtime.listening import ListenWatch
+from worker.runtime.listening import worker_listener
 from worker.runtime.outcomes import Outcomes
 from worker.runtime.pump import PUMPS, Kicks, Pumps
 from worker.runtime.retention import Pruner
 from worker.runtime.supervisor import Supervisor
 from worker.store import rollup as stats_rollup
 from worker.store import transitions, type_limits
+from worker.store.listen_supervisor import ListenerSupervisor
 
 if TYPE_CHECKING:
     from worker.observe.metrics import WorkerMetrics
@@ -84,9 +85,8 @@ class Worker:
         self.pumps = Pumps(self.db, self.execution, self.outcomes, self.kicks, worker_id=self.worker_id,
                            types=self.types, poll=settings.JOB_PROCESSOR_POLL_INTERVAL,
                            limits=ClaimLimits(local=dict(type_caps or {})), stats=self.stats, stop=self._stop)
-        self.listening = ListenWatch(dsn, settings, {NEW_JOBS_CHANNEL: self._on_new_jobs,
-                                                     transitions.CONTROL_CHANNEL: self._on_control},
-                                     send=self.db.notify, on_listening=self.kicks.set)
+        # Made at start, once the pool has found out whether a pooler answers (no LISTEN through one).
+        self.listening: ListenerSupervisor | None = None
         self.supervisor = Supervisor(self)
         self._tasks: list[asyncio.Task[None]] = []
 
@@ -203,7 +203,11 @@ class Worker:
         """Everything before the first claim: metrics, LISTEN, alerts, registration, limits."""
         if self.metrics is not None and self.settings.JOB_METRICS_PORT is not None:
             self.metrics.serve(self.settings.JOB_METRICS_PORT)
-        await self.listening.open()
+        self.listening = worker_listener(self.db.dsn, self.settings,
+                                         {NEW_JOBS_CHANNEL: self._on_new_jobs,
+                                          transitions.CONTROL_CHANNEL: self._on_control},
+                                         send=self.db.notify, on_listening=self.kicks.set)
+        await self.listening.start()
         self.alerts.start()
         await self.supervisor.start()
         await self.db.call(lambda c: type_limits.declare(c, self.settings.JOB_TYPE_LIMITS))
@@ -217,7 +221,6 @@ class Worker:
         assert pool is not None
         self._tasks = [*self.pumps.start(),
                        asyncio.create_task(self.outcomes.flush_loop(), name="jobdesk-flush"),
-                       asyncio.create_task(self.listening.run(), name="jobdesk-listener"),
                        asyncio.create_task(Pruner(pool, self.settings, self.worker_id).run(), name="jobdesk-pruner"),
                        asyncio.create_task(scheduler.run_loop(self.db.call, self._stop), name="jobdesk-scheduler"),
                        asyncio.create_task(stats_rollup.run_loop(self.db.call, self.rollup, self._stop),
@@ -234,7 +237,8 @@ class Worker:
         _, stuck = await asyncio.wait(self._tasks, timeout=CLOSE_TIMEOUT_S) if self._tasks else (set(), set())
         if stuck:
             log.warning("tasks still running at exit: %s", ", ".join(sorted(t.get_name() for t in stuck)))
-        await self.listening.close(CLOSE_TIMEOUT_S)
+        if self.listening is not None:
+            await self.listening.stop(CLOSE_TIMEOUT_S)
         await self.db.close(CLOSE_TIMEOUT_S)
         if self.metrics is not None:
             self.metrics.close()

@@ -19,7 +19,7 @@ from collections.abc import Awaitable, Callable, Mapping
 import asyncpg
 
 from worker.core.settings import Settings
-from worker.store.db import connect, is_pooled
+from worker.store.db import Database, connect
 
 Handler = Callable[[str], None]  # gets the NOTIFY payload
 Sender = Callable[[str, str], Awaitable[object]]  # sends NOTIFY (channel, payload) to the database
@@ -32,15 +32,10 @@ class ListenerDeaf(ConnectionError):
 
 
 def listen_dsn(dsn: str, settings: Settings) -> str | None:
-    """Where a process that works on `dsn` should LISTEN; None when it cannot, and must poll.
-
-    DATABASE_LISTEN_URL when given (for the database of DATABASE_URL only: a console that
-    switched to another database must not listen on this one); otherwise `dsn` itself, unless it
-    goes through a transaction pooler, where a LISTEN lands on a session shared with others.
-    """
-    if settings.DATABASE_LISTEN_URL and dsn == settings.DATABASE_URL:
-        return settings.DATABASE_LISTEN_URL
-    return None if is_pooled(dsn) else dsn
+    """Where a process that works on `dsn` should LISTEN; None when it cannot, and must poll
+    (the rule is `Database.listen_dsn`: DATABASE_LISTEN_URL for the database of DATABASE_URL only,
+    otherwise `dsn` itself unless it goes through a transaction pooler)."""
+    return Database.given(dsn, settings).listen_dsn()
 
 
 # Why a process polls when listen_dsn() gives None, for its one log line.
