@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 # The core's dependencies as wheels: the suite installs the built package from here, offline.
 WHEELHOUSE := $(VENV)/wheelhouse
 
-.PHONY: run test venv worker demo db bench bench-backlog bench-enqueue bench-console bench-dag bench-pipelines bench-bulk bench-failures bench-metrics bench-list lint clean screenshots dist schema docs docs-check
+.PHONY: run test venv worker demo db bench bench-backlog bench-enqueue bench-console bench-dag bench-pipelines bench-bulk bench-failures bench-metrics bench-list lint clean screenshots dist dist-pypi schema docs docs-check
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -64,6 +64,10 @@ bench-console: $(STAMP)
 dist: $(STAMP)
 	$(PY) -m PyInstaller --noconfirm --log-level WARN jobdesk.spec
 	@du -sh dist/jobdesk
+
+## dist-pypi: the wheel and the sdist, with the migrations and the console's resources inside, into dist/pypi
+dist-pypi: $(STAMP)
+	$(PY) -m build --no-isolation --outdir dist/pypi .
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info .pytest_cache

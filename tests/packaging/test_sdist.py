@@ -1,0 +1,34 @@
+"""The source distribution carries the migrations and the console's resources, and the wheel
+built from it (as pip builds one from PyPI's sdist) puts them into the packages."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tarfile
+import zipfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_the_sdist_and_the_wheel_built_from_it_carry_sql_and_resources(tmp_path: Path) -> None:
+    built = subprocess.run([sys.executable, "-m", "build", "--no-isolation", "--outdir", str(tmp_path), str(ROOT)],
+                           capture_output=True, text=True, timeout=300, check=False)
+    assert built.returncode == 0, built.stderr[-2000:]
+    migrations = sorted(p.name for p in (ROOT / "sql").glob("[0-9]*.sql"))
+    icons = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "resources").rglob("*") if p.is_file())
+    assert migrations and icons
+
+    (sdist,) = tmp_path.glob("jobdesk-*.tar.gz")
+    with tarfile.open(sdist) as tar:
+        names = {n.split("/", 1)[1] for n in tar.getnames() if "/" in n}
+    assert {f"sql/{m}" for m in migrations} <= names
+    assert set(icons) <= names
+
+    (wheel,) = tmp_path.glob("jobdesk-*.whl")
+    with zipfile.ZipFile(wheel) as whl:
+        inside = set(whl.namelist())
+    assert {f"worker/sql/{m}" for m in migrations} <= inside, "python -m build makes the wheel from the sdist"
+    assert {f"desktop/{i}" for i in icons} <= inside
+    assert not any(n.startswith(("tests/", "benchmarks/")) for n in inside)
