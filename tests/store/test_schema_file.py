@@ -14,7 +14,7 @@ import pytest
 from tests import pg
 from worker.core.paths import sql_dir
 from worker.embedded.server import EmbeddedServer
-from worker.store.migrations import available_migrations, migrate
+from worker.store.migrations import MigrationsMissing, available_migrations, migrate
 from worker.store.schema_dump import HEADER, normalise, schema_path, schema_text
 
 DIFF_LINES = 40  # of the unified diff shown on a failure
@@ -61,11 +61,13 @@ def test_the_migration_runner_skips_the_schema_file() -> None:
     assert migrations == others, "every other .sql file in sql/ is a migration"
 
 
-async def test_migrate_applies_nothing_from_a_folder_with_the_schema_file_alone(conn: asyncpg.Connection,
-                                                                                tmp_path: Path) -> None:
+async def test_the_schema_file_alone_is_no_migration(conn: asyncpg.Connection, tmp_path: Path) -> None:
+    """A folder with schema.sql and no numbered file has no migrations: migrate refuses rather
+    than report the database up to date."""
     shutil.copy(schema_path(), tmp_path / schema_path().name)
     assert available_migrations(tmp_path) == []
-    assert await migrate(conn, tmp_path) == []
+    with pytest.raises(MigrationsMissing, match="no migration files found"):
+        await migrate(conn, tmp_path)
 
 
 def test_normalise_drops_what_varies_between_runs_and_keeps_the_objects() -> None:
