@@ -18,6 +18,8 @@ from typing import Any, get_args, get_origin
 # The checkout this script belongs to comes first on the import path, whatever is installed.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from generated_page import write_or_check  # noqa: E402  (beside this script)
+
 PAGE = Path(__file__).resolve().parent / "settings.md"
 
 HEAD = """\
@@ -145,15 +147,7 @@ def render() -> str:
 
 
 def main(argv: list[str]) -> int:
-    text = render()
-    if "--check" in argv:
-        if not PAGE.exists() or PAGE.read_text(encoding="utf-8") != text:
-            print(f"{PAGE.name} is out of date: run `make docs`", file=sys.stderr)
-            return 1
-        return 0
-    PAGE.write_text(text, encoding="utf-8")
-    print(f"wrote {PAGE}")
-    return 0
+    return write_or_check(PAGE, render(), argv)
 
 
 if __name__ == "__main__":
