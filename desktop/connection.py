@@ -17,7 +17,7 @@ from desktop.tasks import spawn
 from worker.core.errors import JobdeskError
 from worker.core.settings import Settings
 from worker.service.jobs import JobService, prepare_schema
-from worker.store.db import CONNECTION_ERRORS, describe, is_starting_up
+from worker.store.db import CONNECTION_ERRORS, Database, describe, is_starting_up
 from worker.store.listen_supervisor import ListenerSupervisor
 from worker.store.listener import listen_dsn
 
@@ -132,17 +132,10 @@ class ConsoleConnection(QObject):
                 self._queue(None)  # no LISTEN (or it is lost, or deaf): poll; a lost database shows there
 
     def _revive_embedded(self) -> None:
-        """A safety net: when the shared embedded server is gone (stopped by hand), start it again.
-        Only for this user's own embedded database."""
-        if not self.embedded:
-            return
-        from worker.embedded.server import embedded_server
-
-        server = embedded_server()
-        if server.dsn != self.dsn:
-            return
+        """A safety net: when this user's shared embedded server is gone (stopped by hand), start
+        it again (`Database.revive`, as the worker does)."""
         try:
-            if server.revive():
+            if Database(self.dsn, embedded=self.embedded).revive():
                 log.warning("the embedded database had stopped; started it again")
         except JobdeskError as exc:
             log.warning("could not start the embedded database again: %s", exc)
