@@ -1,6 +1,6 @@
 """The console window: banner, toolbar, the Jobs, Pipelines, Schedules, Approvals and Failures tabs,
-the detail pane and the worker docks. It lays them out and connects their signals, all in `_connect`; each tab owns
-its own model, filters and state."""
+the detail pane and the worker docks. It lays them out (the banner, toolbar and splitter are in `window_chrome`) and
+connects their signals, all in `_connect`; each tab owns its own model, filters and state."""
 
 from __future__ import annotations
 
@@ -8,21 +8,8 @@ import asyncio
 import logging
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import QAction, QCloseEvent, QKeySequence
-from PySide6.QtWidgets import (
-    QLabel,
-    QMainWindow,
-    QMenu,
-    QMessageBox,
-    QScrollArea,
-    QSplitter,
-    QTableView,
-    QTabWidget,
-    QToolBar,
-    QToolButton,
-    QVBoxLayout,
-    QWidget,
-)
+from PySide6.QtGui import QCloseEvent
+from PySide6.QtWidgets import QMainWindow, QMessageBox, QTableView, QTabWidget
 
 from desktop.approvals.approvals_tab import ApprovalsTab
 from desktop.connection import ConsoleConnection
@@ -43,6 +30,7 @@ from desktop.schedules.schedules_tab import SchedulesTab
 from desktop.shortcuts import ShortcutsDialog, add_shortcut, move_in
 from desktop.tasks import spawn
 from desktop.theme import icon
+from desktop.window_chrome import Banner, MainToolbar, central_widget
 from desktop.workers.workers_controller import WorkersController
 from worker.core.models import short_id
 from worker.store.jobs import JobFilter, JobRow
@@ -83,74 +71,29 @@ class MainWindow(QMainWindow):
         self.attention = AttentionPresenter(self, self.statusBar(), self.notification_settings)
         self._detail_task: asyncio.Task[None] | None = None
 
-        self.banner = QLabel()
-        self.banner.setObjectName("banner")
-        self.banner.setAlignment(Qt.AlignmentFlag.AlignCenter)
-        self.read_only_label = QLabel("read-only")
-        self.read_only_label.setObjectName("readOnly")
-        self.addToolBar(self._toolbar())
-
-        self.tabs = QTabWidget()
-        self.tabs.setDocumentMode(True)
-        self.tabs.addTab(self.jobs, "Jobs")
-        self.tabs.addTab(self.pipelines, "Pipelines")
-        self.tabs.addTab(self.schedules, "Schedules")
-        self.tabs.addTab(self.approvals, "Approvals")
-        self.tabs.addTab(self.failures, "Failures")
-        self.tabs.addTab(self.metrics, "Metrics")
-        split = QSplitter(Qt.Orientation.Horizontal)
-        split.addWidget(self.tabs)
-        detail_area = QScrollArea()  # the pane scrolls rather than push the docks off a small screen
-        detail_area.setWidget(self.detail)
-        detail_area.setWidgetResizable(True)
-        detail_area.setFrameShape(QScrollArea.Shape.NoFrame)
-        split.addWidget(detail_area)
-        split.setStretchFactor(0, 3)
-        split.setStretchFactor(1, 2)
-        split.setSizes([800, 480])
-        central = QWidget()
-        layout = QVBoxLayout(central)
-        layout.setContentsMargins(6, 0, 6, 6)
-        layout.addWidget(self.banner)
-        layout.addWidget(split, 1)
-        self.setCentralWidget(central)
+        self.banner = Banner()
+        self.toolbar = MainToolbar(self, self.job_actions.actions.values(), self.bulk.actions.values(),
+                                   self.workers.launch_action)
+        self.addToolBar(self.toolbar)
+        self.new_job_action = self.toolbar.new_job_action
+        self.read_only_action = self.toolbar.read_only_action  # shown while the database is read-only
+        self.tabs = self._build_tabs()
+        self.setCentralWidget(central_widget(self.banner, self.tabs, self.detail))
 
         self._add_shortcuts()
         self._connect()
-        self._set_banner(f"connecting to {connection.describe()}…", "connecting")
+        self.banner.show_state(f"connecting to {connection.describe()}…", "connecting")
 
-    def _toolbar(self) -> QToolBar:
-        toolbar = QToolBar("Actions")
-        toolbar.setMovable(False)
-        toolbar.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
-        self.new_job_action = QAction(icon("jobdesk"), "New job…", self)
-        self.new_job_action.setShortcut(QKeySequence("Ctrl+N"))
-        self.new_job_action.setToolTip("Submit a job (Ctrl+N)")
-        self.new_job_action.setEnabled(False)
-        toolbar.addAction(self.new_job_action)
-        toolbar.addSeparator()
-        for action in self.job_actions.actions.values():
-            toolbar.addAction(action)
-        self.bulk_button = QToolButton()
-        self.bulk_button.setText("All matching")
-        self.bulk_button.setToolTip("Retry or cancel every job that matches the job table's filter")
-        self.bulk_button.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
-        bulk_menu = QMenu(self.bulk_button)
-        bulk_menu.addActions(list(self.bulk.actions.values()))
-        self.bulk_button.setMenu(bulk_menu)
-        self.bulk_tool_action = toolbar.addWidget(self.bulk_button)
-        toolbar.addSeparator()
-        self.refresh_action = QAction(icon("refresh"), "Refresh", self)
-        self.refresh_action.setShortcut(QKeySequence.StandardKey.Refresh)
-        toolbar.addAction(self.refresh_action)
-        self.connect_action = QAction(icon("connect"), "Connect…", self)
-        self.connect_action.setShortcut(QKeySequence("Ctrl+O"))
-        self.connect_action.setToolTip("Switch to another database (Ctrl+O)")
-        toolbar.addAction(self.connect_action)
-        toolbar.addAction(self.workers.launch_action)
-        self.read_only_action = toolbar.addWidget(self.read_only_label)
-        self.read_only_action.setVisible(False)
-        return toolbar
+    def _build_tabs(self) -> QTabWidget:
+        tabs = QTabWidget()
+        tabs.setDocumentMode(True)
+        tabs.addTab(self.jobs, "Jobs")
+        tabs.addTab(self.pipelines, "Pipelines")
+        tabs.addTab(self.schedules, "Schedules")
+        tabs.addTab(self.approvals, "Approvals")
+        tabs.addTab(self.failures, "Failures")
+        tabs.addTab(self.metrics, "Metrics")
+        return tabs
 
     def _connect(self) -> None:
         """Every signal between the window's parts, in one place."""
@@ -186,8 +129,8 @@ class MainWindow(QMainWindow):
         self.failures.retry_requested.connect(lambda filt: self.bulk.ask("retry", filt))
         self.failures.job_clicked.connect(self._load_detail)
         self.failures.message.connect(self._show_message)
-        self.refresh_action.triggered.connect(self.jobs.model.reload)
-        self.connect_action.triggered.connect(self.choose_connection)
+        self.toolbar.refresh_action.triggered.connect(self.jobs.model.reload)
+        self.toolbar.connect_action.triggered.connect(self.choose_connection)
         self.new_job_action.triggered.connect(self.new_job)
         self.approvals.selection_changed.connect(self._inbox_selected)
         self.approvals.title_changed.connect(
@@ -234,7 +177,7 @@ class MainWindow(QMainWindow):
 
     def _on_connected(self, description: str) -> None:
         kind = "production" if self.production else "connected"
-        self._set_banner(f"{'PRODUCTION · ' if self.production else ''}{description}", kind)
+        self.banner.show_state(f"{'PRODUCTION · ' if self.production else ''}{description}", kind)
         self.setWindowTitle(f"jobdesk — {description}")
         self.job_actions.set_connected(True)
         self.jobs.set_active(True)
@@ -249,7 +192,7 @@ class MainWindow(QMainWindow):
         self.notifier.on_connected()
 
     def _on_disconnected(self, reason: str) -> None:
-        self._set_banner(f"disconnected, retrying… ({reason})", "disconnected")
+        self.banner.show_state(f"disconnected, retrying… ({reason})", "disconnected")
         self.job_actions.set_connected(False)
         self.jobs.set_active(False)
         self.pipelines.set_active(False)
@@ -266,18 +209,11 @@ class MainWindow(QMainWindow):
         self.pipelines.update_enabled()
         self.schedules.set_active(self.connection.is_connected)
         self.bulk.set_state(writable=writable)
-        self.bulk_tool_action.setVisible(writable)
+        self.toolbar.set_writable(writable)
         self.failures.set_writable(writable)
-        self.read_only_action.setVisible(not writable)
         self._update_new_job()
         title = self.windowTitle().removesuffix(" (read-only)")
         self.setWindowTitle(title + ("" if writable else " (read-only)"))
-
-    def _set_banner(self, text: str, kind: str) -> None:
-        self.banner.setText(text)
-        self.banner.setProperty("kind", kind)
-        self.banner.style().unpolish(self.banner)
-        self.banner.style().polish(self.banner)
 
     # -- live updates -----------------------------------------------------------------------
 

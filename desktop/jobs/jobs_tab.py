@@ -64,6 +64,26 @@ class JobsTab(QWidget):
         self.connection = connection
         self._debounce = QTimer(self, singleShot=True, interval=400)
         self._debounce.timeout.connect(self.apply_filters)
+        self._build_table(connection)
+        filters = self._build_status_filters()
+        fields = self._build_fields()
+
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 4, 0, 0)
+        layout.addLayout(filters)
+        layout.addLayout(fields)
+        layout.addWidget(self.search_error)
+        layout.addWidget(self.table, 1)
+
+        self._counts_timer = QTimer(self, singleShot=True, interval=1000)
+        self._counts_timer.timeout.connect(lambda: spawn(self.refresh_counts(), "status-counts"))
+        self._clock = QTimer(self, interval=1000)
+        self._clock.timeout.connect(self._tick)
+        self._clock.start()
+        self._update_status_labels(StatusCounts())
+
+    def _build_table(self, connection: ConsoleConnection) -> None:
+        """The paged live table, its saved columns, and the hint shown over it while it is empty."""
         self.model = JobTableModel(connection.run)
         self.model.failed.connect(self.query_failed)
         self.model.loaded.connect(self._select_pending)
@@ -88,10 +108,16 @@ class JobsTab(QWidget):
         self.table.selectionModel().selectionChanged.connect(self._selection_changed)
         self._pending_select: str | None = None
 
+    def _build_status_filters(self) -> QHBoxLayout:
+        """The row of status buttons, each with its capped count."""
         filters = QHBoxLayout()
         self.status_buttons = status_buttons({s: STATUS_COLOURS[s][0] for s in Status}, filters,
                                              self.apply_filters)
         filters.addStretch(1)
+        return filters
+
+    def _build_fields(self) -> QHBoxLayout:
+        """Type, pipeline, user, time range, search, and the chip of a Failures group shown here."""
         fields = QHBoxLayout()  # a second row, so the window still fits a 1280-pixel screen
         self.type_edit = self._filter_edit("type", 110)
         self.pipeline_edit = self._filter_edit("pipeline id", 110)
@@ -117,20 +143,7 @@ class JobsTab(QWidget):
         self.fingerprint_chip.clicked.connect(lambda: self.show_fingerprint(None))
         self.fingerprint_chip.hide()
         fields.addWidget(self.fingerprint_chip)
-
-        layout = QVBoxLayout(self)
-        layout.setContentsMargins(0, 4, 0, 0)
-        layout.addLayout(filters)
-        layout.addLayout(fields)
-        layout.addWidget(self.search_error)
-        layout.addWidget(self.table, 1)
-
-        self._counts_timer = QTimer(self, singleShot=True, interval=1000)
-        self._counts_timer.timeout.connect(lambda: spawn(self.refresh_counts(), "status-counts"))
-        self._clock = QTimer(self, interval=1000)
-        self._clock.timeout.connect(self._tick)
-        self._clock.start()
-        self._update_status_labels(StatusCounts())
+        return fields
 
     def stop_timers(self) -> None:
         for timer in (self._debounce, self._counts_timer, self._clock):

@@ -47,7 +47,14 @@ class NewJobDialog(QDialog):
         self.job_id: str | None = None
         self._busy = False
         self._prefilled = "{}"  # the skeleton last put in, replaced when the type changes
+        self._build_fields()
+        self._build_layout()
+        self.type_combo.setCurrentText("")
+        self.validate()
 
+    def _build_fields(self) -> None:
+        """Type, input (each with a note under it), dependencies, pipeline, priority, and the
+        database's refusal."""
         self.type_combo = QComboBox()
         self.type_combo.setEditable(True)
         self.type_combo.setInsertPolicy(QComboBox.InsertPolicy.NoInsert)
@@ -76,6 +83,8 @@ class NewJobDialog(QDialog):
         self.submit_error.setObjectName("fieldError")
         self.submit_error.setWordWrap(True)
 
+    def _build_layout(self) -> None:
+        """The form, the refusal under it, and Submit / Cancel."""
         type_box, input_box = QVBoxLayout(), QVBoxLayout()  # the notes show under their field when set
         type_box.addWidget(self.type_combo)
         type_box.addWidget(self.type_note)
@@ -96,8 +105,6 @@ class NewJobDialog(QDialog):
         layout.addLayout(form, 1)
         layout.addWidget(self.submit_error)
         layout.addWidget(self.buttons)
-        self.type_combo.setCurrentText("")
-        self.validate()
 
     # -- types ------------------------------------------------------------------------------
 

@@ -54,6 +54,34 @@ class PipelinesTab(QWidget):
         super().__init__()
         self.connection = connection
         self.job_actions = job_actions
+        self._build_table(connection)
+        filters = self._build_filters()
+        dag_box = self._build_dag()
+
+        split = QSplitter(Qt.Orientation.Vertical)
+        split.addWidget(self.table)
+        split.addWidget(dag_box)
+        split.setSizes([260, 440])
+
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 4, 0, 0)
+        layout.addLayout(filters)
+        layout.addWidget(split, 1)
+
+        self.pipeline_id: str | None = None
+        self.graph: list[GraphNode] = []
+        self._graph_loading = False
+        self._graph_again = False
+        self._clock = QTimer(self, interval=1000)  # ages the "3 s ago" cells
+        self._clock.timeout.connect(self.model.tick)
+        # While hidden, changes only mark the tab stale and its clock stops: a busy queue then
+        # costs the console no pipeline queries until somebody looks.
+        self.gate = ShownGate(self, self._read, active=lambda: self.model.active,
+                              clocks=[self._clock, self.dag.clock])
+        self.update_enabled()
+
+    def _build_table(self, connection: ConsoleConnection) -> None:
+        """The live pipeline list, with progress bars and a context menu."""
         self.model = PipelineListModel(connection.run)
         self.model.failed.connect(lambda text: self.message.emit(f"query failed: {text}"))
         self.model.loaded.connect(self._keep_selection)
@@ -65,6 +93,8 @@ class PipelinesTab(QWidget):
         self.table.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
         self.table.customContextMenuRequested.connect(self._row_menu)
 
+    def _build_filters(self) -> QHBoxLayout:
+        """The status buttons and the search field above the list."""
         filters = QHBoxLayout()
         self.status_buttons = status_buttons({s: PIPELINE_COLOURS[s][0] for s in PipelineStatus}, filters,
                                              self.apply_filter, pipeline_label)
@@ -78,7 +108,10 @@ class PipelinesTab(QWidget):
         self._debounce.timeout.connect(self.apply_filter)
         self.search_edit.textChanged.connect(lambda _t: self._debounce.start())
         filters.addWidget(self.search_edit)
+        return filters
 
+    def _build_dag(self) -> QWidget:
+        """The selected pipeline's graph under its toolbar: title, Fit, Centre, Follow, Cancel pipeline."""
         self.dag = DagView()
         self.dag.node_clicked.connect(self.job_clicked)
         self.dag.node_activated.connect(self.job_activated)
@@ -115,28 +148,7 @@ class PipelinesTab(QWidget):
         dag_layout.setSpacing(0)
         dag_layout.addWidget(dag_bar)
         dag_layout.addWidget(self.dag, 1)
-
-        split = QSplitter(Qt.Orientation.Vertical)
-        split.addWidget(self.table)
-        split.addWidget(dag_box)
-        split.setSizes([260, 440])
-
-        layout = QVBoxLayout(self)
-        layout.setContentsMargins(0, 4, 0, 0)
-        layout.addLayout(filters)
-        layout.addWidget(split, 1)
-
-        self.pipeline_id: str | None = None
-        self.graph: list[GraphNode] = []
-        self._graph_loading = False
-        self._graph_again = False
-        self._clock = QTimer(self, interval=1000)  # ages the "3 s ago" cells
-        self._clock.timeout.connect(self.model.tick)
-        # While hidden, changes only mark the tab stale and its clock stops: a busy queue then
-        # costs the console no pipeline queries until somebody looks.
-        self.gate = ShownGate(self, self._read, active=lambda: self.model.active,
-                              clocks=[self._clock, self.dag.clock])
-        self.update_enabled()
+        return dag_box
 
     # -- connection and live updates ----------------------------------------------------------
 

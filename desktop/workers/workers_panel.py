@@ -78,6 +78,28 @@ class WorkersPanel(QWidget):
         self.table.setItemDelegateForColumn(COL_JOBS, self.links)
         self.table.selectionModel().selectionChanged.connect(self._selection_changed)
 
+        self._build_warnings()
+        buttons = self._build_buttons(launch_action)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(6, 4, 6, 6)
+        layout.addWidget(self.warning_box)
+        layout.addLayout(buttons)
+        layout.addWidget(self.table, 1)
+
+        self._poll = QTimer(self, interval=POLL_MS)
+        self._poll.timeout.connect(lambda: spawn(self.refresh(), "workers-poll"))
+        self._clock = QTimer(self, interval=1000)
+        self._clock.timeout.connect(self._tick)
+        self._clock.start()
+        connection.connected.connect(self._on_connected)
+        connection.disconnected.connect(self._on_disconnected)
+        connection.writable_changed.connect(lambda _w: self.update_buttons())
+        if connection.is_connected:
+            self._on_connected("")
+        self.update_buttons()
+
+    def _build_warnings(self) -> None:
+        """The box above the table naming the queued job types no live worker serves."""
         self.warning_box = QWidget()
         self.warning_layout = QVBoxLayout(self.warning_box)
         self.warning_layout.setContentsMargins(0, 0, 0, 0)
@@ -85,6 +107,8 @@ class WorkersPanel(QWidget):
         self.warning_box.hide()
         self._warning_labels: list[QLabel] = []
 
+    def _build_buttons(self, launch_action: QAction | None) -> QHBoxLayout:
+        """Launch worker (when given), the command buttons, the last error and the summary."""
         buttons = QHBoxLayout()
         self.launch_button = QToolButton()
         if launch_action is not None:
@@ -111,24 +135,7 @@ class WorkersPanel(QWidget):
         buttons.addWidget(self.error_label, 1)
         buttons.addStretch(0)
         buttons.addWidget(self.summary)
-
-        layout = QVBoxLayout(self)
-        layout.setContentsMargins(6, 4, 6, 6)
-        layout.addWidget(self.warning_box)
-        layout.addLayout(buttons)
-        layout.addWidget(self.table, 1)
-
-        self._poll = QTimer(self, interval=POLL_MS)
-        self._poll.timeout.connect(lambda: spawn(self.refresh(), "workers-poll"))
-        self._clock = QTimer(self, interval=1000)
-        self._clock.timeout.connect(self._tick)
-        self._clock.start()
-        connection.connected.connect(self._on_connected)
-        connection.disconnected.connect(self._on_disconnected)
-        connection.writable_changed.connect(lambda _w: self.update_buttons())
-        if connection.is_connected:
-            self._on_connected("")
-        self.update_buttons()
+        return buttons
 
     # -- connection -------------------------------------------------------------------------
 

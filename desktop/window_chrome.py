@@ -1,0 +1,106 @@
+"""The console window's fixed parts around the tabs: the connection banner, the toolbar of actions
+(with the read-only sign) and the layout that puts the tabs beside the detail pane.
+
+The main window builds these once and keeps its signals in `MainWindow._connect`; they hold no
+state beyond what they show."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QAction, QKeySequence
+from PySide6.QtWidgets import (
+    QLabel,
+    QMenu,
+    QScrollArea,
+    QSplitter,
+    QTabWidget,
+    QToolBar,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from desktop.theme import icon
+
+
+class Banner(QLabel):
+    """The strip above the tabs naming the database; the style sheet colours it by its `kind`
+    (connecting, connected, production, disconnected)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.setObjectName("banner")
+        self.setAlignment(Qt.AlignmentFlag.AlignCenter)
+
+    def show_state(self, text: str, kind: str) -> None:
+        self.setText(text)
+        self.setProperty("kind", kind)
+        self.style().unpolish(self)
+        self.style().polish(self)
+
+
+class MainToolbar(QToolBar):
+    """New job, the selected jobs' actions, All matching, Refresh, Connect, Launch worker and the
+    read-only sign. Its actions belong to `window`, whose signals they are connected to there."""
+
+    def __init__(self, window: QWidget, job_actions: Iterable[QAction], bulk_actions: Iterable[QAction],
+                 launch_action: QAction) -> None:
+        super().__init__("Actions")
+        self.read_only_label = QLabel("read-only")
+        self.read_only_label.setObjectName("readOnly")
+        self.setMovable(False)
+        self.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
+        self.new_job_action = QAction(icon("jobdesk"), "New job…", window)
+        self.new_job_action.setShortcut(QKeySequence("Ctrl+N"))
+        self.new_job_action.setToolTip("Submit a job (Ctrl+N)")
+        self.new_job_action.setEnabled(False)
+        self.addAction(self.new_job_action)
+        self.addSeparator()
+        for action in job_actions:
+            self.addAction(action)
+        self.bulk_button = QToolButton()
+        self.bulk_button.setText("All matching")
+        self.bulk_button.setToolTip("Retry or cancel every job that matches the job table's filter")
+        self.bulk_button.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
+        bulk_menu = QMenu(self.bulk_button)
+        bulk_menu.addActions(list(bulk_actions))
+        self.bulk_button.setMenu(bulk_menu)
+        self.bulk_tool_action = self.addWidget(self.bulk_button)
+        self.addSeparator()
+        self.refresh_action = QAction(icon("refresh"), "Refresh", window)
+        self.refresh_action.setShortcut(QKeySequence.StandardKey.Refresh)
+        self.addAction(self.refresh_action)
+        self.connect_action = QAction(icon("connect"), "Connect…", window)
+        self.connect_action.setShortcut(QKeySequence("Ctrl+O"))
+        self.connect_action.setToolTip("Switch to another database (Ctrl+O)")
+        self.addAction(self.connect_action)
+        self.addAction(launch_action)
+        self.read_only_action = self.addWidget(self.read_only_label)
+        self.read_only_action.setVisible(False)
+
+    def set_writable(self, writable: bool) -> None:
+        """All matching shows where jobs can be changed, the read-only sign where they cannot."""
+        self.bulk_tool_action.setVisible(writable)
+        self.read_only_action.setVisible(not writable)
+
+
+def central_widget(banner: QLabel, tabs: QTabWidget, detail: QWidget) -> QWidget:
+    """The banner above the tabs, which sit beside the detail pane in a splitter."""
+    split = QSplitter(Qt.Orientation.Horizontal)
+    split.addWidget(tabs)
+    detail_area = QScrollArea()  # the pane scrolls rather than push the docks off a small screen
+    detail_area.setWidget(detail)
+    detail_area.setWidgetResizable(True)
+    detail_area.setFrameShape(QScrollArea.Shape.NoFrame)
+    split.addWidget(detail_area)
+    split.setStretchFactor(0, 3)
+    split.setStretchFactor(1, 2)
+    split.setSizes([800, 480])
+    central = QWidget()
+    layout = QVBoxLayout(central)
+    layout.setContentsMargins(6, 0, 6, 6)
+    layout.addWidget(banner)
+    layout.addWidget(split, 1)
+    return central
