@@ -11,6 +11,7 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QCloseEvent
 from PySide6.QtWidgets import QMainWindow, QMessageBox, QTableView, QTabWidget
 
+from desktop.about import AboutDialog
 from desktop.approvals.approvals_tab import ApprovalsTab
 from desktop.connection import ConsoleConnection
 from desktop.connection_dialog import ConnectionDialog, ProfileStore
@@ -59,6 +60,7 @@ class MainWindow(QMainWindow):
         self._input_models: dict[str, type] | None = None  # loaded with the first New job dialog
         self.new_job_dialog: NewJobDialog | None = None
         self.shortcuts_dialog: ShortcutsDialog | None = None
+        self.about_dialog: AboutDialog | None = None
         self.workers = WorkersController(self, connection)  # Workers dock, worker log, Launch worker
         self.bulk = BulkActions(self, connection, self.jobs.current_filter)  # "Retry all N matching…"
         self.failures = FailuresTab(connection)
@@ -150,6 +152,7 @@ class MainWindow(QMainWindow):
         add_shortcut(self, "J", "Next row of the table", lambda: self.move_in_table(1))
         add_shortcut(self, "K", "Previous row of the table", lambda: self.move_in_table(-1))
         add_shortcut(self, "?", "List every shortcut", self.show_shortcuts)
+        add_shortcut(self, "F1", "About jobdesk: its version, and the database", self.show_about)
 
     def closeEvent(self, event: QCloseEvent) -> None:  # noqa: N802
         if not self.workers.may_close():  # asks about the workers this console launched
@@ -279,6 +282,10 @@ class MainWindow(QMainWindow):
     def show_shortcuts(self) -> None:
         self.shortcuts_dialog = ShortcutsDialog(self)
         self.shortcuts_dialog.show()
+
+    def show_about(self) -> None:
+        self.about_dialog = AboutDialog(self, self.connection.describe())
+        self.about_dialog.show()
 
     def _update_new_job(self) -> None:
         self.new_job_action.setEnabled(self.connection.is_connected and self.connection.writable)

@@ -9,7 +9,7 @@ import asyncpg
 import pytest
 from PySide6.QtCore import QModelIndex, Qt
 from PySide6.QtGui import QAction
-from PySide6.QtWidgets import QApplication
+from PySide6.QtWidgets import QApplication, QLabel
 
 from desktop.connection import ConsoleConnection
 from desktop.jobs.job_table_model import COL_ERROR, COL_PIPELINE, COL_USER
@@ -18,6 +18,7 @@ from desktop.shortcuts import ShortcutsDialog
 from tests import pg
 from tests.desktop.qt_helpers import run_qasync, until
 from worker.core.settings import load_settings
+from worker.core.version import __version__
 
 
 @pytest.fixture
@@ -91,8 +92,16 @@ def test_keys_and_the_shortcut_list(qapp: QApplication, qtbot, test_db: str) -> 
         for action in window.findChildren(QAction):
             if not action.shortcut().isEmpty():
                 assert action.shortcut().toString() in listed, action.text()
-        assert {"/", "J", "K", "?", "Ctrl+N", "Ctrl+Return", "Ctrl+Shift+J", "Ctrl+K"} <= listed
+        assert {"/", "J", "K", "?", "F1", "Ctrl+N", "Ctrl+Return", "Ctrl+Shift+J", "Ctrl+K"} <= listed
         dialog.close()
+
+        # F1: the About box names the version the package was built with, and the database.
+        qtbot.keyClick(table, Qt.Key.Key_F1)
+        about = window.about_dialog
+        assert about is not None and about.isVisible()
+        assert f"jobdesk {__version__}" in about.findChild(QLabel).text()
+        assert f"Database: {window.connection.describe()}" in about.body.text().splitlines()
+        about.close()
         await conn.close()
         window.close()
         await window.connection.close()
