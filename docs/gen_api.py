@@ -36,10 +36,10 @@ Routes marked **token** need `Authorization: Bearer TOKEN` with the scope the
 
 
 def openapi_document() -> dict[str, Any]:
-    from worker import JobClient
     from worker.api import create_app
+    from worker.service import JobService
 
-    client = JobClient(None)  # type: ignore[arg-type]  # never connects: only the schema is read
+    client = JobService(None)  # type: ignore[arg-type]  # never connects: only the schema is read
     app = create_app(client, "postgresql://localhost/jobdesk", settings=client.settings)
     return app.openapi()
 

@@ -1,20 +1,45 @@
 """jobdesk's engine: the job model, the processor API, the worker and the backend client.
 
-Processors import what they need from here:
+The public Python API is what `__all__` names, importable from here:
 
-    from worker import BaseProcessor, ProcessorResult, JobCreate, PermanentJobError
+- the backend client: `JobClient` (enqueue, read, wait for and act on jobs);
+- the processor API: `BaseProcessor`, `Job`, `ProcessorResult`, `JobCreate`, `Schedule`,
+  `PermanentJobError`;
+- the models a client reads: `JobRecord`, `Status`;
+- the errors it may raise: `JobdeskError` (the base of them all), `JobNotFound`, `InvalidJob`,
+  `IllegalTransition`, `JobWaitTimeout`, `NoJobResult`;
+- `__version__`.
+
+    from worker import BaseProcessor, Job, JobClient, JobCreate, PermanentJobError, ProcessorResult
+
+Everything else, the subpackages (`worker.core`, `worker.store`, `worker.runtime`,
+`worker.service`, `worker.api`, `worker.cli`, ...) included, is internal: it may change from one
+release to the next.
 """
 
-from worker.core.errors import IllegalTransition, InvalidJob, JobdeskError, JobNotFound, PermanentJobError
+from worker.core.errors import (
+    IllegalTransition,
+    InvalidJob,
+    JobdeskError,
+    JobNotFound,
+    JobWaitTimeout,
+    NoJobResult,
+    PermanentJobError,
+)
 from worker.core.models import Job, JobCreate, JobRecord, ProcessorResult, Status
 from worker.core.processor import BaseProcessor
 from worker.core.schedules import Schedule
+from worker.core.version import __version__
 from worker.service.client import JobClient
 
-__version__ = "0.1.0"
-
 __all__ = [
-    "BaseProcessor", "IllegalTransition", "InvalidJob", "Job", "JobClient", "JobCreate",
-    "JobNotFound", "JobRecord", "JobdeskError", "PermanentJobError", "ProcessorResult", "Schedule", "Status",
+    # the backend client
+    "JobClient",
+    # the processor API
+    "BaseProcessor", "Job", "JobCreate", "PermanentJobError", "ProcessorResult", "Schedule",
+    # what a client reads
+    "JobRecord", "Status",
+    # errors
+    "IllegalTransition", "InvalidJob", "JobNotFound", "JobWaitTimeout", "JobdeskError", "NoJobResult",
     "__version__",
 ]

@@ -11,7 +11,7 @@ from functools import cached_property
 from typing import Any
 
 from worker.core.settings import Settings
-from worker.service.client import JobClient
+from worker.service.jobs import JobService
 from worker.store.db import Database
 
 CLI_POOL_SIZE = 2  # a command runs its statements one after another
@@ -30,11 +30,11 @@ class Invocation:
         return Database.resolve(self.settings)
 
     @asynccontextmanager
-    async def service(self) -> AsyncIterator[JobClient]:
+    async def service(self) -> AsyncIterator[JobService]:
         """The service on this database (its schema checked, the embedded one migrated), closed
         when the block ends: a command acts inside the block and prints after it."""
-        client = await JobClient.connect(self.database, settings=self.settings, source="cli",
-                                         pool_size=CLI_POOL_SIZE)
+        client = await JobService.connect(self.database, settings=self.settings, source="cli",
+                                          pool_size=CLI_POOL_SIZE)
         try:
             yield client
         finally:

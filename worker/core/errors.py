@@ -44,3 +44,18 @@ class ProcessorLoadError(JobdeskError):
 
 class PermanentJobError(Exception):
     """Raised by a processor to fail its job at once, without retries."""
+
+
+class JobWaitTimeout(JobdeskError, TimeoutError):
+    """A wait for jobs ended before they did; `statuses` maps each job not done to its status then.
+
+    Also a TimeoutError, so `except TimeoutError` catches it as it catches asyncio's own."""
+
+    def __init__(self, message: str, statuses: dict[str, str]) -> None:
+        super().__init__(message)
+        self.statuses = statuses
+
+
+class NoJobResult(JobdeskError):
+    """A job's result was asked for, but the job has none: it has not completed (it failed, was
+    cancelled, or has not finished yet)."""

@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import builtins
 import os
 import time
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
-from typing import Any
+from typing import Any, TypeVar
+
+from pydantic import BaseModel
+
+from worker.core.errors import NoJobResult
 
 
 class Status(StrEnum):
@@ -23,6 +28,10 @@ class Status(StrEnum):
 
 
 TERMINAL_STATUSES = frozenset({Status.COMPLETED, Status.FAILED, Status.CANCELLED})
+# The statuses whose job has its processor's result: held for approval, it is stored already.
+RESULT_STATUSES = frozenset({Status.COMPLETED, Status.WAITING_APPROVAL})
+
+OutputT = TypeVar("OutputT", bound=BaseModel)
 
 
 def new_job_id() -> str:
@@ -142,6 +151,15 @@ class JobRecord:
         values["status"] = Status(values["status"])
         values["dependent_on_jobs"] = values["dependent_on_jobs"] or []
         return cls(**values)
+
+    def result(self, model: builtins.type[OutputT]) -> OutputT:  # `type` is a field here
+        """`result_data` parsed into `model`, a pydantic model (typically the processor's
+        `output_model`): pydantic's ValidationError when it does not fit. NoJobResult when the job
+        has no result, being neither completed nor held for approval."""
+        if self.status not in RESULT_STATUSES:
+            reason = f" ({self.error_message})" if self.error_message else ""
+            raise NoJobResult(f"job {self.id} is {self.status}{reason}: it has no result")
+        return model.model_validate(self.result_data)
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {}

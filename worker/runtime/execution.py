@@ -10,6 +10,8 @@ from collections import deque
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
+from pydantic import BaseModel, ValidationError
+
 from worker.core.errors import InvalidJob, PermanentJobError
 from worker.core.input_validation import check_job_input
 from worker.core.models import Job, JobCreate, ProcessorResult
@@ -49,6 +51,17 @@ def check_result(job: Job, result: object) -> ProcessorResult:
         except InvalidJob as exc:
             raise InvalidResult(str(exc)) from None
     return result
+
+
+def check_output(model: type[BaseModel], result: ProcessorResult) -> None:
+    """Raise InvalidResult, naming each field refused, unless `result_data` fits the processor's
+    `output_model`: a failed attempt, retried as any other error."""
+    try:
+        model.model_validate(result.result_data)
+    except ValidationError as exc:
+        fields = "; ".join(f"{'.'.join(str(part) for part in err['loc']) or '(root)'}: {err['msg']}"
+                           for err in exc.errors())
+        raise InvalidResult(f"result_data does not match {model.__name__}: {fields}") from None
 
 
 class Execution:
@@ -142,6 +155,8 @@ class Execution:
             try:
                 check_job_input(processor, job)  # a mismatch is permanent: no retry can fix the input
                 result = check_result(job, await processor.process(job))
+                if processor.output_model is not None:
+                    check_output(processor.output_model, result)
             finally:  # before the outcome is recorded, whatever it is
                 job.run_s = time.monotonic() - began
         except asyncio.CancelledError:

@@ -1,4 +1,5 @@
-"""The part of `JobService` every other part builds on: the pool, the actor, the user scope."""
+"""The part of `JobClient` and `JobService` every other part builds on: the pool, the database
+it reaches, the actor, the user scope."""
 
 from __future__ import annotations
 
@@ -13,23 +14,29 @@ from worker.core.errors import JobNotFound
 from worker.core.models import JobRecord
 from worker.core.settings import Settings, load_settings
 from worker.store import transitions
+from worker.store.db import Database
 from worker.store.jobs import JobFilter
 
 
 class ServiceBase:
     """A service's pool and who acts through it (for the audit log), optionally bound to one
-    user's jobs; its lifecycle, and the checks that keep another user's jobs out of sight."""
+    user's jobs; its lifecycle, and the checks that keep another user's jobs out of sight.
+
+    `database` is what the pool connects to, when known (`connect` knows it): waits listen where
+    it says; without it they poll."""
 
     def __init__(self, pool: asyncpg.Pool, *, source: str = "api", actor: transitions.Actor | None = None,
-                 user_id: int | None = None, settings: Settings | None = None) -> None:
+                 user_id: int | None = None, settings: Settings | None = None,
+                 database: Database | None = None) -> None:
         self.pool = pool
         self.actor = actor or transitions.Actor.current(source)
         self.user_id = user_id  # set: only this user's jobs are visible
         self.settings = settings or load_settings()
+        self.database = database
 
     def as_actor(self, actor: transitions.Actor, *, user_id: int | None = None) -> Self:
         """The same service for another actor, restricted to `user_id`'s jobs when given."""
-        return type(self)(self.pool, actor=actor, user_id=user_id, settings=self.settings)
+        return type(self)(self.pool, actor=actor, user_id=user_id, settings=self.settings, database=self.database)
 
     async def notify(self, channel: str, payload: str) -> None:
         """Send a NOTIFY through the pool: a listener's heartbeat takes the path real changes take."""

@@ -1,18 +1,57 @@
-"""The Python API for backends: enqueue jobs and pipelines, read them, act on them.
+"""The Python API for backends, `JobClient`: enqueue jobs and pipelines, read them, wait for
+them, act on them.
 
     async with await JobClient.connect() as jobs:          # DATABASE_URL, or the embedded default
         job_id = await jobs.enqueue("echo", {"hello": "world"})
+        record = await jobs.wait(job_id, timeout=30)       # completed, failed, cancelled, or waiting for approval
         pipeline_id = await jobs.create_pipeline([...JobCreate...])
-        record = await jobs.get_job(job_id)
 
-`JobClient` is the service every front door uses (`worker.service.JobService`), under the name
-backends know it by.
+What the console, the CLI and the HTTP API read besides (job details, statistics, workers,
+bulk actions, schedules, tokens) is on `worker.service.JobService`, which is a `JobClient` too.
 """
 
 from __future__ import annotations
 
-from worker.service.jobs import JobService, ensure_schema
+from typing import Self
 
-JobClient = JobService
+from worker.core.settings import Settings, load_settings
+from worker.service.actions import OperatorActions
+from worker.service.job_reads import JobLookups
+from worker.service.schema import ensure_schema
+from worker.service.waiting import Waiting
+from worker.store.db import Database, create_pool
+
+
+class JobClient(Waiting, JobLookups, OperatorActions):
+    """Enqueue jobs and pipelines (`enqueue`, `enqueue_many`, `create_pipeline`), read them
+    (`get_job`, `job_records`, `list_jobs`), wait for them (`wait`, `wait_many`, `run`) and act
+    on them (`cancel`, `retry`, `approve`, `reject`, ...), over one connection pool."""
+
+    @classmethod
+    async def connect(cls, database: Database | str | None = None, *, settings: Settings | None = None,
+                      source: str = "api", pool_size: int | None = None, plan_each_call: bool = False,
+                      indexes_only: bool = False) -> Self:
+        """A client on `database` (a `Database`, a URL, or None for DATABASE_URL or else the
+        embedded default), schema checked: the embedded database is migrated on the fly.
+
+        `plan_each_call` (the console's) plans each statement for its call, and `indexes_only`
+        (the HTTP API's) keeps its kept plans on the indexes: see `create_pool`."""
+        settings = settings or load_settings()
+        if database is None:
+            database = Database.resolve(settings)
+        elif isinstance(database, str):
+            database = Database.given(database, settings)
+        pool = await create_pool(database.dsn, size=pool_size or settings.DB_POOL_SIZE,
+                                 statement_timeout=settings.JOB_STATEMENT_TIMEOUT,
+                                 application_name=f"jobdesk-{source}", plan_each_call=plan_each_call,
+                                 indexes_only=indexes_only)
+        try:
+            async with pool.acquire() as conn:
+                await ensure_schema(conn, embedded=database.embedded)
+        except BaseException:
+            await pool.close()
+            raise
+        return cls(pool, source=source, settings=settings, database=database)
+
 
 __all__ = ["JobClient", "ensure_schema"]

@@ -1,4 +1,5 @@
-"""Reading jobs: one job with its attempts and edges, pages of the list, counts, waiting reasons."""
+"""Reading jobs: a job's record, records in pages (what a backend reads); one job with its
+attempts and edges, pages of list rows, counts, waiting reasons (what the console and the API read)."""
 
 from __future__ import annotations
 
@@ -30,8 +31,8 @@ SELECT {JobRecord.COLUMNS},
 
 
 
-class JobReads(ServiceBase):
-    """Reading jobs."""
+class JobLookups(ServiceBase):
+    """Reading jobs' records: one, several by id, or pages of those matching a filter."""
 
     async def get_job(self, job_id: str) -> JobRecord:
         row = await self.pool.fetchrow(f"SELECT {JobRecord.COLUMNS} FROM jobs WHERE id = $1", job_id)
@@ -43,6 +44,25 @@ class JobReads(ServiceBase):
         """These jobs as they are now, in the order given; ids not found (or not visible) are left out."""
         async with self.pool.acquire() as conn:
             return await self._records(conn, job_ids)
+
+    async def job_records_page(self, filt: JobFilter, *, before_seq: int | None = None,
+                               limit: int = 50) -> tuple[list[JobRecord], int | None]:
+        """Full records newest first, before the enqueue position `before_seq`; and the position
+        to ask for next (None on the last page)."""
+        async with self.pool.acquire() as conn:
+            return await job_queries.fetch_records_page(conn, self._scope(filt), before_seq=before_seq, limit=limit)
+
+    async def list_jobs(self, *, status: Status | str | None = None, type: str | None = None,
+                        pipeline_id: str | None = None, limit: int = 50) -> list[JobRecord]:
+        """Full records, newest first (for scripts; screens page with `job_page`)."""
+        filt = JobFilter(statuses=frozenset({Status(status)}) if status else frozenset(), type=type,
+                         pipeline_id=pipeline_id)
+        records, _ = await self.job_records_page(filt, limit=limit)
+        return records
+
+
+class JobReads(JobLookups):
+    """Reading jobs as the console and the HTTP API show them."""
 
     async def job_detail(self, job_id: str) -> JobDetail:
         """The job, its attempts, what it depends on and what depends on it: one round trip (and
@@ -96,21 +116,6 @@ class JobReads(ServiceBase):
             if owner is None or not self._owns(owner["user_id"]):
                 raise JobNotFound(f"no job with id {job_id}")
             return await waiting.waiting_reason(conn, job_id, self.settings.JOB_LEASE_TIMEOUT)
-
-    async def job_records_page(self, filt: JobFilter, *, before_seq: int | None = None,
-                               limit: int = 50) -> tuple[list[JobRecord], int | None]:
-        """Full records newest first, before the enqueue position `before_seq`; and the position
-        to ask for next (None on the last page)."""
-        async with self.pool.acquire() as conn:
-            return await job_queries.fetch_records_page(conn, self._scope(filt), before_seq=before_seq, limit=limit)
-
-    async def list_jobs(self, *, status: Status | str | None = None, type: str | None = None,
-                        pipeline_id: str | None = None, limit: int = 50) -> list[JobRecord]:
-        """Full records, newest first (for scripts; screens page with `job_page`)."""
-        filt = JobFilter(statuses=frozenset({Status(status)}) if status else frozenset(), type=type,
-                         pipeline_id=pipeline_id)
-        records, _ = await self.job_records_page(filt, limit=limit)
-        return records
 
     async def job_page(self, filt: JobFilter, *, sort: str = "created", descending: bool = True,
                        after: tuple[Any, int] | None = None, limit: int = 200) -> Page:
