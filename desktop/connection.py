@@ -19,12 +19,11 @@ from worker.core.settings import Settings
 from worker.service.jobs import JobService, prepare_schema
 from worker.store.db import CONNECTION_ERRORS, Database, describe, is_starting_up
 from worker.store.listen_supervisor import ListenerSupervisor
-from worker.store.listener import listen_dsn
+from worker.store.listener import JOB_CHANGES_CHANNEL, listen_dsn
 
 log = logging.getLogger("jobdesk.console")
 T = TypeVar("T")
 
-CHANGES_CHANNEL = "jobdesk_job_changes"
 COALESCE_S = 0.25  # bursts of NOTIFYs collapse into one refresh per this many seconds
 # While a bulk action runs, each of its chunks changes a thousand jobs: the console refreshes at
 # most this often, so that its reloads leave the event loop (and the database) to the run.
@@ -160,7 +159,7 @@ class ConsoleConnection(QObject):
         """LISTEN for changes where that works (DATABASE_LISTEN_URL behind a pooler); else poll.
         Each time the listener (re)connects or stops, the rows are reloaded: changes were missed."""
         self._listen = ListenerSupervisor(
-            listen_dsn(self.dsn, self.settings), {CHANGES_CHANNEL: self._on_notify},
+            listen_dsn(self.dsn, self.settings), {JOB_CHANGES_CHANNEL: self._on_notify},
             on_listening=self._missed, on_polling=lambda _why: self._missed(), send=client.notify,
             heartbeat_interval=self.settings.JOB_LISTEN_HEARTBEAT_INTERVAL, check_interval=POLL_S,
             retry_max=RETRY_MAX_S, relisten_max=RELISTEN_MAX_S, logger=log, subject="live updates",

@@ -15,11 +15,10 @@ from datetime import datetime
 from worker.core.settings import Settings
 from worker.store.jobs import JobRow
 from worker.store.listen_supervisor import ListenerSupervisor
-from worker.store.listener import Sender, listen_dsn
+from worker.store.listener import JOB_CHANGES_CHANNEL, Sender, listen_dsn
 
 log = logging.getLogger("worker.api.events")
 
-JOB_CHANNEL = "jobdesk_job_changes"
 # Waiters read the job again at least this often, whatever the hub hears.
 FALLBACK_POLL_S = 5.0
 # Without LISTEN, how often the hub reads the versions of the jobs waited on.
@@ -37,7 +36,7 @@ class ChangeHub:
                  send: Sender | None = None) -> None:
         self._waiters: dict[str, set[asyncio.Event]] = {}
         self._dsn, self._settings, self._read_rows = dsn, settings, read_rows
-        self._handlers = {JOB_CHANNEL: self._on_jobs, **(extra_handlers or {})}
+        self._handlers = {JOB_CHANGES_CHANNEL: self._on_jobs, **(extra_handlers or {})}
         self._send = send
         self._listen: ListenerSupervisor | None = None
         self._tasks: list[asyncio.Task[None]] = []

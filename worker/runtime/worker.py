@@ -38,6 +38,7 @@ from worker.runtime.supervisor import Supervisor
 from worker.store import rollup as stats_rollup
 from worker.store import transitions, type_limits
 from worker.store.listen_supervisor import ListenerSupervisor
+from worker.store.listener import NEW_JOBS_CHANNEL
 
 if TYPE_CHECKING:
     from worker.observe.metrics import WorkerMetrics
@@ -46,7 +47,6 @@ log = logging.getLogger("jobdesk.worker")
 
 T = TypeVar("T")
 
-NEW_JOBS_CHANNEL = "jobdesk_new_jobs"
 ROLLUP_LAST_FLUSH_S = 5.0  # how long a stopping worker tries to write its last metrics
 CLOSE_TIMEOUT_S = 5.0  # how long each last step of a stop (tasks, listener, pool) may take
 

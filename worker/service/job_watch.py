@@ -16,11 +16,10 @@ import logging
 from collections.abc import Collection, Iterator
 
 from worker.store.listen_supervisor import ListenerSupervisor, Polling
-from worker.store.listener import DEFAULT_HEARTBEAT_S, Sender
+from worker.store.listener import DEFAULT_HEARTBEAT_S, JOB_CHANGES_CHANNEL, Sender
 
 log = logging.getLogger("jobdesk.client")
 
-JOB_CHANGES_CHANNEL = "jobdesk_job_changes"  # the channel the jobs table's triggers notify
 
 
 class JobWatch:

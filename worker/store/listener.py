@@ -24,6 +24,10 @@ from worker.store.db import Database, connect
 Handler = Callable[[str], None]  # gets the NOTIFY payload
 Sender = Callable[[str, str], Awaitable[object]]  # sends NOTIFY (channel, payload) to the database
 HEARTBEAT_CHANNEL_PREFIX = "jobdesk_heartbeat_"
+# The channels the jobs table's triggers notify (sql/schema.sql): new runnable work, for the workers;
+# the ids of changed jobs, for the console, the HTTP API's followers and the client's waits.
+NEW_JOBS_CHANNEL = "jobdesk_new_jobs"
+JOB_CHANGES_CHANNEL = "jobdesk_job_changes"
 DEFAULT_HEARTBEAT_S = 10.0
 
 
