@@ -173,7 +173,7 @@ async def _candidate_statuses(conn: asyncpg.Connection, filt: PipelineFilter) ->
 
 
 async def fetch_pipeline_rows(conn: asyncpg.Connection, pipeline_ids: Sequence[str],
-                              filt: PipelineFilter = PipelineFilter()) -> list[PipelineRow]:  # noqa: B008
+                              filt: PipelineFilter = PipelineFilter()) -> list[PipelineRow]:
     """The current list rows of these pipelines that still match the filter (for live updates)."""
     params: list[Any] = [list(pipeline_ids)]
     where = filt.where(params)
