@@ -95,7 +95,7 @@ def route_anchor(method: str, path: str) -> str:
     return "-".join([method.lower(), *"".join(c if c.isalnum() else " " for c in path).split()])
 
 
-def _json(value: Any) -> str:
+def _json(value: object) -> str:
     import json
 
     return json.dumps(value)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import time
 from collections.abc import AsyncIterator
 from typing import Annotated, Any
@@ -24,6 +25,7 @@ from worker.store import job_document
 from worker.store.idempotency import fingerprint
 from worker.store.jobs import JobFilter
 
+log = logging.getLogger("worker.api")
 router = APIRouter(prefix="/api/jobs", tags=["jobs"])
 MAX_WAIT_S = 60
 MAX_LIMIT = 500
@@ -45,7 +47,7 @@ def locate(exc: InvalidJob, prefix: str, index: dict[str, int] | None = None) ->
     return exc
 
 
-def _json(body: Any, status: int = 200) -> Response:
+def _json(body: object, status: int = 200) -> Response:
     return Response(json.dumps(body), status_code=status, media_type="application/json")
 
 
@@ -225,8 +227,9 @@ async def job_events(job_id: str, request: Request, caller: Caller = Depends(req
                 changed.clear()
                 try:
                     detail = await caller.service.job_detail(job_id)
-                except Exception:
-                    return  # the job went away or the database did: the client reconnects
+                except Exception as exc:  # noqa: BLE001 - the stream ends; the client reconnects
+                    log.debug("job %s: event stream ended, its state could not be read: %s", job_id, exc)
+                    return
 
     return StreamingResponse(stream(), media_type="text/event-stream",
                              headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})

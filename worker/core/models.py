@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
@@ -137,7 +138,7 @@ class JobRecord:
                "completed_at, priority, pending_deps, attempts, worker_id, started_at, scheduled_at, unique_key")
 
     @classmethod
-    def from_row(cls, row: Any) -> JobRecord:
+    def from_row(cls, row: Mapping[str, Any]) -> JobRecord:
         values = dict(row)
         values["status"] = Status(values["status"])
         values["dependent_on_jobs"] = values["dependent_on_jobs"] or []

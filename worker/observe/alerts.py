@@ -120,7 +120,7 @@ class AlertSender:
         self._sent_at.append(time.monotonic())
         try:
             ok = await asyncio.to_thread(self._notify, alert)
-        except Exception as exc:  # a broken plugin must not stop the worker
+        except Exception as exc:  # noqa: BLE001 - a broken plugin must not stop the worker; logged
             log.warning("alert %r not sent: %s", alert.title, exc)
             return
         if ok:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -47,7 +47,7 @@ class ScheduleRecord:
     updated_at: datetime
 
     @classmethod
-    def from_row(cls, row: Any) -> ScheduleRecord:
+    def from_row(cls, row: Mapping[str, Any]) -> ScheduleRecord:
         spec = Schedule(name=row["name"], type=row["type"], input_data=row["input_data"], cron=row["cron"],
                         every_s=row["every_s"], timezone=row["timezone"], misfire=row["misfire"],
                         overlap=row["overlap"], priority=row["priority"])

@@ -61,7 +61,7 @@ class JobFilter:
         """A WHERE clause for this filter; values are appended to `params` as $n placeholders."""
         clauses: list[str] = []
 
-        def bind(value: Any) -> str:
+        def bind(value: object) -> str:
             params.append(value)
             return f"${len(params)}"
 

@@ -13,7 +13,7 @@ import asyncpg
 from worker.core.errors import InvalidJob, JobdeskError
 
 SCOPES = ("read", "submit", "operate", "approve")
-TOKEN_PREFIX = "jdk_"
+TOKEN_PREFIX = "jdk_"  # noqa: S105 - the public mark of a jobdesk token, not a secret
 # NOTIFY channel on which a revocation tells every API process to forget the tokens it cached.
 TOKENS_CHANNEL = "jobdesk_api_tokens"
 
