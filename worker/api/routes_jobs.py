@@ -20,6 +20,7 @@ from worker.api.hand_read import documented_body, raw_json, validate_body
 from worker.api.render import detail_json, job_json, version
 from worker.api.schemas import ErrorOut, JobCreatedOut, JobDetailOut, JobIn, JobPage, RejectIn
 from worker.core.errors import InvalidJob
+from worker.core.json_value import JsonObject
 from worker.core.models import TERMINAL_STATUSES, JobCreate, JobRecord, Status
 from worker.store import job_document
 from worker.store.idempotency import fingerprint
@@ -92,7 +93,7 @@ async def create_job(request: Request) -> Response:
                     pipeline_id=body.pipeline_id, priority=body.priority, scheduled_at=body.scheduled_at,
                     unique_key=body.unique_key)
 
-    def created(record: JobRecord) -> dict[str, Any]:
+    def created(record: JobRecord) -> JsonObject:
         # A new job keeps the id it was given; a duplicate is answered with the job holding its key.
         return {**job_json(record), "duplicate": record.id != job.id}
 

@@ -11,6 +11,8 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
+from worker.core.json_value import JsonObject
+
 
 class Status(StrEnum):
     """Job statuses, stored as these lowercase strings in `jobs.status`."""
@@ -144,8 +146,8 @@ class JobRecord:
         values["dependent_on_jobs"] = values["dependent_on_jobs"] or []
         return cls(**values)
 
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {}
+    def to_json(self) -> JsonObject:
+        out: JsonObject = {}
         for name in self.__dataclass_fields__:
             value = getattr(self, name)
             out[name] = value.isoformat() if isinstance(value, datetime) else (

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypedDict, cast
 
+from worker.core.json_value import JsonObject
+
 log = logging.getLogger(__name__)
 
 KEEPER_APP = "jobdesk-embedded-keeper"  # application_name of the keeper's own connection
@@ -40,7 +42,7 @@ class Client:
     database: str
     since: str  # ISO 8601
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return dict(self.__dict__)
 
 
@@ -58,7 +60,7 @@ class KeeperState(TypedDict, total=False):
     postmaster_pid: int | None
     started_at: float
     idle_stop_s: float | None
-    clients: list[dict[str, Any]]
+    clients: list[JsonObject]
     last_active: float
     checked_at: float
 
@@ -153,7 +155,7 @@ class ServerStatus:
             return 0.0
         return max(0.0, time.time() - self.last_active)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return {"running": self.running, "DATABASE_URL": self.dsn if self.running else None,
                 "data_dir": str(self.root), "keeper_pid": self.keeper_pid,
                 "clients": None if self.clients is None else [c.to_json() for c in self.clients],

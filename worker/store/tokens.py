@@ -6,11 +6,11 @@ import hashlib
 import secrets
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
 import asyncpg
 
 from worker.core.errors import InvalidJob, JobdeskError
+from worker.core.json_value import JsonObject
 
 SCOPES = ("read", "submit", "operate", "approve")
 TOKEN_PREFIX = "jdk_"  # noqa: S105 - the public mark of a jobdesk token, not a secret
@@ -29,7 +29,7 @@ class TokenRecord:
     scopes: frozenset[str]
     created_at: datetime
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return {"name": self.name, "user_id": self.user_id, "scopes": sorted(self.scopes),
                 "created_at": self.created_at.isoformat()}
 
