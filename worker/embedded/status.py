@@ -14,9 +14,12 @@ import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypedDict, cast
+from typing import TYPE_CHECKING, TypedDict, cast
 
 from worker.core.json_value import JsonObject
+
+if TYPE_CHECKING:
+    import asyncpg
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +49,7 @@ class Client:
         return dict(self.__dict__)
 
 
-async def fetch_clients(conn: Any) -> list[Client]:  # noqa: ANN401 - an asyncpg connection
+async def fetch_clients(conn: asyncpg.Connection) -> list[Client]:
     """The server's clients, over `conn` (a connection to any of its databases)."""
     rows = await conn.fetch(CLIENTS_SQL, [KEEPER_APP, STATUS_APP], timeout=5)
     return [Client(pid=r["pid"], application_name=r["application_name"], database=r["database"],
