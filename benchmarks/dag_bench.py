@@ -21,13 +21,13 @@ from pathlib import Path
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from PySide6.QtGui import QImage, QPainter  # noqa: E402
-from PySide6.QtWidgets import QApplication  # noqa: E402
+from PySide6.QtGui import QImage, QPainter
+from PySide6.QtWidgets import QApplication
 
-from desktop.pipelines.dag_layout import layered_layout  # noqa: E402
-from desktop.pipelines.dag_view import DagView  # noqa: E402
-from worker.core.models import Status  # noqa: E402
-from worker.store.pipelines import GraphNode  # noqa: E402
+from desktop.pipelines.dag_layout import layered_layout
+from desktop.pipelines.dag_view import DagView
+from worker.core.models import Status
+from worker.store.pipelines import GraphNode
 
 
 def pipeline(n: int, seed: int = 1) -> list[GraphNode]:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tests import pg  # noqa: E402
+from tests import pg
 
 
 def server_cpu_seconds(pgdata: Path) -> float:

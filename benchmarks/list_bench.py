@@ -20,13 +20,13 @@ import asyncpg
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.harness import on_fresh_database  # noqa: E402
-from benchmarks.metrics_bench import timed  # noqa: E402
-from worker.api.server import connect_service  # noqa: E402
-from worker.core.models import Status  # noqa: E402
-from worker.core.settings import load_settings  # noqa: E402
-from worker.service.jobs import JobService  # noqa: E402
-from worker.store.jobs import JobFilter  # noqa: E402
+from benchmarks.harness import on_fresh_database
+from benchmarks.metrics_bench import timed
+from worker.api.server import connect_service
+from worker.core.models import Status
+from worker.core.settings import load_settings
+from worker.service.jobs import JobService
+from worker.store.jobs import JobFilter
 
 CHUNK = 250_000
 

@@ -26,10 +26,10 @@ import asyncpg
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.harness import on_fresh_database  # noqa: E402
-from worker.store import rollup as stats_rollup  # noqa: E402
-from worker.store.db import connect  # noqa: E402
-from worker.store.stats import (  # noqa: E402
+from benchmarks.harness import on_fresh_database
+from worker.store import rollup as stats_rollup
+from worker.store.db import connect
+from worker.store.stats import (
     COUNTS_SQL,
     DEPTH_SQL,
     HIST_HOURS_DAYS_SQL,

@@ -21,9 +21,9 @@ import asyncpg
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.harness import on_fresh_database  # noqa: E402
-from worker.store.db import connect  # noqa: E402
-from worker.store.pipelines import (  # noqa: E402
+from benchmarks.harness import on_fresh_database
+from worker.store.db import connect
+from worker.store.pipelines import (
     PipelineFilter,
     PipelineStatus,
     fetch_graph,

@@ -13,21 +13,21 @@ from pathlib import Path
 
 os.environ.setdefault("QT_API", "pyside6")
 
-import qasync  # noqa: E402
-from PySide6.QtCore import QLibraryInfo  # noqa: E402
-from PySide6.QtWidgets import QApplication, QMessageBox  # noqa: E402
+import qasync
+from PySide6.QtCore import QLibraryInfo
+from PySide6.QtWidgets import QApplication, QMessageBox
 
-from desktop import errors  # noqa: E402
-from desktop.connection import ConsoleConnection  # noqa: E402
-from desktop.connection_dialog import Profile  # noqa: E402
-from desktop.main_window import MainWindow  # noqa: E402
-from desktop.platform_check import Problem, check_platform  # noqa: E402
-from desktop.smoke import smoke_test  # noqa: E402
-from desktop.tasks import spawn  # noqa: E402
-from desktop.theme import apply_style, follow_os_style, icon  # noqa: E402
-from worker.core.errors import JobdeskError  # noqa: E402
-from worker.core.settings import load_settings  # noqa: E402
-from worker.store.db import Database  # noqa: E402
+from desktop import errors
+from desktop.connection import ConsoleConnection
+from desktop.connection_dialog import Profile
+from desktop.main_window import MainWindow
+from desktop.platform_check import Problem, check_platform
+from desktop.smoke import smoke_test
+from desktop.tasks import spawn
+from desktop.theme import apply_style, follow_os_style, icon
+from worker.core.errors import JobdeskError
+from worker.core.settings import load_settings
+from worker.store.db import Database
 
 log = logging.getLogger("jobdesk.console")
 

@@ -21,7 +21,7 @@ def console_settings() -> QSettings:
 
 def settings_key(table: str, profile: str) -> str:
     # A database description holds slashes and colons; a digest keeps the key one plain word.
-    digest = hashlib.sha1(profile.encode()).hexdigest()[:16]
+    digest = hashlib.sha1(profile.encode(), usedforsecurity=False).hexdigest()[:16]
     return f"columns/{table}-{digest}"
 
 

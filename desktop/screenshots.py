@@ -19,16 +19,16 @@ from pathlib import Path
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 os.environ.setdefault("QT_API", "pyside6")
 
-import qasync  # noqa: E402
-from PySide6.QtWidgets import QApplication  # noqa: E402
+import qasync
+from PySide6.QtWidgets import QApplication
 
-from desktop.connection import ConsoleConnection  # noqa: E402
-from desktop.main_window import MainWindow  # noqa: E402
-from desktop.theme import apply_style  # noqa: E402
-from worker.cli.showcase import metrics_history, showcase  # noqa: E402
-from worker.core.settings import load_settings  # noqa: E402
-from worker.embedded.server import EmbeddedServer  # noqa: E402
-from worker.service.jobs import migrate_database  # noqa: E402
+from desktop.connection import ConsoleConnection
+from desktop.main_window import MainWindow
+from desktop.theme import apply_style
+from worker.cli.showcase import metrics_history, showcase
+from worker.core.settings import load_settings
+from worker.embedded.server import EmbeddedServer
+from worker.service.jobs import migrate_database
 
 
 async def shoot(app: QApplication, dsn: str, out: Path) -> list[Path]:

@@ -40,13 +40,13 @@ class RowsTableModel(QAbstractTableModel):
         return 0 if parent.isValid() else len(self.headers)
 
     def headerData(self, section: int, orientation: Qt.Orientation,  # noqa: N802
-                   role: int = Qt.ItemDataRole.DisplayRole) -> Any:
+                   role: int = Qt.ItemDataRole.DisplayRole) -> object:
         if orientation == Qt.Orientation.Horizontal and role == Qt.ItemDataRole.DisplayRole \
                 and 0 <= section < len(self.headers):
             return self.headers[section]
         return None
 
-    def row_at(self, row: int) -> Any | None:
+    def row_at(self, row: int) -> Any | None:  # noqa: ANN401 - a row is each subclass's record type
         return self._rows[row] if 0 <= row < len(self._rows) else None
 
     def apply_diff(self, diff: Diff[Any]) -> None:
@@ -91,10 +91,10 @@ class PagedTableModel(RowsTableModel):
 
     # -- what a subclass says ---------------------------------------------------------------
 
-    def row_key(self, row: Any) -> str:
+    def row_key(self, row: Any) -> str:  # noqa: ANN401 - a row is each subclass's record type
         raise NotImplementedError
 
-    async def fetch(self, after: Any | None) -> tuple[list[Any], bool]:
+    async def fetch(self, after: Any | None) -> tuple[list[Any], bool]:  # noqa: ANN401 - a subclass's rows
         """The page after row `after` (the first page for None), and whether more follow."""
         raise NotImplementedError
 
@@ -138,7 +138,7 @@ class PagedTableModel(RowsTableModel):
 
         task.add_done_callback(done)
 
-    async def _load(self, after: Any | None, *, reset: bool = False) -> None:
+    async def _load(self, after: Any | None, *, reset: bool = False) -> None:  # noqa: ANN401 - a subclass's row
         generation = self._generation
         rows, has_more = await self.fetch(after)
         if after is None and not reset:

@@ -16,7 +16,7 @@ from typing import Any
 # The checkout this script belongs to comes first on the import path, whatever is installed.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from generated_page import write_or_check  # noqa: E402  (beside this script)
+from generated_page import write_or_check
 
 PAGE = Path(__file__).resolve().parent / "api-reference.md"
 
@@ -97,7 +97,7 @@ def route_anchor(method: str, path: str) -> str:
     return "-".join([method.lower(), *"".join(c if c.isalnum() else " " for c in path).split()])
 
 
-def _json(value: Any) -> str:
+def _json(value: object) -> str:
     import json
 
     return json.dumps(value)

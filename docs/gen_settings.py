@@ -13,12 +13,14 @@ import inspect
 import re
 import sys
 from pathlib import Path
-from typing import Any, get_args, get_origin
+from typing import get_args, get_origin
+
+from pydantic.fields import FieldInfo
 
 # The checkout this script belongs to comes first on the import path, whatever is installed.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from generated_page import write_or_check  # noqa: E402  (beside this script)
+from generated_page import write_or_check
 
 PAGE = Path(__file__).resolve().parent / "settings.md"
 
@@ -79,7 +81,7 @@ def comments_above(cls: type) -> dict[str, str]:
     return found
 
 
-def is_duration(field: Any) -> bool:
+def is_duration(field: FieldInfo) -> bool:
     return any(getattr(getattr(m, "func", None), "__name__", "") == "_duration" for m in field.metadata)
 
 
@@ -87,7 +89,7 @@ def number(value: float) -> str:
     return str(int(value)) if float(value).is_integer() else str(value)
 
 
-def shown_default(field: Any) -> str:
+def shown_default(field: FieldInfo) -> str:
     value = field.get_default(call_default_factory=True)
     if value is None:
         return "unset"
@@ -108,7 +110,7 @@ def shown_default(field: Any) -> str:
     return f"`{value}`"
 
 
-def limits(field: Any) -> str:
+def limits(field: FieldInfo) -> str:
     bounds = {}
     for meta in field.metadata:
         for key in ("gt", "ge", "lt", "le"):
@@ -120,7 +122,7 @@ def limits(field: Any) -> str:
     return ", ".join(f"{words[k]} {number(v)}" for k, v in bounds.items())
 
 
-def kind(field: Any) -> str:
+def kind(field: FieldInfo) -> str:
     annotation = field.annotation
     if is_duration(field):
         return "a duration"

@@ -11,10 +11,10 @@ import pytest
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 os.environ.setdefault("QT_API", "pyside6")
 
-from tests import bundle_build, pg  # noqa: E402
-from tests.pgbouncer import PgBouncer  # noqa: E402
-from worker.embedded.server import EmbeddedServer  # noqa: E402
-from worker.store.db import connect  # noqa: E402
+from tests import bundle_build, pg
+from tests.pgbouncer import PgBouncer
+from worker.embedded.server import EmbeddedServer
+from worker.store.db import connect
 
 
 @pytest.fixture(scope="session")

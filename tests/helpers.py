@@ -130,7 +130,7 @@ class Inbox:
         inbox = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 - http.server's name
+            def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
                 inbox.messages.append(json.loads(body))
                 self.send_response(200)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
 
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QSplitter, QToolButton, QVBoxLayout, QWidget
@@ -143,7 +142,7 @@ class ApprovalsTab(QWidget):
             return
         self.table.selectRow(min(self._row, self.model.rowCount() - 1))
 
-    def _selection_changed(self, *_: Any) -> None:
+    def _selection_changed(self, *_: object) -> None:
         rows = self.selected_rows()
         if rows:
             self._row = self.model.row_of(rows[0].id) or 0

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
 
 from PySide6.QtCore import Qt
 
@@ -35,7 +34,7 @@ class FailureGroupModel(RowsTableModel):
     def row_of(self, fingerprint: str) -> int | None:
         return next((i for i, g in enumerate(self._rows) if g.fingerprint == fingerprint), None)
 
-    def data(self, index: Index, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
+    def data(self, index: Index, role: int = Qt.ItemDataRole.DisplayRole) -> object:
         if not index.isValid() or not 0 <= index.row() < len(self._rows):
             return None
         group = self._rows[index.row()]

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
 
 from PySide6.QtCore import QModelIndex, Qt, QTimer, Signal
+from PySide6.QtGui import QShowEvent
 from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
@@ -115,7 +115,7 @@ class FailuresTab(QWidget):
         self.writable = writable
         self.update_enabled()
 
-    def showEvent(self, event: Any) -> None:  # noqa: N802
+    def showEvent(self, event: QShowEvent) -> None:  # noqa: N802
         super().showEvent(event)
         if self.active:
             self.reload()

@@ -11,6 +11,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from worker.core.json_value import JsonValue
 from worker.core.settings import Settings
 from worker.runtime.registry import load_processor_classes
 
@@ -38,7 +39,7 @@ def _object(schema: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:
             for name, prop in schema.get("properties", {}).items()}
 
 
-def _example(prop: dict[str, Any], defs: dict[str, Any]) -> Any:
+def _example(prop: dict[str, Any], defs: dict[str, Any]) -> JsonValue:
     if "$ref" in prop:
         prop = defs.get(prop["$ref"].rsplit("/", 1)[-1], {})
     if "enum" in prop and prop["enum"]:
@@ -52,7 +53,8 @@ def _example(prop: dict[str, Any], defs: dict[str, Any]) -> Any:
     kind = str(prop.get("type"))
     if kind == "object":
         return _object(prop, defs)
-    return {"string": "", "integer": 0, "number": 0, "boolean": False, "array": [], "null": None}.get(kind, None)
+    empty: dict[str, JsonValue] = {"string": "", "integer": 0, "number": 0, "boolean": False, "array": [], "null": None}
+    return empty.get(kind, None)
 
 
 def check_input(text: str, model: type[BaseModel] | None) -> tuple[dict[str, Any] | None, list[str]]:

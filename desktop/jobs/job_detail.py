@@ -26,6 +26,7 @@ from PySide6.QtWidgets import (
 
 from desktop.jobs.attempt_timeline import AttemptTimeline, segments
 from desktop.theme import STATUS_COLOURS, status_label
+from worker.core.json_value import JsonObject, JsonValue
 from worker.core.models import short_id
 from worker.core.timefmt import relative
 from worker.service import jobs as service
@@ -58,9 +59,9 @@ class JsonView(QWidget):
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(split)
-        self._values: dict[int, Any] = {}
+        self._values: dict[int, JsonObject | list[JsonValue]] = {}
 
-    def show_value(self, value: Any) -> None:
+    def show_value(self, value: JsonValue) -> None:
         self.tree.clear()
         self._values.clear()
         if value is None:
@@ -72,7 +73,7 @@ class JsonView(QWidget):
             text = text[:RAW_LIMIT] + f"\n… cut: {len(text) - RAW_LIMIT:,} more characters"
         self.raw.setPlainText(text)
 
-    def _add_children(self, parent: QTreeWidgetItem, value: Any) -> None:
+    def _add_children(self, parent: QTreeWidgetItem, value: Any) -> None:  # noqa: ANN401 - the JSON value shown
         items = list(value.items()) if isinstance(value, dict) else list(enumerate(value))
         for key, child in items[:CHILD_LIMIT]:
             item = QTreeWidgetItem(parent, [str(key), _summary(child)])
@@ -90,7 +91,7 @@ class JsonView(QWidget):
         self._add_children(item, value)
 
 
-def _summary(value: Any) -> str:
+def _summary(value: JsonValue) -> str:
     if isinstance(value, dict):
         return f"{{{len(value)} keys}}"
     if isinstance(value, list):

@@ -69,7 +69,7 @@ class JobTableModel(PagedTableModel):
 
     # -- Qt model API -----------------------------------------------------------------------
 
-    def data(self, index: Index, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
+    def data(self, index: Index, role: int = Qt.ItemDataRole.DisplayRole) -> object:
         if role not in SERVED_ROLES:  # the view asks each cell for many roles on every paint
             return None
         if not index.isValid() or not 0 <= index.row() < len(self._rows):

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import logging
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 from PySide6.QtCore import QEvent, QObject, QRect, Qt, QTimer, Signal
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QLineEdit, QToolButton, QVBoxLayout, QWidget
@@ -159,7 +158,7 @@ class JobsTab(QWidget):
         self._loaded_once = True
         self._update_empty_hint()
 
-    def _update_empty_hint(self, *_: Any) -> None:
+    def _update_empty_hint(self, *_: object) -> None:
         """An empty table says how to get started (or that the filter hides everything)."""
         empty = self.model.active and self.model.rowCount() == 0 and self._loaded_once
         if empty:
@@ -310,6 +309,6 @@ class JobsTab(QWidget):
             self._pending_select = None
             self.select_job(job_id)
 
-    def _selection_changed(self, *_: Any) -> None:
+    def _selection_changed(self, *_: object) -> None:
         self.selection_changed.emit(self.selected_rows())
 

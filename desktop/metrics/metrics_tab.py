@@ -9,17 +9,17 @@ import os
 
 os.environ.setdefault("PYQTGRAPH_QT_LIB", "PySide6")  # pyqtgraph must not pick another binding
 
-import pyqtgraph as pg  # noqa: E402
-from PySide6.QtCore import Qt, QTimer, Signal  # noqa: E402
-from PySide6.QtGui import QHideEvent, QPalette, QShowEvent  # noqa: E402
-from PySide6.QtWidgets import QComboBox, QGridLayout, QHBoxLayout, QLabel, QVBoxLayout, QWidget  # noqa: E402
+import pyqtgraph as pg
+from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtGui import QHideEvent, QPalette, QShowEvent
+from PySide6.QtWidgets import QComboBox, QGridLayout, QHBoxLayout, QLabel, QVBoxLayout, QWidget
 
-from desktop.connection import ConsoleConnection  # noqa: E402
-from desktop.errors import EXPECTED, reason  # noqa: E402
-from desktop.tasks import spawn  # noqa: E402
-from desktop.theme import STATUS_COLOURS  # noqa: E402
-from worker.core.models import Status  # noqa: E402
-from worker.store.stats import QUEUE_STATUSES, WINDOWS, Metrics, TableSize, Window  # noqa: E402
+from desktop.connection import ConsoleConnection
+from desktop.errors import EXPECTED, reason
+from desktop.tasks import spawn
+from desktop.theme import STATUS_COLOURS
+from worker.core.models import Status
+from worker.store.stats import QUEUE_STATUSES, WINDOWS, Metrics, TableSize, Window
 
 log = logging.getLogger("jobdesk.console")
 

@@ -7,7 +7,6 @@ place, inserted at their place, or dropped when they stop matching the filter.
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
 
 from PySide6.QtCore import Qt
 
@@ -57,7 +56,7 @@ class PipelineListModel(PagedTableModel):
 
     # -- Qt model API -----------------------------------------------------------------------
 
-    def data(self, index: Index, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
+    def data(self, index: Index, role: int = Qt.ItemDataRole.DisplayRole) -> object:
         if not index.isValid() or not 0 <= index.row() < len(self._rows):
             return None
         row, col = self._rows[index.row()], index.column()

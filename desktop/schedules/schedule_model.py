@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
 
 from PySide6.QtCore import Qt
 
@@ -53,7 +52,7 @@ class ScheduleTableModel(RowsTableModel):
             self.dataChanged.emit(self.index(0, COL_NEXT), self.index(len(self._rows) - 1, COL_LAST),
                                   [Qt.ItemDataRole.DisplayRole])
 
-    def data(self, index: Index, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
+    def data(self, index: Index, role: int = Qt.ItemDataRole.DisplayRole) -> object:
         record = self.row_at(index.row()) if index.isValid() else None
         if record is None or role != Qt.ItemDataRole.DisplayRole:
             return None
@@ -85,7 +84,7 @@ class TickTableModel(RowsTableModel):
         self._rows = list(ticks)
         self.endResetModel()
 
-    def data(self, index: Index, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
+    def data(self, index: Index, role: int = Qt.ItemDataRole.DisplayRole) -> object:
         tick = self.row_at(index.row()) if index.isValid() else None
         if tick is None:
             return None

@@ -10,7 +10,6 @@ import socket
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 from PySide6.QtCore import QModelIndex, Qt
 from PySide6.QtGui import QColor, QFont
@@ -120,7 +119,7 @@ class WorkerTableModel(RowsTableModel):
 
     # -- Qt model ---------------------------------------------------------------------------
 
-    def data(self, index: Index, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
+    def data(self, index: Index, role: int = Qt.ItemDataRole.DisplayRole) -> object:
         worker = self.row_at(index.row()) if index.isValid() else None
         if worker is None:
             return None

@@ -7,7 +7,7 @@ from __future__ import annotations
 import html
 import logging
 import time
-from typing import Any
+from collections.abc import Callable
 
 from PySide6.QtCore import QItemSelection, Qt, QTimer, Signal
 from PySide6.QtGui import QAction
@@ -61,7 +61,7 @@ class WorkersPanel(QWidget):
     message = Signal(str)  # the outcome of a command, for a status bar
 
     def __init__(self, connection: ConsoleConnection, *, launch_action: QAction | None = None,
-                 launched_pids: Any = set, parent: QWidget | None = None) -> None:
+                 launched_pids: Callable[[], set[int]] = set, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.connection = connection
         self.lease_timeout_s = connection.settings.JOB_LEASE_TIMEOUT

@@ -58,65 +58,76 @@ def allowed_methods(request: Request) -> str:
     return ", ".join(sorted(methods))
 
 
+async def _on_api_error(_: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, ApiError)
+    return error_response(exc.status, exc.code, exc.message, exc.headers)
+
+
+async def _on_http(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, HTTPException)
+    message = exc.detail if isinstance(exc.detail, str) else str(exc.detail)
+    headers = dict(exc.headers or {})
+    if exc.status_code == 413:
+        message = "the request body is too large"
+    if exc.status_code == 405:
+        headers["Allow"] = allowed_methods(request) or headers.get("Allow", "")
+    return error_response(exc.status_code, _HTTP_CODES.get(exc.status_code, "error"), message, headers)
+
+
+async def _on_validation(_: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, RequestValidationError)
+    errors = exc.errors()
+    first = errors[0] if errors else {"loc": ("body",), "msg": "invalid request"}
+    more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+    return error_response(422, "invalid", f"{field_path(first['loc'])}: {first['msg']}{more}")
+
+
+async def _on_not_found(_: Request, exc: Exception) -> JSONResponse:
+    return error_response(404, "not_found", str(exc))
+
+
+async def _on_illegal(_: Request, exc: Exception) -> JSONResponse:
+    return error_response(409, "illegal_transition", str(exc))
+
+
+async def _on_idempotency(_: Request, exc: Exception) -> JSONResponse:
+    return error_response(409, "idempotency_conflict", str(exc))
+
+
+async def _on_invalid(_: Request, exc: Exception) -> JSONResponse:
+    path = getattr(exc, "path", None) or "body"
+    return error_response(422, "invalid", f"{path}: {exc}")
+
+
+async def _on_data_error(request: Request, exc: Exception) -> JSONResponse:
+    # A value PostgreSQL refuses (a NUL in a path parameter, a number out of range): the
+    # request's fault, not the server's.
+    first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    return error_response(422, "invalid", f"{request.url.path}: the database refused a value: {first}")
+
+
+async def _on_unavailable(_: Request, exc: Exception) -> JSONResponse:
+    log.warning("database unavailable: %s", str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+    return unavailable()
+
+
+async def _on_internal(request: Request, exc: Exception) -> JSONResponse:
+    log.error("unexpected error on %s %s", request.method, request.url.path, exc_info=exc)
+    return error_response(500, "internal", "internal error; it has been logged")
+
+
 def install(app: FastAPI) -> None:
-    async def on_api_error(_: Request, exc: Exception) -> JSONResponse:
-        assert isinstance(exc, ApiError)
-        return error_response(exc.status, exc.code, exc.message, exc.headers)
-
-    async def on_http(request: Request, exc: Exception) -> JSONResponse:
-        assert isinstance(exc, HTTPException)
-        message = exc.detail if isinstance(exc.detail, str) else str(exc.detail)
-        headers = dict(exc.headers or {})
-        if exc.status_code == 413:
-            message = "the request body is too large"
-        if exc.status_code == 405:
-            headers["Allow"] = allowed_methods(request) or headers.get("Allow", "")
-        return error_response(exc.status_code, _HTTP_CODES.get(exc.status_code, "error"), message, headers)
-
-    async def on_validation(_: Request, exc: Exception) -> JSONResponse:
-        assert isinstance(exc, RequestValidationError)
-        errors = exc.errors()
-        first = errors[0] if errors else {"loc": ("body",), "msg": "invalid request"}
-        more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
-        return error_response(422, "invalid", f"{field_path(first['loc'])}: {first['msg']}{more}")
-
-    async def on_not_found(_: Request, exc: Exception) -> JSONResponse:
-        return error_response(404, "not_found", str(exc))
-
-    async def on_illegal(_: Request, exc: Exception) -> JSONResponse:
-        return error_response(409, "illegal_transition", str(exc))
-
-    async def on_idempotency(_: Request, exc: Exception) -> JSONResponse:
-        return error_response(409, "idempotency_conflict", str(exc))
-
-    async def on_invalid(_: Request, exc: Exception) -> JSONResponse:
-        path = getattr(exc, "path", None) or "body"
-        return error_response(422, "invalid", f"{path}: {exc}")
-
-    async def on_data_error(request: Request, exc: Exception) -> JSONResponse:
-        # A value PostgreSQL refuses (a NUL in a path parameter, a number out of range): the
-        # request's fault, not the server's.
-        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        return error_response(422, "invalid", f"{request.url.path}: the database refused a value: {first}")
-
-    async def on_unavailable(_: Request, exc: Exception) -> JSONResponse:
-        log.warning("database unavailable: %s", str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
-        return unavailable()
-
-    async def on_internal(request: Request, exc: Exception) -> JSONResponse:
-        log.error("unexpected error on %s %s", request.method, request.url.path, exc_info=exc)
-        return error_response(500, "internal", "internal error; it has been logged")
-
-    app.add_exception_handler(ApiError, on_api_error)
-    app.add_exception_handler(HTTPException, on_http)
-    app.add_exception_handler(RequestValidationError, on_validation)
-    app.add_exception_handler(JobNotFound, on_not_found)
-    app.add_exception_handler(IllegalTransition, on_illegal)
-    app.add_exception_handler(IdempotencyConflict, on_idempotency)
-    app.add_exception_handler(InvalidJob, on_invalid)
-    app.add_exception_handler(asyncpg.DataError, on_data_error)
+    """Answer every failure with the one error body and its status (the most specific handler wins)."""
+    app.add_exception_handler(ApiError, _on_api_error)
+    app.add_exception_handler(HTTPException, _on_http)
+    app.add_exception_handler(RequestValidationError, _on_validation)
+    app.add_exception_handler(JobNotFound, _on_not_found)
+    app.add_exception_handler(IllegalTransition, _on_illegal)
+    app.add_exception_handler(IdempotencyConflict, _on_idempotency)
+    app.add_exception_handler(InvalidJob, _on_invalid)
+    app.add_exception_handler(asyncpg.DataError, _on_data_error)
     kinds: list[type[Exception]] = [DatabaseUnavailable, TimeoutError, asyncio.TimeoutError,
                                     *(k for k in CONNECTION_ERRORS if issubclass(k, Exception))]
     for kind in kinds:
-        app.add_exception_handler(kind, on_unavailable)
-    app.add_exception_handler(Exception, on_internal)
+        app.add_exception_handler(kind, _on_unavailable)
+    app.add_exception_handler(Exception, _on_internal)

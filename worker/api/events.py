@@ -108,7 +108,7 @@ class ChangeHub:
                 rows = {r.id: r.updated_at for r in await self._read_rows(ids)}
             except asyncio.CancelledError:
                 raise
-            except Exception as exc:  # the database is away: the waiters' own reads say so
+            except Exception as exc:  # noqa: BLE001 - the database is away: logged once, the waiters' reads say so
                 if not failing:
                     log.warning("cannot read the jobs waited on (%s)", str(exc).splitlines()[0] if str(exc) else exc)
                 failing = True

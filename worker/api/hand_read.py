@@ -65,7 +65,7 @@ async def _body(request: Request) -> bytes:
     return body
 
 
-async def raw_json(request: Request) -> Any:  # noqa: ANN401
+async def raw_json(request: Request) -> object:
     """The body, decoded when it is JSON (else its bytes; `_MISSING` when empty). Call it first:
     FastAPI reads the body before it solves the route's dependencies (authorization)."""
     raw = await _body(request)
@@ -82,7 +82,7 @@ async def raw_json(request: Request) -> Any:  # noqa: ANN401
         raise HTTPException(400, "There was an error parsing the body") from None
 
 
-def validate_body(body: Any, model: type[M]) -> M:  # noqa: ANN401
+def validate_body(body: object, model: type[M]) -> M:
     """`raw_json`'s result as `model`, or the 422 FastAPI gives."""
     if body is _MISSING:
         raise RequestValidationError([{"type": "missing", "loc": ("body",), "msg": "Field required", "input": None}])
@@ -101,7 +101,7 @@ def _declared_schemas(model: type[BaseModel]) -> dict[str, Any]:
     """The components FastAPI writes for a body of `model`: asked of FastAPI itself, through
     an endpoint that declares it and never serves."""
 
-    async def declared(body: Any) -> None:  # noqa: ANN401
+    async def declared(body: object) -> None:
         """Only read for its annotation."""
 
     declared.__annotations__ = {"body": model, "return": None}

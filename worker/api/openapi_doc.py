@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 from fastapi import FastAPI
 from fastapi.routing import APIRoute
 
-F = TypeVar("F", bound=Callable[..., Any])
+F = TypeVar("F", bound=Callable[..., object])
 
 
 def marked(attribute: str, value: object) -> Callable[[F], F]:

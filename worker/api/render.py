@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
 
+from worker.core.json_value import JsonObject
 from worker.core.models import JobRecord
 from worker.service.jobs import Attempt, JobDetail, PipelineSteps
 from worker.store.job_document import ATTEMPT_KEYS, JOB_KEYS
@@ -14,20 +14,20 @@ def iso(value: datetime | None) -> str | None:
     return value.astimezone(UTC).isoformat() if value is not None else None
 
 
-def job_json(job: JobRecord) -> dict[str, Any]:
-    out: dict[str, Any] = {}
+def job_json(job: JobRecord) -> JsonObject:
+    out: JsonObject = {}
     for name in JOB_KEYS:
         value = getattr(job, name)
         out[name] = iso(value) if isinstance(value, datetime) else (str(value) if name == "status" else value)
     return out
 
 
-def attempt_json(a: Attempt) -> dict[str, Any]:
+def attempt_json(a: Attempt) -> JsonObject:
     values = ((name, getattr(a, name)) for name in ATTEMPT_KEYS)
     return {name: iso(value) if isinstance(value, datetime) else value for name, value in values}
 
 
-def detail_json(detail: JobDetail) -> dict[str, Any]:
+def detail_json(detail: JobDetail) -> JsonObject:
     return {**job_json(detail.job), "attempts": [attempt_json(a) for a in detail.attempts],
             "waiting_reason": detail.waiting_reason}
 
@@ -37,7 +37,7 @@ def version(job: JobRecord) -> str:
     return str(int(job.updated_at.timestamp() * 1_000_000))
 
 
-def pipeline_json(p: PipelineSteps) -> dict[str, Any]:
+def pipeline_json(p: PipelineSteps) -> JsonObject:
     return {"pipeline_id": p.pipeline_id, "name": p.name, "status": p.status,
             "progress": {"completed": p.completed, "total": p.total},
             "jobs": [{"id": s.id, "type": s.type, "status": str(s.status), "dependent_on_jobs": s.dependent_on_jobs,

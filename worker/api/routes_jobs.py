@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import time
 from collections.abc import AsyncIterator
 from typing import Annotated, Any
@@ -19,11 +20,13 @@ from worker.api.hand_read import documented_body, raw_json, validate_body
 from worker.api.render import detail_json, job_json, version
 from worker.api.schemas import ErrorOut, JobCreatedOut, JobDetailOut, JobIn, JobPage, RejectIn
 from worker.core.errors import InvalidJob
+from worker.core.json_value import JsonObject
 from worker.core.models import TERMINAL_STATUSES, JobCreate, JobRecord, Status
 from worker.store import job_document
 from worker.store.idempotency import fingerprint
 from worker.store.jobs import JobFilter
 
+log = logging.getLogger("worker.api")
 router = APIRouter(prefix="/api/jobs", tags=["jobs"])
 MAX_WAIT_S = 60
 MAX_LIMIT = 500
@@ -45,7 +48,7 @@ def locate(exc: InvalidJob, prefix: str, index: dict[str, int] | None = None) ->
     return exc
 
 
-def _json(body: Any, status: int = 200) -> Response:
+def _json(body: object, status: int = 200) -> Response:
     return Response(json.dumps(body), status_code=status, media_type="application/json")
 
 
@@ -90,7 +93,7 @@ async def create_job(request: Request) -> Response:
                     pipeline_id=body.pipeline_id, priority=body.priority, scheduled_at=body.scheduled_at,
                     unique_key=body.unique_key)
 
-    def created(record: JobRecord) -> dict[str, Any]:
+    def created(record: JobRecord) -> JsonObject:
         # A new job keeps the id it was given; a duplicate is answered with the job holding its key.
         return {**job_json(record), "duplicate": record.id != job.id}
 
@@ -225,8 +228,9 @@ async def job_events(job_id: str, request: Request, caller: Caller = Depends(req
                 changed.clear()
                 try:
                     detail = await caller.service.job_detail(job_id)
-                except Exception:
-                    return  # the job went away or the database did: the client reconnects
+                except Exception as exc:  # noqa: BLE001 - the stream ends; the client reconnects
+                    log.debug("job %s: event stream ended, its state could not be read: %s", job_id, exc)
+                    return
 
     return StreamingResponse(stream(), media_type="text/event-stream",
                              headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Depends, Header, Request, Response
 
@@ -12,6 +12,7 @@ from worker.api.render import job_json, pipeline_json
 from worker.api.routes_jobs import ERRORS, _json, locate
 from worker.api.schemas import ChangedJobs, PipelineCreated, PipelineIn, PipelineOut
 from worker.core.errors import InvalidJob
+from worker.core.json_value import JsonObject
 from worker.core.models import JobCreate, JobRecord
 from worker.store.idempotency import fingerprint
 
@@ -40,7 +41,7 @@ async def create_pipeline(body: PipelineIn, request: Request, caller: Caller = D
         except (InvalidJob, ValueError) as exc:
             raise locate(InvalidJob(str(exc), field=f"jobs[{i}].input_data"), "body") from None
 
-    def render(records: list[JobRecord]) -> dict[str, Any]:
+    def render(records: list[JobRecord]) -> JsonObject:
         return {"pipeline_id": pipeline_id, "job_ids": [r.id for r in records]}
 
     try:

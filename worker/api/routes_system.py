@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 
 from fastapi import APIRouter, Request, Response
 from prometheus_client import CONTENT_TYPE_LATEST
@@ -10,6 +11,7 @@ from prometheus_client import CONTENT_TYPE_LATEST
 from worker.api.errors import unavailable
 from worker.api.schemas import ErrorOut, Health, Ping
 
+log = logging.getLogger("worker.api")
 router = APIRouter(tags=["system"])
 _PONG = b'{"pong":true}'
 
@@ -19,7 +21,8 @@ async def healthz(request: Request) -> Response:
     """200 when the database answers, 503 otherwise."""
     try:
         await asyncio.wait_for(request.app.state.ctx.service.ping(), 3)
-    except Exception:
+    except Exception as exc:  # noqa: BLE001 - any failure is the 503 the probe asks about; logged
+        log.warning("healthz: the database did not answer: %s", str(exc).strip() or type(exc).__name__)
         return unavailable()
     return Response(b'{"status":"ok"}', media_type="application/json")
 

@@ -12,6 +12,7 @@ import socket
 import sys
 from collections.abc import Callable
 from types import FrameType
+from typing import NoReturn
 
 import uvicorn
 
@@ -135,52 +136,69 @@ def _run_workers(settings: Settings, database: Database, host: str, port: int, *
         with _runner() as runner:  # checked once here, before any process is made
             runner.run(_check_tokens(settings, database))
     sock = _config(None, host, port).bind_socket()
-    children: list[int] = []
+    pids: list[int] = []
     for _ in range(workers):
         pid = os.fork()
-        if pid == 0:  # the child: serve on the shared socket, and never return into the CLI
-            code = 1
-            try:
-                signal.signal(signal.SIGINT, signal.SIG_DFL)
-                with _runner() as runner:
-                    runner.run(serve(settings, host, port, auth=auth, validate_input=validate_input,
-                                     database=database, sock=sock))
-                code = 0
-            except BaseException as exc:  # noqa: BLE001 - a child reports in one line and exits
-                print(f"jobdesk api worker {os.getpid()}: {exc}", file=sys.stderr)
-            finally:
-                sys.stderr.flush()
-                os._exit(code)
-        children.append(pid)
+        if pid == 0:
+            _serve_child(settings, database, host, port, sock, auth=auth, validate_input=validate_input)
+        pids.append(pid)
     sock.close()
-    stopping = False
+    children = _Children(pids)
+    signal.signal(signal.SIGTERM, children.stop)
+    signal.signal(signal.SIGINT, children.stop)
+    print(f"jobdesk api on http://{host}:{port} with {workers} worker processes ({database.describe()}); "
+          f"docs at /docs", file=sys.stderr)
+    return 1 if children.wait() else 0
 
-    def on_term(_sig: int, _frame: FrameType | None) -> None:
-        nonlocal stopping
-        stopping = True
-        for child in children:
+
+def _serve_child(settings: Settings, database: Database, host: str, port: int, sock: socket.socket, *,
+                 auth: bool, validate_input: InputValidator) -> NoReturn:
+    """The child: serve on the shared socket, and never return into the CLI."""
+    code = 1
+    try:
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        with _runner() as runner:
+            runner.run(serve(settings, host, port, auth=auth, validate_input=validate_input,
+                             database=database, sock=sock))
+        code = 0
+    except BaseException as exc:  # noqa: BLE001 - a child reports in one line and exits
+        print(f"jobdesk api worker {os.getpid()}: {exc}", file=sys.stderr)
+    finally:
+        sys.stderr.flush()
+        os._exit(code)
+
+
+class _Children:
+    """The parent's worker processes: stopped together, waited for together."""
+
+    def __init__(self, pids: list[int]) -> None:
+        self.pids = pids
+        self.stopping = False
+
+    def stop(self, _sig: int, _frame: FrameType | None) -> None:
+        """SIGTERM to each (a signal handler, also called when one child ends on its own)."""
+        self.stopping = True
+        for child in self.pids:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(child, signal.SIGTERM)
 
-    signal.signal(signal.SIGTERM, on_term)
-    signal.signal(signal.SIGINT, on_term)
-    print(f"jobdesk api on http://{host}:{port} with {workers} worker processes ({database.describe()}); "
-          f"docs at /docs", file=sys.stderr)
-    failed = False
-    left = set(children)
-    while left:
-        try:
-            pid, status = os.wait()
-        except ChildProcessError:
-            break
-        except InterruptedError:
-            continue
-        if pid not in left:
-            continue  # not one of ours (the embedded server, say)
-        left.discard(pid)
-        failed = failed or os.waitstatus_to_exitcode(status) != 0
-        if not stopping:  # one ended on its own: stop the others rather than serve short-handed
-            print(f"jobdesk api: worker process {pid} exited; stopping the others", file=sys.stderr)
-            failed = True
-            on_term(signal.SIGTERM, None)
-    return 1 if failed else 0
+    def wait(self) -> bool:
+        """Until every child has exited; whether one failed or ended on its own."""
+        failed = False
+        left = set(self.pids)
+        while left:
+            try:
+                pid, status = os.wait()
+            except ChildProcessError:
+                break
+            except InterruptedError:
+                continue
+            if pid not in left:
+                continue  # not one of ours (the embedded server, say)
+            left.discard(pid)
+            failed = failed or os.waitstatus_to_exitcode(status) != 0
+            if not self.stopping:  # one ended on its own: stop the others rather than serve short-handed
+                print(f"jobdesk api: worker process {pid} exited; stopping the others", file=sys.stderr)
+                failed = True
+                self.stop(signal.SIGTERM, None)
+        return failed

@@ -60,16 +60,17 @@ def cmd_api(inv: Invocation) -> int:
 
 async def cmd_token(inv: Invocation) -> int:
     args = inv.args
+    action = args.token_command  # the sub-command's name, not a secret
     async with inv.service() as jobs:
-        if args.token_command == "create":
+        if action == "create":
             token = await jobs.create_token(args.name, user_id=args.user, scopes=args.scope or None)
-        elif args.token_command == "list":
+        elif action == "list":
             records = await jobs.list_tokens()
         else:
             await jobs.revoke_token(args.name)
-    if args.token_command == "create":
+    if action == "create":
         print(json.dumps({"token": token, "name": args.name}) if args.json else token)
-    elif args.token_command == "list":
+    elif action == "list":
         if args.json:
             print_json([r.to_json() for r in records])
         elif not records:

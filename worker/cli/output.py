@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
 
 from worker.core.timefmt import relative
 
@@ -14,7 +13,7 @@ def ago(when: datetime | None) -> str:
     return relative(when) or "-"
 
 
-def print_json(value: Any) -> None:  # noqa: ANN401 - whatever json.dumps takes
+def print_json(value: object) -> None:
     print(json.dumps(value, indent=2, default=str))
 
 

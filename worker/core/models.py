@@ -6,6 +6,7 @@ import asyncio
 import builtins
 import os
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
@@ -14,6 +15,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel
 
 from worker.core.errors import NoJobResult
+from worker.core.json_value import JsonObject
 
 
 class Status(StrEnum):
@@ -146,7 +148,7 @@ class JobRecord:
                "completed_at, priority, pending_deps, attempts, worker_id, started_at, scheduled_at, unique_key")
 
     @classmethod
-    def from_row(cls, row: Any) -> JobRecord:
+    def from_row(cls, row: Mapping[str, Any]) -> JobRecord:
         values = dict(row)
         values["status"] = Status(values["status"])
         values["dependent_on_jobs"] = values["dependent_on_jobs"] or []
@@ -161,8 +163,8 @@ class JobRecord:
             raise NoJobResult(f"job {self.id} is {self.status}{reason}: it has no result")
         return model.model_validate(self.result_data)
 
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {}
+    def to_json(self) -> JsonObject:
+        out: JsonObject = {}
         for name in self.__dataclass_fields__:
             value = getattr(self, name)
             out[name] = value.isoformat() if isinstance(value, datetime) else (

@@ -61,7 +61,7 @@ class Actor:
     def current(cls, source: str) -> Actor:
         try:
             user = getpass.getuser()
-        except Exception as exc:  # no user name on this system (which error depends on the platform)
+        except Exception as exc:  # noqa: BLE001 - no user name here (the error depends on the platform); logged
             log.debug("no OS user name for the audit log, recorded without one: %s", exc)
             user = None
         return cls(source, user)

@@ -118,7 +118,7 @@ class Keeper:
             if conn is not None:
                 try:
                     await conn.close(timeout=2)
-                except Exception as exc:  # the server may be gone already; we stop it anyway
+                except Exception as exc:  # noqa: BLE001 - the server may be gone already; stopped anyway
                     log.debug("closing the keeper's own connection failed: %s", exc)
             if self._keeper_lock is not None:  # not stopped for idleness already
                 with self.server.start_lock():

@@ -14,7 +14,12 @@ import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypedDict, cast
+from typing import TYPE_CHECKING, TypedDict, cast
+
+from worker.core.json_value import JsonObject
+
+if TYPE_CHECKING:
+    import asyncpg
 
 log = logging.getLogger(__name__)
 
@@ -40,11 +45,11 @@ class Client:
     database: str
     since: str  # ISO 8601
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return dict(self.__dict__)
 
 
-async def fetch_clients(conn: Any) -> list[Client]:  # noqa: ANN401 - an asyncpg connection
+async def fetch_clients(conn: asyncpg.Connection) -> list[Client]:
     """The server's clients, over `conn` (a connection to any of its databases)."""
     rows = await conn.fetch(CLIENTS_SQL, [KEEPER_APP, STATUS_APP], timeout=5)
     return [Client(pid=r["pid"], application_name=r["application_name"], database=r["database"],
@@ -58,7 +63,7 @@ class KeeperState(TypedDict, total=False):
     postmaster_pid: int | None
     started_at: float
     idle_stop_s: float | None
-    clients: list[dict[str, Any]]
+    clients: list[JsonObject]
     last_active: float
     checked_at: float
 
@@ -153,7 +158,7 @@ class ServerStatus:
             return 0.0
         return max(0.0, time.time() - self.last_active)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return {"running": self.running, "DATABASE_URL": self.dsn if self.running else None,
                 "data_dir": str(self.root), "keeper_pid": self.keeper_pid,
                 "clients": None if self.clients is None else [c.to_json() for c in self.clients],

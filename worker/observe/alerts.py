@@ -13,7 +13,10 @@ import time
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import apprise
 
 log = logging.getLogger("jobdesk.alerts")
 
@@ -53,7 +56,7 @@ class AlertSender:
         self._sent_at: deque[float] = deque()
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
-        self._apprise: Any = None
+        self._apprise: apprise.Apprise | None = None
         self.delivered = 0  # messages handed to apprise successfully (for tests and logs)
         self._closing = False
 
@@ -120,7 +123,7 @@ class AlertSender:
         self._sent_at.append(time.monotonic())
         try:
             ok = await asyncio.to_thread(self._notify, alert)
-        except Exception as exc:  # a broken plugin must not stop the worker
+        except Exception as exc:  # noqa: BLE001 - a broken plugin must not stop the worker; logged
             log.warning("alert %r not sent: %s", alert.title, exc)
             return
         if ok:

@@ -12,7 +12,7 @@ import logging
 import threading
 from bisect import bisect_left
 from collections.abc import Callable, Iterator
-from typing import Any
+from wsgiref.simple_server import WSGIServer
 
 from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
@@ -84,7 +84,7 @@ class WorkerMetrics:
         self.round_trips = round_trips
         self.db_errors = 0
         self.db_reconnects = 0
-        self._server: Any = None
+        self._server: WSGIServer | None = None
         self._thread: threading.Thread | None = None
 
     def of(self, job_type: str) -> TypeStats:

@@ -49,7 +49,8 @@ def _options(job: Job) -> dict[str, Any]:
 
 
 async def _work(job: Job, options: dict[str, Any]) -> float:
-    seconds = BASE_SECONDS[job.type] * options["duration_scale"] * random.uniform(0.6, 1.4)
+    jitter = random.uniform(0.6, 1.4)  # noqa: S311 - simulated work
+    seconds = BASE_SECONDS[job.type] * options["duration_scale"] * jitter
     await asyncio.sleep(seconds)
     return round(seconds, 3)
 
@@ -82,7 +83,7 @@ class FlakyStage(BaseProcessor):
     async def process(self, job: Job) -> ProcessorResult:
         options = _options(job)
         took = await _work(job, options)
-        if random.random() < options["fail_rate"]:
+        if random.random() < options["fail_rate"]:  # noqa: S311 - simulated failure
             raise TransientStageError(f"{job.type} service is busy, try again (attempt {job.attempt})")
         asset = "voice.wav" if job.type == "video.voice" else "frames.png"
         return ProcessorResult({"asset": f"{job.pipeline_id}/{asset}", "seconds": took})
@@ -117,7 +118,7 @@ PROCESSOR_MAP: dict[str, type[BaseProcessor]] = {
 }
 
 
-def demo_pipeline(topic: str | None = None, **options: Any) -> JobCreate:
+def demo_pipeline(topic: str | None = None, **options: float | bool) -> JobCreate:
     """The first job of a demo pipeline; its pipeline id is the job's own id."""
     data: dict[str, Any] = {"name": f"{PIPELINE_NAME}: {topic or 'a day in the life of a job queue'}"}
     if topic:

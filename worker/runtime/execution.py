@@ -167,7 +167,7 @@ class Execution:
         except PermanentJobError as exc:
             await self.outcomes.record_failure(job, exc, permanent=True)
             return
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - any processor error fails the job, recorded on it
             await self.outcomes.record_failure(job, exc, permanent=False)
             return
         if job.cancelled:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -23,6 +23,7 @@ from worker.core.models import JobCreate
 from worker.core.schedules import Schedule, due_ticks
 from worker.store import transitions
 from worker.store.db import EXPECTED_DB_ERRORS
+from worker.store.rollup import DbCall
 
 log = logging.getLogger("jobdesk.worker")
 
@@ -47,7 +48,7 @@ class ScheduleRecord:
     updated_at: datetime
 
     @classmethod
-    def from_row(cls, row: Any) -> ScheduleRecord:
+    def from_row(cls, row: Mapping[str, Any]) -> ScheduleRecord:
         spec = Schedule(name=row["name"], type=row["type"], input_data=row["input_data"], cron=row["cron"],
                         every_s=row["every_s"], timezone=row["timezone"], misfire=row["misfire"],
                         overlap=row["overlap"], priority=row["priority"])
@@ -203,8 +204,8 @@ async def next_due_in(conn: asyncpg.Connection) -> float | None:
     return None if value is None else max(0.0, float(value))
 
 
-async def run_loop(db_call: Callable[[Callable[[asyncpg.Connection], Awaitable[Any]]], Awaitable[Any]],
-                   stopping: asyncio.Event, *, on_created: Callable[[list[str]], None] | None = None) -> None:
+async def run_loop(db_call: DbCall, stopping: asyncio.Event, *,
+                   on_created: Callable[[list[str]], None] | None = None) -> None:
     """A worker's scheduler: sleep until the next schedule is due (at most MAX_SLEEP_S), fire.
 
     `db_call(fn)` runs `fn(conn)` on one of the worker's connections; failures (the database is

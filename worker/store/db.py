@@ -236,7 +236,7 @@ def _driver_options(dsn: str) -> tuple[str, dict[str, Any]]:
     return split_pooler(dsn)[0], ({"statement_cache_size": 0} if is_pooled(dsn) else {})
 
 
-async def connect(dsn: str, *, timeout: float = 10, **kwargs: Any) -> asyncpg.Connection:
+async def connect(dsn: str, *, timeout: float = 10, **kwargs: object) -> asyncpg.Connection:
     """One connection with jobdesk's codecs; DatabaseUnavailable if it cannot be had."""
     await know_pooler(dsn, timeout)
     clean, options = _driver_options(dsn)

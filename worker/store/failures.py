@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
 
 import asyncpg
 
@@ -97,7 +96,7 @@ def _groups_sql(user_scoped: bool) -> str:
 async def failure_groups(conn: asyncpg.Connection, *, hours: int = WINDOW_HOURS, user_id: int | None = None,
                          limit: int = GROUP_LIMIT) -> list[FailureGroup]:
     """The failure groups, the largest first (at most `limit`)."""
-    params: list[Any] = [hours] + ([user_id] if user_id is not None else [])
+    params: list[object] = [hours, user_id] if user_id is not None else [hours]
     groups: dict[str, FailureGroup] = {}
     for r in await conn.fetch(_groups_sql(user_id is not None), *params):
         key = r["key"] or NO_ERROR
@@ -115,7 +114,7 @@ async def failure_sample(conn: asyncpg.Connection, fingerprint: str, *, hours: i
                          user_id: int | None = None) -> FailureSample | None:
     """The newest failure of the group: its newest job that still carries the error, else the
     newest attempt of the window with it; None when neither is left."""
-    params: list[Any] = []
+    params: list[object] = []
     where = JobFilter(fingerprint=fingerprint, user_id=user_id).where(params)
     job = await conn.fetchrow(f"SELECT id, type, error_message FROM jobs WHERE {where} ORDER BY seq DESC LIMIT 1",
                               *params)

@@ -11,11 +11,11 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
 import asyncpg
 
 from worker.core.errors import IllegalTransition, JobNotFound
+from worker.core.json_value import JsonObject
 from worker.core.rules import WORKER_COMMANDS_LEGAL_FROM, worker_command_is_legal
 from worker.store.jobs import COUNT_CAP
 from worker.store.transitions import CONTROL_CHANNEL
@@ -51,7 +51,7 @@ class WorkerRecord:
     def is_lost(self, lease_timeout_s: float) -> bool:
         return is_lost(self.state, self.heartbeat_age_s, lease_timeout_s)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         out = dict(self.__dict__)
         for key in ("started_at", "heartbeat_at", "stopped_at"):
             out[key] = out[key].isoformat() if out[key] else None

@@ -6,11 +6,11 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass
-from typing import Any
 
 import asyncpg
 
 from worker.core.errors import JobdeskError
+from worker.core.json_value import JsonValue
 
 TTL_HOURS = 24
 
@@ -22,10 +22,10 @@ class IdempotencyConflict(JobdeskError):
 @dataclass(frozen=True)
 class Replay:
     status_code: int
-    response: Any
+    response: JsonValue
 
 
-def fingerprint(route: str, body: Any) -> str:
+def fingerprint(route: str, body: object) -> str:
     """The same request gives the same fingerprint whatever its key order or spacing."""
     text = json.dumps([route, body], sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(text.encode()).hexdigest()
@@ -50,7 +50,7 @@ async def claim(conn: asyncpg.Connection, owner: str, key: str, print_: str) -> 
     return Replay(row["status_code"], row["response"])
 
 
-async def store(conn: asyncpg.Connection, owner: str, key: str, status_code: int, response: Any) -> None:
+async def store(conn: asyncpg.Connection, owner: str, key: str, status_code: int, response: object) -> None:
     await conn.execute("UPDATE api_idempotency_keys SET status_code = $3, response = $4::jsonb "
                        "WHERE owner = $1 AND key = $2", owner, key, status_code, response)
 

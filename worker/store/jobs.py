@@ -57,11 +57,11 @@ class JobFilter:
     error: str | None = None  # substring of the error message, case-insensitive
     fingerprint: str | None = None  # jobs whose error has this fingerprint (a Failures group)
 
-    def where(self, params: list[Any], *, skip_status: bool = False) -> str:
+    def where(self, params: list[object], *, skip_status: bool = False) -> str:
         """A WHERE clause for this filter; values are appended to `params` as $n placeholders."""
         clauses: list[str] = []
 
-        def bind(value: Any) -> str:
+        def bind(value: object) -> str:
             params.append(value)
             return f"${len(params)}"
 
@@ -185,7 +185,7 @@ async def fetch_page(conn: asyncpg.Connection, filt: JobFilter, *, sort: str = "
     if sort not in SORT_KEYS:
         raise ValueError(f"cannot sort by {sort!r}")
     column = SORT_KEYS[sort]
-    params: list[Any] = []
+    params: list[object] = []
     if column == "seq":
         sql = in_enqueue_order(ROW_COLUMNS, filt, params, descending=descending,
                                after_seq=after[1] if after is not None else None, limit=limit + 1)
@@ -214,7 +214,7 @@ async def fetch_page(conn: asyncpg.Connection, filt: JobFilter, *, sort: str = "
     return Page([JobRow.from_record(r) for r in rows[:limit]], has_more=len(rows) > limit)
 
 
-def in_enqueue_order(columns: str, filt: JobFilter, params: list[Any], *, descending: bool,
+def in_enqueue_order(columns: str, filt: JobFilter, params: list[object], *, descending: bool,
                      after_seq: int | None, limit: int) -> str:
     """A SELECT of `columns` (`seq` among them) of the first `limit` jobs matching `filt` in
     enqueue order, newest first when `descending`, after `after_seq`; values go to `params`.
@@ -258,7 +258,7 @@ async def status_counts(conn: asyncpg.Connection, filt: JobFilter, *, cap: int =
     One count per status, the status written into the statement (see `in_enqueue_order`): bound
     from a list, each was planned for an unknown status, and a rare status read the whole table
     (400 ms at 1,000,000 jobs with a type chosen)."""
-    params: list[Any] = [cap]
+    params: list[object] = [cap]
     where = filt.where(params, skip_status=True)
     rows = await conn.fetch(" UNION ALL ".join(
         f"SELECT {_literal(status)} AS status, (SELECT count(*) FROM (SELECT 1 FROM jobs WHERE status = "
@@ -270,7 +270,7 @@ async def fetch_records_page(conn: asyncpg.Connection, filt: JobFilter, *, befor
                              limit: int = 50) -> tuple[list[JobRecord], int | None]:
     """Full job records newest first, enqueued before `before_seq`; and the seq to continue
     from (None when nothing follows)."""
-    params: list[Any] = []
+    params: list[object] = []
     sql = in_enqueue_order(f"{JobRecord.COLUMNS}, seq", filt, params, descending=True, after_seq=before_seq,
                            limit=limit + 1)
     rows = await conn.fetch(sql, *params)

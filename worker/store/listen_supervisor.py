@@ -177,7 +177,7 @@ class ListenerSupervisor:
             listener = Listener(self.dsn, self.handlers, send=self.send, heartbeat_interval=self.heartbeat_interval)
             try:
                 await listener.open()
-            except Exception as exc:  # tried again below, after a pause
+            except Exception as exc:  # noqa: BLE001 - the first is logged as the polling reason; retried
                 self._note_unexpected(exc, "opening the listen connection")
                 self._to_polling(Polling(Cause.UNAVAILABLE, _reason(exc)))
                 await asyncio.sleep(retry)
@@ -208,7 +208,7 @@ class ListenerSupervisor:
                 return Polling(Cause.DEAF, _reason(exc))
             except TimeoutError:
                 return Polling(Cause.DEAF, f"a heartbeat check did not end within {timeout:g} s")
-            except Exception as exc:  # the connection is gone: opened again by the caller
+            except Exception as exc:  # noqa: BLE001 - the connection is gone: logged as the reason, opened again
                 self._note_unexpected(exc, "checking the listen connection")
                 return Polling(Cause.LOST, _reason(exc))
             if listener.heard and self._probation:

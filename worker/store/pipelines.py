@@ -12,10 +12,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
-from typing import Any
 
 import asyncpg
 
+from worker.core.json_value import JsonObject
 from worker.core.models import Status
 from worker.store.jobs import escape_like
 
@@ -89,7 +89,7 @@ class PipelineFilter:
     search: str | None = None  # substring of the pipeline id or its name
     created_from: datetime | None = None
 
-    def where(self, params: list[Any]) -> str:
+    def where(self, params: list[object]) -> str:
         clauses: list[str] = []
         if self.statuses:
             params.append(sorted(str(s) for s in self.statuses))
@@ -141,7 +141,7 @@ async def fetch_pipelines(conn: asyncpg.Connection, filt: PipelineFilter, *, aft
                           limit: int = 200) -> tuple[list[PipelineRow], bool]:
     """One page of pipelines, newest first, whose head comes before `after_seq`; and whether
     more follow."""
-    params: list[Any] = []
+    params: list[object] = []
     heads = "true"
     if after_seq is not None:
         params.append(after_seq)
@@ -173,9 +173,9 @@ async def _candidate_statuses(conn: asyncpg.Connection, filt: PipelineFilter) ->
 
 
 async def fetch_pipeline_rows(conn: asyncpg.Connection, pipeline_ids: Sequence[str],
-                              filt: PipelineFilter = PipelineFilter()) -> list[PipelineRow]:  # noqa: B008
+                              filt: PipelineFilter = PipelineFilter()) -> list[PipelineRow]:
     """The current list rows of these pipelines that still match the filter (for live updates)."""
-    params: list[Any] = [list(pipeline_ids)]
+    params: list[object] = [list(pipeline_ids)]
     where = filt.where(params)
     params.append(len(pipeline_ids))
     sql = _PIPELINES.format(candidates="", heads_from="jobs h", heads="h.pipeline_id = ANY($1::text[])", where=where,
@@ -255,7 +255,7 @@ class PipelineStep:
     completed_at: datetime | None
     error_message: str | None
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return {"id": self.id, "type": self.type, "status": str(self.status),
                 "dependent_on_jobs": self.dependent_on_jobs, "retry_count": self.retry_count,
                 "started_at": self.started_at.isoformat() if self.started_at else None,

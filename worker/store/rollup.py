@@ -19,7 +19,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 import asyncpg
 
@@ -181,7 +181,14 @@ async def sample_depth(conn: asyncpg.Connection, statuses: Iterable[str] = QUEUE
     return True
 
 
-DbCall = Callable[[Callable[[asyncpg.Connection], Awaitable[Any]]], Awaitable[Any]]
+T = TypeVar("T")
+
+
+class DbCall(Protocol):
+    """Runs `fn(conn)` on one of the worker's connections and gives its result (the worker's
+    `db.call`, which retries while the database is unreachable)."""
+
+    def __call__(self, fn: Callable[[asyncpg.Connection], Awaitable[T]], /) -> Awaitable[T]: ...
 
 
 async def flush(db_call: DbCall, rollup: Rollup) -> None:

@@ -19,6 +19,7 @@ from typing import Any
 import asyncpg
 
 from worker.core.errors import JobdeskError
+from worker.core.json_value import JsonObject
 from worker.store.rollup import BINS, QUEUE_STATUSES
 
 MAX_SPAN = timedelta(days=30)
@@ -106,7 +107,7 @@ class Latency:
     run_p50: float | None
     run_p95: float | None
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return dict(self.__dict__)
 
 
@@ -127,7 +128,7 @@ class Metrics:
     def failed(self) -> int:
         return sum(self.throughput.failed)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         tp = self.throughput
         return {
             "since": self.since.isoformat(), "until": self.until.isoformat(), "window": self.window.label,

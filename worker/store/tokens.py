@@ -6,14 +6,14 @@ import hashlib
 import secrets
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
 import asyncpg
 
 from worker.core.errors import InvalidJob, JobdeskError
+from worker.core.json_value import JsonObject
 
 SCOPES = ("read", "submit", "operate", "approve")
-TOKEN_PREFIX = "jdk_"
+TOKEN_PREFIX = "jdk_"  # noqa: S105 - the public mark of a jobdesk token, not a secret
 # NOTIFY channel on which a revocation tells every API process to forget the tokens it cached.
 TOKENS_CHANNEL = "jobdesk_api_tokens"
 
@@ -29,7 +29,7 @@ class TokenRecord:
     scopes: frozenset[str]
     created_at: datetime
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return {"name": self.name, "user_id": self.user_id, "scopes": sorted(self.scopes),
                 "created_at": self.created_at.isoformat()}
 

@@ -5,7 +5,6 @@ audit row) at a time.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
 
 import asyncpg
 
@@ -39,7 +38,7 @@ async def bulk_chunk(conn: asyncpg.Connection, action: str, filt: JobFilter, act
     narrowed = bulk_filter(action, filt)
     if narrowed is None:
         return BulkChunk([], [], None)
-    params: list[Any] = [after_seq]
+    params: list[object] = [after_seq]
     where = narrowed.where(params)
     if upto_seq is not None:
         params.append(upto_seq)

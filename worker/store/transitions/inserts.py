@@ -8,7 +8,6 @@ import contextlib
 import functools
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
-from typing import Any
 
 import asyncpg
 
@@ -127,7 +126,7 @@ async def _enqueue_unique(conn: asyncpg.Connection, jobs: Sequence[JobCreate], *
     return [(stands.get(j.id, j.id), j.id in stands) for j in jobs]
 
 
-def _insert_args(ordered: Sequence[JobCreate]) -> list[Any]:
+def _insert_args(ordered: Sequence[JobCreate]) -> list[object]:
     """The arrays `_INSERT` reads ($1 to $8)."""
     return [
         [j.id for j in ordered], [j.type for j in ordered], [j.user_id for j in ordered],
