@@ -6,7 +6,6 @@ from __future__ import annotations
 import html
 import json
 from datetime import UTC, datetime
-from typing import Any
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QFont, QFontDatabase
@@ -67,14 +66,18 @@ class JsonView(QWidget):
         if value is None:
             self.raw.setPlainText("(none)")
             return
-        self._add_children(self.tree.invisibleRootItem(), value)
+        if isinstance(value, (dict, list)):
+            self._add_children(self.tree.invisibleRootItem(), value)
+        else:  # a bare number, string or boolean (result_data is any JSON written by SQL): one row
+            QTreeWidgetItem(self.tree.invisibleRootItem(), ["(value)", _summary(value)])
         text = json.dumps(value, indent=2, ensure_ascii=False)
         if len(text) > RAW_LIMIT:
             text = text[:RAW_LIMIT] + f"\n… cut: {len(text) - RAW_LIMIT:,} more characters"
         self.raw.setPlainText(text)
 
-    def _add_children(self, parent: QTreeWidgetItem, value: Any) -> None:  # noqa: ANN401 - the JSON value shown
-        items = list(value.items()) if isinstance(value, dict) else list(enumerate(value))
+    def _add_children(self, parent: QTreeWidgetItem, value: JsonObject | list[JsonValue]) -> None:
+        items: list[tuple[object, JsonValue]] = (list(value.items()) if isinstance(value, dict)
+                                                 else list(enumerate(value)))
         for key, child in items[:CHILD_LIMIT]:
             item = QTreeWidgetItem(parent, [str(key), _summary(child)])
             if isinstance(child, (dict, list)) and child:
