@@ -9,10 +9,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 
 from worker.core.settings import Settings
+from worker.store.job_waiters import JobWaiters
 from worker.store.jobs import JobRow
 from worker.store.listen_supervisor import ListenerSupervisor
 from worker.store.listener import JOB_CHANGES_CHANNEL, Sender, listen_dsn
@@ -34,45 +35,25 @@ class ChangeHub:
     def __init__(self, dsn: str, settings: Settings, read_rows: RowReader,
                  extra_handlers: dict[str, Callable[[str], None]] | None = None, *,
                  send: Sender | None = None) -> None:
-        self._waiters: dict[str, set[asyncio.Event]] = {}
+        self._waiters = JobWaiters()
         self._dsn, self._settings, self._read_rows = dsn, settings, read_rows
-        self._handlers = {JOB_CHANGES_CHANNEL: self._on_jobs, **(extra_handlers or {})}
+        self._handlers = {JOB_CHANGES_CHANNEL: self._waiters.on_changes, **(extra_handlers or {})}
         self._send = send
         self._listen: ListenerSupervisor | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._seen: dict[str, datetime] = {}  # polling: the version each waited-on job had
         self.stopping = asyncio.Event()
 
-    @contextlib.contextmanager
-    def subscribe(self, job_id: str) -> Iterator[asyncio.Event]:
+    def subscribe(self, job_id: str) -> contextlib.AbstractContextManager[asyncio.Event]:
         """An event set whenever the job may have changed (or the process is stopping)."""
-        event = asyncio.Event()
-        self._waiters.setdefault(job_id, set()).add(event)
-        try:
-            yield event
-        finally:
-            waiters = self._waiters.get(job_id)
-            if waiters is not None:
-                waiters.discard(event)
-                if not waiters:
-                    del self._waiters[job_id]
+        return self._waiters.subscribe([job_id])
 
     @property
     def listening(self) -> bool:
         return self._listen is not None and self._listen.listening
 
-    def _on_jobs(self, payload: str) -> None:
-        if payload == "*":
-            self.wake_all()
-            return
-        for job_id in payload.split(","):
-            for event in self._waiters.get(job_id, ()):
-                event.set()
-
     def wake_all(self) -> None:
-        for waiters in self._waiters.values():
-            for event in waiters:
-                event.set()
+        self._waiters.wake_all()
 
     async def start(self) -> None:
         """Listen where that works (the service's pool has found out whether the URL goes
@@ -103,7 +84,7 @@ class ChangeHub:
             if self.listening or not self._waiters:
                 self._seen.clear()
                 continue
-            ids = list(self._waiters)
+            ids = self._waiters.job_ids()
             try:
                 rows = {r.id: r.updated_at for r in await self._read_rows(ids)}
             except asyncio.CancelledError:
@@ -117,9 +98,8 @@ class ChangeHub:
             for job_id in ids:
                 now = rows.get(job_id)  # None: deleted, or no longer visible
                 if job_id not in self._seen or self._seen[job_id] != now:
-                    for event in self._waiters.get(job_id, ()):
-                        event.set()
+                    self._waiters.wake([job_id])
                 if now is not None:
                     self._seen[job_id] = now
-            for job_id in set(self._seen) - set(self._waiters):
+            for job_id in set(self._seen) - set(self._waiters.job_ids()):
                 del self._seen[job_id]

@@ -13,13 +13,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Collection, Iterator
+from collections.abc import Collection
 
+from worker.store.job_waiters import JobWaiters
 from worker.store.listen_supervisor import ListenerSupervisor, Polling
 from worker.store.listener import DEFAULT_HEARTBEAT_S, JOB_CHANGES_CHANNEL, Sender
 
 log = logging.getLogger("jobdesk.client")
-
 
 
 class JobWatch:
@@ -29,11 +29,11 @@ class JobWatch:
 
     def __init__(self, listen_dsn: str | None, *, send: Sender | None = None,
                  heartbeat_interval: float = DEFAULT_HEARTBEAT_S, poll_s: float = 0.5) -> None:
-        self._waiters: dict[str, set[asyncio.Event]] = {}
+        self._waiters = JobWaiters()
         self._starting: asyncio.Task[None] | None = None
         self._stopped = False
         self._supervisor = ListenerSupervisor(
-            listen_dsn, {JOB_CHANGES_CHANNEL: self._on_changes},
+            listen_dsn, {JOB_CHANGES_CHANNEL: self._waiters.on_changes},
             on_listening=self._on_listening, on_polling=self._on_polling, send=send,
             heartbeat_interval=heartbeat_interval, retry_min=1.0, logger=log, subject="job changes",
             meanwhile=f"waits for jobs read them every {poll_s:g} s", name="client-listener")
@@ -66,40 +66,16 @@ class JobWatch:
             starting.cancel()
         await asyncio.gather(starting, return_exceptions=True)
         await self._supervisor.stop()
-        self._wake_all()
+        self._waiters.wake_all()
 
-    @contextlib.contextmanager
-    def subscribe(self, job_ids: Collection[str]) -> Iterator[asyncio.Event]:
+    def subscribe(self, job_ids: Collection[str]) -> contextlib.AbstractContextManager[asyncio.Event]:
         """One event, set whenever a notification names one of `job_ids`, names too many jobs to
         list, or the listener starts or stops listening. The caller clears it before each read."""
-        event = asyncio.Event()
-        for job_id in job_ids:
-            self._waiters.setdefault(job_id, set()).add(event)
-        try:
-            yield event
-        finally:
-            for job_id in job_ids:
-                waiters = self._waiters.get(job_id)
-                if waiters is not None:
-                    waiters.discard(event)
-                    if not waiters:
-                        del self._waiters[job_id]
-
-    def _on_changes(self, payload: str) -> None:
-        if payload == "*":
-            self._wake_all()
-            return
-        for job_id in payload.split(","):
-            for event in self._waiters.get(job_id, ()):
-                event.set()
+        return self._waiters.subscribe(job_ids)
 
     def _on_listening(self) -> None:
-        self._wake_all()  # changes may have been missed while not listening
+        self._waiters.wake_all()  # changes may have been missed while not listening
 
     def _on_polling(self, _polling: Polling) -> None:
-        self._wake_all()  # read now, then at the polling pace
+        self._waiters.wake_all()  # read now, then at the polling pace
 
-    def _wake_all(self) -> None:
-        for waiters in self._waiters.values():
-            for event in waiters:
-                event.set()
