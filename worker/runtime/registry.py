@@ -46,9 +46,7 @@ def _import(name: str, origin: str) -> ModuleType:
 def load_processor_classes(modules: Iterable[str] = (), paths: Iterable[str] = (),
                            *, builtins: bool = True) -> dict[str, type[BaseProcessor]]:
     """Merge PROCESSOR_MAPs: built-ins, then entry points, then the named modules (last wins)."""
-    for folder in paths:
-        if folder not in sys.path:
-            sys.path.insert(0, folder)
+    _on_import_path(paths)
     found: dict[str, type[BaseProcessor]] = {}
     if builtins:
         for name in BUILTIN_MODULES:
@@ -62,19 +60,26 @@ def load_processor_classes(modules: Iterable[str] = (), paths: Iterable[str] = (
             raise ProcessorLoadError(f"entry point {ep.name!r} ({ep.value}) failed to load: {exc}") from exc
         module = target if isinstance(target, ModuleType) else sys.modules[target.__module__]
         found.update(_map_of(module, f"entry point {ep.name}"))
-    modules = list(modules)
-    if modules:
-        _current_folder_on_path()
-    for name in modules:
-        found.update(_map_of(_import(name, "--processors"), name))
+    for module, name in _named_modules(modules):
+        found.update(_map_of(module, name))
     return found
 
 
-def _current_folder_on_path() -> None:
-    """`--processors mymodule` finds `mymodule.py` in the current folder, as `python -m` would."""
+def _on_import_path(paths: Iterable[str]) -> None:
+    """JOB_PROCESSOR_PATH's folders, first on the import path."""
+    for folder in paths:
+        if folder not in sys.path:
+            sys.path.insert(0, folder)
+
+
+def _named_modules(modules: Iterable[str]) -> list[tuple[ModuleType, str]]:
+    """The modules named with --processors, each with its name. `--processors mymodule` finds
+    `mymodule.py` in the current folder, as `python -m` would: it goes first on the import path."""
+    names = list(modules)
     here = os.getcwd()
-    if here not in sys.path and "" not in sys.path:
+    if names and here not in sys.path and "" not in sys.path:
         sys.path.insert(0, here)
+    return [(_import(name, "--processors"), name) for name in names]
 
 
 def instantiate(classes: dict[str, type[BaseProcessor]]) -> dict[str, BaseProcessor]:
@@ -95,18 +100,13 @@ def instantiate(classes: dict[str, type[BaseProcessor]]) -> dict[str, BaseProces
 def declared_schedules(modules: Iterable[str] = (), paths: Iterable[str] = ()) -> list[tuple[Schedule, str]]:
     """The `SCHEDULES` of the entry-point and named processor modules, each with its module's
     name; a worker starting with those modules upserts them."""
-    for folder in paths:
-        if folder not in sys.path:
-            sys.path.insert(0, folder)
+    _on_import_path(paths)
     sources: list[tuple[ModuleType, str]] = []
     for ep in entry_points(group=ENTRY_POINT_GROUP):
         if ep.value not in BUILTIN_MODULES:
             target = ep.load()
             sources.append((target if isinstance(target, ModuleType) else sys.modules[target.__module__], ep.value))
-    modules = list(modules)
-    if modules:
-        _current_folder_on_path()
-    sources += [(_import(name, "--processors"), name) for name in modules]
+    sources += _named_modules(modules)
     found: list[tuple[Schedule, str]] = []
     for module, origin in sources:
         declared = getattr(module, "SCHEDULES", [])
