@@ -15,9 +15,9 @@ import asyncpg
 import pytest
 
 from tests import pg
+from tests.packaging.source_tree import copy_source
 from worker.embedded.server import EmbeddedServer
 
-ROOT = Path(__file__).resolve().parents[2]
 WHEELHOUSE = Path(sys.prefix) / "wheelhouse"  # filled by `make test` (pip download .)
 
 PROCESSOR = '''
@@ -40,12 +40,13 @@ def _run(argv: list[str], **kw: object) -> subprocess.CompletedProcess[str]:
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """A fresh virtual environment with the wheel built from this checkout, core extra only."""
-    if not WHEELHOUSE.is_dir():
-        done = _run([sys.executable, "-m", "pip", "download", "--quiet", "--dest", str(WHEELHOUSE), str(ROOT)])
-        assert done.returncode == 0, done.stderr
     work = tmp_path_factory.mktemp("wheel")
+    source = copy_source(work / "source")
+    if not WHEELHOUSE.is_dir():
+        done = _run([sys.executable, "-m", "pip", "download", "--quiet", "--dest", str(WHEELHOUSE), str(source)])
+        assert done.returncode == 0, done.stderr
     built = _run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation",
-                  "-w", str(work / "dist"), str(ROOT)])
+                  "-w", str(work / "dist"), str(source)])
     assert built.returncode == 0, built.stderr
     wheel = next((work / "dist").glob("jobdesk-*.whl"))
     env_dir = work / "env"

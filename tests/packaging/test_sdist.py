@@ -9,11 +9,12 @@ import tarfile
 import zipfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.packaging.source_tree import ROOT, copy_source
 
 
 def test_the_sdist_and_the_wheel_built_from_it_carry_sql_and_resources(tmp_path: Path) -> None:
-    built = subprocess.run([sys.executable, "-m", "build", "--no-isolation", "--outdir", str(tmp_path), str(ROOT)],
+    source = copy_source(tmp_path / "source")
+    built = subprocess.run([sys.executable, "-m", "build", "--no-isolation", "--outdir", str(tmp_path), str(source)],
                            capture_output=True, text=True, timeout=300, check=False)
     assert built.returncode == 0, built.stderr[-2000:]
     migrations = sorted(p.name for p in (ROOT / "sql").glob("[0-9]*.sql"))
