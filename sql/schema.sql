@@ -6,6 +6,40 @@
 -- migration, then run `make schema`. tests/store/test_schema_file.py fails while this file is out of date.
 
 --
+-- Name: jobdesk_event_lock(text); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.jobdesk_event_lock(key text) RETURNS void
+    LANGUAGE sql
+    AS $$
+    SELECT pg_advisory_xact_lock(1785688677, abs(hashtext(key)) % 256)
+$$;
+
+
+--
+-- Name: jobdesk_events_wake(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.jobdesk_events_wake() RETURNS trigger
+    LANGUAGE plpgsql
+    SET enable_seqscan TO 'off'
+    AS $$
+BEGIN
+    PERFORM pg_advisory_xact_lock(1785688677, b)
+       FROM (SELECT DISTINCT abs(hashtext(key)) % 256 AS b FROM new_events ORDER BY 1) locks;
+    UPDATE jobs j SET run_at = NULL, updated_at = now()
+      FROM job_waits w
+     WHERE w.event_key IN (SELECT DISTINCT key FROM new_events)
+       AND j.id = w.job_id AND j.attempts = w.attempt
+       AND j.status = 'queued' AND j.run_at IS NOT NULL;
+    IF FOUND THEN
+        PERFORM pg_notify('jobdesk_new_jobs', '');
+    END IF;
+    RETURN NULL;
+END $$;
+
+
+--
 -- Name: jobdesk_jobs_after_insert_edges(); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -115,6 +149,30 @@ END $$;
 
 
 --
+-- Name: jobdesk_jobs_wake_parent(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.jobdesk_jobs_wake_parent() RETURNS trigger
+    LANGUAGE plpgsql
+    SET enable_seqscan TO 'off'
+    SET plan_cache_mode TO 'auto'
+    AS $$
+BEGIN
+    PERFORM 1 FROM jobs WHERE id = NEW.spawned_by FOR UPDATE;
+    UPDATE jobs p SET run_at = NULL, updated_at = now()
+     WHERE p.id = NEW.spawned_by AND p.status = 'queued' AND p.run_at IS NOT NULL
+       AND EXISTS (SELECT 1 FROM job_waits w
+                    WHERE w.job_id = p.id AND w.attempt = p.attempts AND w.kind = 'jobs'
+                      AND NOT EXISTS (SELECT 1 FROM jobs c WHERE c.id = ANY (w.child_ids)
+                                         AND c.status NOT IN ('completed', 'failed', 'cancelled')));
+    IF FOUND THEN
+        PERFORM pg_notify('jobdesk_new_jobs', '');
+    END IF;
+    RETURN NULL;
+END $$;
+
+
+--
 -- Name: jobdesk_notify_inserted_jobs(); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -189,6 +247,58 @@ CREATE FUNCTION public.jobdesk_stats_bin(secs double precision) RETURNS smallint
     SELECT CASE WHEN secs IS NULL OR secs < 0.001 THEN 0
                 ELSE least(55, 1 + floor(2 * ln(secs * 1000) / ln(2)))::smallint END
 $$;
+
+
+--
+-- Name: jobdesk_suspend(character varying, character varying, integer, text, timestamp with time zone, text, text[], text, jsonb, timestamp with time zone); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.jobdesk_suspend(p_job character varying, p_worker character varying, p_attempt integer, p_kind text, p_until timestamp with time zone, p_event_key text, p_child_ids text[], p_step_name text, p_step_result jsonb, p_step_started timestamp with time zone) RETURNS text
+    LANGUAGE plpgsql
+    SET enable_seqscan TO 'off'
+    SET plan_cache_mode TO 'auto'
+    AS $$
+DECLARE
+    ready   boolean := false;
+    started timestamptz;
+    jtype   varchar;
+BEGIN
+    IF p_event_key IS NOT NULL THEN
+        PERFORM jobdesk_event_lock(p_event_key);
+    END IF;
+    SELECT j.started_at, j.type INTO started, jtype FROM jobs j
+     WHERE j.id = p_job AND j.worker_id = p_worker AND j.attempts = p_attempt
+       AND j.status = 'in_progress' AND j.is_active
+       FOR UPDATE;
+    IF NOT FOUND THEN
+        RETURN NULL;
+    END IF;
+    IF p_step_name IS NOT NULL THEN
+        INSERT INTO job_steps (job_id, name, result, attempt, started_at)
+        VALUES (p_job, p_step_name, p_step_result, p_attempt, p_step_started)
+        ON CONFLICT (job_id, name) DO NOTHING;
+    END IF;
+    IF p_kind = 'event' THEN
+        ready := EXISTS (SELECT 1 FROM job_events WHERE key = p_event_key);
+    ELSIF p_kind = 'jobs' THEN
+        ready := NOT EXISTS (SELECT 1 FROM jobs c WHERE c.id = ANY (p_child_ids)
+                               AND c.status NOT IN ('completed', 'failed', 'cancelled'));
+    END IF;
+    ready := ready OR p_until <= now();
+    INSERT INTO job_waits (job_id, attempt, kind, event_key, child_ids, until)
+    VALUES (p_job, p_attempt, p_kind, p_event_key, p_child_ids, p_until)
+    ON CONFLICT (job_id) DO UPDATE
+       SET attempt = EXCLUDED.attempt, kind = EXCLUDED.kind, event_key = EXCLUDED.event_key,
+           child_ids = EXCLUDED.child_ids, until = EXCLUDED.until, created_at = now();
+    UPDATE jobs SET status = 'queued', worker_id = NULL, updated_at = now(),
+                    run_at = CASE WHEN ready THEN NULL ELSE p_until END
+     WHERE id = p_job;
+    INSERT INTO job_attempts (job_id, attempt, worker_id, started_at, outcome, error_message, job_type)
+    VALUES (p_job, p_attempt, p_worker, started, 'suspended',
+            CASE p_kind WHEN 'sleep' THEN 'sleeping' WHEN 'event' THEN 'waiting for event ' || p_event_key
+                        ELSE 'waiting for child jobs' END, jtype);
+    RETURN CASE WHEN ready THEN 'ready' ELSE 'suspended' END;
+END $$;
 
 
 --
@@ -340,6 +450,33 @@ CREATE TABLE public.job_dependencies (
 
 
 --
+-- Name: job_events; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.job_events (
+    id bigint NOT NULL,
+    key text NOT NULL,
+    payload jsonb,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT job_events_key_check CHECK ((key <> ''::text))
+);
+
+
+--
+-- Name: job_events_id_seq; Type: SEQUENCE; Schema: public; Owner: -
+--
+
+ALTER TABLE public.job_events ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME public.job_events_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+
+--
 -- Name: job_queue_depth; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -377,6 +514,36 @@ CREATE TABLE public.job_stats_hist (
     metric character varying(8) NOT NULL,
     bin smallint NOT NULL,
     n integer DEFAULT 0 NOT NULL
+);
+
+
+--
+-- Name: job_steps; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.job_steps (
+    job_id character varying(36) NOT NULL,
+    name text NOT NULL,
+    result jsonb,
+    attempt integer NOT NULL,
+    started_at timestamp with time zone NOT NULL,
+    finished_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+
+--
+-- Name: job_waits; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.job_waits (
+    job_id character varying(36) NOT NULL,
+    attempt integer NOT NULL,
+    kind text NOT NULL,
+    event_key text,
+    child_ids text[],
+    until timestamp with time zone NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT job_waits_kind_check CHECK ((kind = ANY (ARRAY['sleep'::text, 'event'::text, 'jobs'::text])))
 );
 
 
@@ -435,6 +602,7 @@ CREATE TABLE public.jobs (
     error_fingerprint text,
     scheduled_at timestamp with time zone,
     unique_key character varying(255) DEFAULT NULL::character varying,
+    spawned_by character varying(36),
     CONSTRAINT jobs_deps_is_array CHECK ((jsonb_typeof(dependent_on_jobs) = 'array'::text)),
     CONSTRAINT jobs_input_is_object CHECK ((jsonb_typeof(input_data) = 'object'::text)),
     CONSTRAINT jobs_status_check CHECK (((status)::text = ANY ('{queued,in_progress,completed,failed,cancelled,waiting_approval}'::text[])))
@@ -604,6 +772,14 @@ ALTER TABLE ONLY public.job_dependencies
 
 
 --
+-- Name: job_events job_events_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.job_events
+    ADD CONSTRAINT job_events_pkey PRIMARY KEY (id);
+
+
+--
 -- Name: job_queue_depth job_queue_depth_pkey; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -625,6 +801,22 @@ ALTER TABLE ONLY public.job_stats_hist
 
 ALTER TABLE ONLY public.job_stats
     ADD CONSTRAINT job_stats_pkey PRIMARY KEY (grain, bucket, type);
+
+
+--
+-- Name: job_steps job_steps_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.job_steps
+    ADD CONSTRAINT job_steps_pkey PRIMARY KEY (job_id, name);
+
+
+--
+-- Name: job_waits job_waits_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.job_waits
+    ADD CONSTRAINT job_waits_pkey PRIMARY KEY (job_id);
 
 
 --
@@ -734,6 +926,20 @@ CREATE INDEX job_dependencies_parent_idx ON public.job_dependencies USING btree 
 
 
 --
+-- Name: job_events_key_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX job_events_key_idx ON public.job_events USING btree (key, id);
+
+
+--
+-- Name: job_waits_event_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX job_waits_event_idx ON public.job_waits USING btree (event_key) WHERE (event_key IS NOT NULL);
+
+
+--
 -- Name: jobs_error_fingerprint_idx; Type: INDEX; Schema: public; Owner: -
 --
 
@@ -840,6 +1046,13 @@ CREATE INDEX workers_live_idx ON public.workers USING btree (heartbeat_at) WHERE
 
 
 --
+-- Name: job_events job_events_wake; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER job_events_wake AFTER INSERT ON public.job_events REFERENCING NEW TABLE AS new_events FOR EACH STATEMENT EXECUTE FUNCTION public.jobdesk_events_wake();
+
+
+--
 -- Name: jobs jobs_after_insert_edges; Type: TRIGGER; Schema: public; Owner: -
 --
 
@@ -896,6 +1109,13 @@ CREATE TRIGGER jobs_rescheduled AFTER UPDATE OF scheduled_at ON public.jobs FOR 
 
 
 --
+-- Name: jobs jobs_wake_parent; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER jobs_wake_parent AFTER UPDATE OF status ON public.jobs FOR EACH ROW WHEN (((new.spawned_by IS NOT NULL) AND ((new.status)::text = ANY ((ARRAY['completed'::character varying, 'failed'::character varying, 'cancelled'::character varying])::text[])) AND ((old.status)::text IS DISTINCT FROM (new.status)::text))) EXECUTE FUNCTION public.jobdesk_jobs_wake_parent();
+
+
+--
 -- Name: api_tokens api_tokens_user_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -925,6 +1145,22 @@ ALTER TABLE ONLY public.job_dependencies
 
 ALTER TABLE ONLY public.job_dependencies
     ADD CONSTRAINT job_dependencies_job_id_fkey FOREIGN KEY (job_id) REFERENCES public.jobs(id) ON DELETE CASCADE;
+
+
+--
+-- Name: job_steps job_steps_job_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.job_steps
+    ADD CONSTRAINT job_steps_job_id_fkey FOREIGN KEY (job_id) REFERENCES public.jobs(id) ON DELETE CASCADE;
+
+
+--
+-- Name: job_waits job_waits_job_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.job_waits
+    ADD CONSTRAINT job_waits_job_id_fkey FOREIGN KEY (job_id) REFERENCES public.jobs(id) ON DELETE CASCADE;
 
 
 --

@@ -59,3 +59,22 @@ class JobWaitTimeout(JobdeskError, TimeoutError):
 class NoJobResult(JobdeskError):
     """A job's result was asked for, but the job has none: it has not completed (it failed, was
     cancelled, or has not finished yet)."""
+
+
+class EventTimeout(JobdeskError, TimeoutError):
+    """`job.wait_for_event` timed out before its event was emitted. A processor may catch it.
+
+    Also a TimeoutError, so `except TimeoutError` catches it too."""
+
+    def __init__(self, message: str, key: str) -> None:
+        super().__init__(message)
+        self.key = key
+
+
+class StepError(JobdeskError):
+    """A durable step was misused: its name used twice in one run, reserved, or its result not JSON."""
+
+
+class DurableUnavailable(JobdeskError):
+    """A durable call (`job.step`, `job.sleep`...) was made on a job that no worker runs, such as
+    one a test built by hand: there is no database to keep its steps in."""

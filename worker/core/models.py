@@ -8,14 +8,19 @@ import os
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from enum import StrEnum
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel
 
-from worker.core.errors import NoJobResult
-from worker.core.json_value import JsonObject
+from worker.core.errors import DurableUnavailable, NoJobResult
+from worker.core.json_value import JsonObject, JsonValue
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+
+    from worker.core.durable import DurableRun
 
 
 class Status(StrEnum):
@@ -109,11 +114,52 @@ class Job:
     cancel_event: asyncio.Event | None = None
     waited_s: float = 0.0  # from enqueue, or from the retry time, to this attempt's start
     run_s: float | None = None  # how long this attempt's processor ran, once it has returned
+    durable: DurableRun | None = None  # set by the worker that runs the job
 
     @property
     def cancelled(self) -> bool:
         """True once an operator has cancelled this job; a processor may stop early."""
         return self.cancel_event is not None and self.cancel_event.is_set()
+
+    # -- durable processors (docs/durable.md) -----------------------------------------------
+
+    def _durable(self, call: str) -> DurableRun:
+        if self.durable is None:
+            raise DurableUnavailable(f"job.{call} needs a worker: job {self.id} is not run by one")
+        return self.durable
+
+    async def step(self, name: str, fn: Callable[..., object], *args: object, **kwargs: object) -> JsonValue:
+        """Run `fn(*args, **kwargs)` (sync or async) once and store its JSON result as step
+        `name`: when the job runs again, the stored result is returned and `fn` is not called.
+        A step that raised stores nothing, so it runs again on the next attempt."""
+        return await self._durable("step").step(name, fn, *args, **kwargs)
+
+    async def sleep(self, duration: float | timedelta) -> None:
+        """Suspend the job for `duration` (seconds or a timedelta), freeing its slot; it stays
+        `queued` meanwhile, and runs again from the top when the time comes."""
+        await self._durable("sleep").sleep(duration)
+
+    async def sleep_until(self, when: datetime) -> None:
+        """Suspend the job until `when`, a timezone-aware datetime (see `sleep`)."""
+        await self._durable("sleep_until").sleep_until(when)
+
+    async def wait_for_event(self, key: str, timeout: float | timedelta | None = None) -> JsonValue:
+        """The payload of the first event emitted with `key`, emitted before or after this
+        call; the job is suspended until then. EventTimeout once `timeout` has passed."""
+        return await self._durable("wait_for_event").wait_for_event(key, timeout)
+
+    async def spawn(self, jobs: Sequence[JobCreate]) -> list[str]:
+        """Create child jobs in this job's pipeline, once: a rerun returns the same ids."""
+        return await self._durable("spawn").spawn(jobs)
+
+    async def wait_for_jobs(self, ids: Sequence[str], timeout: float | timedelta | None = None) -> list[JobRecord]:
+        """The records of these jobs, in order, once every one is completed, failed or
+        cancelled; the job is suspended until then. JobWaitTimeout once `timeout` has passed."""
+        return await self._durable("wait_for_jobs").wait_for_jobs(ids, timeout)
+
+    async def emit_event(self, key: str, payload: JsonValue = None) -> bool:
+        """Emit an event (see `JobClient.emit_event`); True if it was the first of its key."""
+        return await self._durable("emit_event").emit_event(key, payload)
 
 
 @dataclass
@@ -142,10 +188,12 @@ class JobRecord:
     started_at: datetime | None
     scheduled_at: datetime | None = None
     unique_key: str | None = None
+    spawned_by: str | None = None  # the job whose `job.spawn` created this one
 
     COLUMNS = ("id, type, status, user_id, pipeline_id, input_data, result_data, error_message, "
                "dependent_on_jobs, retry_count, next_retry_at, is_active, created_at, updated_at, "
-               "completed_at, priority, pending_deps, attempts, worker_id, started_at, scheduled_at, unique_key")
+               "completed_at, priority, pending_deps, attempts, worker_id, started_at, scheduled_at, unique_key, "
+               "spawned_by")
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> JobRecord:

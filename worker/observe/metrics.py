@@ -54,7 +54,7 @@ class Histogram:
 class TypeStats:
     """What happened to the jobs of one type in this worker."""
 
-    __slots__ = ("started", "completed", "failed", "retried", "cancelled", "run", "wait")
+    __slots__ = ("started", "completed", "failed", "retried", "cancelled", "suspended", "woken", "run", "wait")
 
     def __init__(self) -> None:
         self.started = 0
@@ -62,6 +62,8 @@ class TypeStats:
         self.failed = 0
         self.retried = 0
         self.cancelled = 0
+        self.suspended = 0
+        self.woken = 0
         self.run = Histogram(RUN_BUCKETS)
         self.wait = Histogram(WAIT_BUCKETS)
 
@@ -70,7 +72,9 @@ COUNTERS = (("started", "jobs this worker started"),
             ("completed", "jobs this worker completed (or left waiting for approval)"),
             ("failed", "jobs that failed for good in this worker"),
             ("retried", "failed attempts put back in the queue for a retry"),
-            ("cancelled", "running jobs stopped by an operator's cancel"))
+            ("cancelled", "running jobs stopped by an operator's cancel"),
+            ("suspended", "jobs suspended by a durable sleep or wait, their slot freed"),
+            ("woken", "suspended jobs that ran again and found their sleep or wait over"))
 
 
 class WorkerMetrics:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ValidationError
 
+from worker.core.durable import Suspension
 from worker.core.errors import InvalidJob, PermanentJobError
 from worker.core.input_validation import check_job_input
 from worker.core.models import Job, JobCreate, ProcessorResult
@@ -21,6 +22,7 @@ from worker.store import transitions
 
 if TYPE_CHECKING:
     from worker.observe.metrics import WorkerMetrics
+    from worker.runtime.durable import Durability
     from worker.runtime.pump import Kicks
 
 log = logging.getLogger("jobdesk.worker")
@@ -69,8 +71,11 @@ class Execution:
     a slot (`ready`). A job that ends hands its outcome to `outcomes` and wakes a pump."""
 
     def __init__(self, processors: Mapping[str, BaseProcessor], concurrency: int, outcomes: Outcomes,
-                 kicks: Kicks, stop: asyncio.Event, metrics: WorkerMetrics | None) -> None:
-        """`stop` is set once the worker stops: from then on no job starts."""
+                 kicks: Kicks, stop: asyncio.Event, metrics: WorkerMetrics | None,
+                 durability: Durability | None = None) -> None:
+        """`stop` is set once the worker stops: from then on no job starts. `durability` gives
+        each job its durable calls (`job.step`, `job.sleep`...)."""
+        self.durability = durability
         self.processors = processors
         self.concurrency = concurrency
         self.outcomes = outcomes
@@ -119,6 +124,8 @@ class Execution:
 
     def _start(self, job: Job) -> None:
         job.cancel_event = asyncio.Event()
+        if self.durability is not None:
+            self.durability.attach(job)
         if self.metrics is not None:
             stats = self.metrics.of(job.type)
             stats.started += 1
@@ -164,6 +171,12 @@ class Execution:
                 await self.outcomes.record_cancelled(job)
                 return
             raise
+        except Suspension as suspension:
+            if job.cancelled:
+                await self.outcomes.record_cancelled(job)
+            elif await self.outcomes.record_suspended(job, suspension.wait) and self.durability is not None:
+                self.durability.wake_at(suspension.wait.until)
+            return
         except PermanentJobError as exc:
             await self.outcomes.record_failure(job, exc, permanent=True)
             return

@@ -14,13 +14,14 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
+from worker.core.durable import Wait
 from worker.core.errors import InvalidJob
 from worker.core.models import Job, ProcessorResult
 from worker.core.settings import Settings
 from worker.observe.alerts import Alert, job_failed
 from worker.runtime.dblink import DbLink
+from worker.store import durable, transitions
 from worker.store import rollup as stats_rollup
-from worker.store import transitions
 
 if TYPE_CHECKING:
     from worker.observe.metrics import WorkerMetrics
@@ -67,6 +68,19 @@ class Outcomes:
         if cancelled and self.metrics is not None:
             self.metrics.of(job.type).cancelled += 1
         return cancelled
+
+    async def record_suspended(self, job: Job, wait: Wait) -> bool:
+        """Put a job that sleeps or waits back in the queue until its wait is over, without
+        spending a retry. True if it waits (False: it runs again at once, or is no longer ours)."""
+        state = await self.db.call(lambda c: durable.suspend(c, self.worker_id, job, wait))
+        if state is None:
+            if not await self.record_cancelled(job):
+                log.warning("job %s: lost ownership before its suspension was recorded", job.id)
+            return False
+        if self.metrics is not None:
+            self.metrics.of(job.type).suspended += 1
+        log.debug("job %s (%s) suspended: %s until %s (%s)", job.id, job.type, wait.kind, wait.until, state)
+        return state == "suspended"
 
     async def record_failure(self, job: Job, exc: BaseException, *, permanent: bool) -> None:
         error, trace = transitions.format_exception(exc)

@@ -29,6 +29,7 @@ from worker.core.settings import Settings
 from worker.observe.alerts import Alert, AlertSender
 from worker.runtime import scheduler
 from worker.runtime.dblink import DbLink
+from worker.runtime.durable import Durability
 from worker.runtime.execution import Execution
 from worker.runtime.listening import worker_listener
 from worker.runtime.outcomes import Outcomes
@@ -81,7 +82,9 @@ class Worker:
         self.kicks = Kicks(PUMPS)  # new work, a finished job, or a stop request
         self.outcomes = Outcomes(self.db, self.worker_id, settings, stats=self.stats, rollup=self.rollup,
                                  metrics=self.metrics, send_alert=self.send_alert)
-        self.execution = Execution(processors, self.concurrency, self.outcomes, self.kicks, self._stop, self.metrics)
+        self.durability = Durability(self.db, self.worker_id, self.metrics, wake=self.kicks.new_work)
+        self.execution = Execution(processors, self.concurrency, self.outcomes, self.kicks, self._stop, self.metrics,
+                                   self.durability)
         self.pumps = Pumps(self.db, self.execution, self.outcomes, self.kicks, worker_id=self.worker_id,
                            types=self.types, poll=settings.JOB_PROCESSOR_POLL_INTERVAL,
                            limits=ClaimLimits(local=dict(type_caps or {})), stats=self.stats, stop=self._stop)
@@ -232,6 +235,7 @@ class Worker:
 
     async def _close(self) -> None:
         """The way out, every step of it bounded: a worker asked to stop always exits."""
+        self.durability.close()
         for task in self._tasks:
             task.cancel()
         _, stuck = await asyncio.wait(self._tasks, timeout=CLOSE_TIMEOUT_S) if self._tasks else (set(), set())

@@ -1,0 +1,103 @@
+"""Processors that use durable steps, sleeps, events and child jobs, for the tests of durable
+processors (in-process workers, and worker processes via JOB_PROCESSOR_MODULES)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import asyncpg
+
+from worker import BaseProcessor, Job, JobCreate, PermanentJobError, ProcessorResult
+from worker.core.errors import EventTimeout
+
+
+async def count_call(dsn: str, job_id: str, step: str) -> None:
+    """Note one call of a step's function in `step_calls`, a table the tests create."""
+    conn = await asyncpg.connect(dsn)
+    try:
+        await conn.execute("INSERT INTO step_calls (job_id, step) VALUES ($1, $2)", job_id, step)
+    finally:
+        await conn.close()
+
+
+class ThreeSteps(BaseProcessor):
+    """Three steps; the second takes `step2_s` seconds, long enough to kill its worker then."""
+
+    async def process(self, job: Job) -> ProcessorResult:
+        dsn = job.input_data["dsn"]
+
+        async def one() -> int:
+            await count_call(dsn, job.id, "one")
+            return 1
+
+        async def two() -> dict[str, Any]:
+            await count_call(dsn, job.id, "two")
+            await asyncio.sleep(job.input_data.get("step2_s", 0))
+            return {"two": 2}
+
+        def three(a: Any, b: Any) -> list[Any]:
+            return [a, b, 3]
+
+        a = await job.step("one", one)
+        b = await job.step("two", two)
+        await count_call(dsn, job.id, "three")
+        c = await job.step("three", three, a, b)
+        return ProcessorResult({"steps": c})
+
+
+class Sleeper(BaseProcessor):
+    async def process(self, job: Job) -> ProcessorResult:
+        await job.sleep(job.input_data["seconds"])
+        return ProcessorResult({"slept": job.input_data["seconds"]})
+
+
+class Waiter(BaseProcessor):
+    async def process(self, job: Job) -> ProcessorResult:
+        try:
+            payload = await job.wait_for_event(job.input_data["key"], timeout=job.input_data.get("timeout"))
+        except EventTimeout:
+            return ProcessorResult({"timed_out": True})
+        return ProcessorResult({"payload": payload})
+
+
+class Parent(BaseProcessor):
+    """Spawns three children, the second of which fails, and waits for all of them."""
+
+    async def process(self, job: Job) -> ProcessorResult:
+        ids = await job.spawn([JobCreate("durable.child", {"fail": i == 1, "n": i}) for i in range(3)])
+        records = await job.wait_for_jobs(ids, timeout=job.input_data.get("timeout"))
+        return ProcessorResult({"children": ids, "statuses": [str(r.status) for r in records]})
+
+
+class Child(BaseProcessor):
+    async def process(self, job: Job) -> ProcessorResult:
+        await asyncio.sleep(job.input_data.get("seconds", 0.05))
+        if job.input_data.get("fail"):
+            raise PermanentJobError("child failed on purpose")
+        return ProcessorResult({"n": job.input_data["n"]})
+
+
+class SameNameTwice(BaseProcessor):
+    async def process(self, job: Job) -> ProcessorResult:
+        await job.step("a", lambda: 1)
+        await job.step("a", lambda: 2)
+        return ProcessorResult({})
+
+
+class StepsThenApproval(BaseProcessor):
+    async def process(self, job: Job) -> ProcessorResult:
+        made = await job.step("make", lambda: {"draft": 1})
+        await job.sleep(0.2)
+        return ProcessorResult({"made": made}, requires_approval=True)
+
+
+PROCESSOR_MAP = {
+    "durable.three_steps": ThreeSteps,
+    "durable.sleep": Sleeper,
+    "durable.wait": Waiter,
+    "durable.parent": Parent,
+    "durable.child": Child,
+    "durable.twice": SameNameTwice,
+    "durable.approval": StepsThenApproval,
+}

@@ -1,0 +1,87 @@
+"""The worker's side of durable processors: the step store a running job's `DurableRun` writes
+through (the worker's pool, retried while the database is away), and the timers that wake the
+pump when a job this worker suspended is due again."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
+
+from worker.core.durable import DurableRun
+from worker.core.json_value import JsonValue
+from worker.core.models import Job, JobCreate, JobRecord
+from worker.runtime.dblink import DbLink
+from worker.store import durable
+
+if TYPE_CHECKING:
+    from worker.observe.metrics import WorkerMetrics
+
+MAX_LOCAL_WAKE_S = 3600.0  # a sleep longer than this is left to the claim's poll
+
+
+class WorkerSteps:
+    """A `StepStore` on the worker's database link: every write fenced by this worker's id."""
+
+    def __init__(self, db: DbLink, worker_id: str) -> None:
+        self.db = db
+        self.worker_id = worker_id
+
+    async def load(self, job: Job) -> dict[str, JsonValue]:
+        return await self.db.call(lambda c: durable.load_steps(c, job.id))
+
+    async def save(self, job: Job, name: str, result_json: str, started: datetime) -> None:
+        await self.db.call(lambda c: durable.save_step(c, self.worker_id, job, name, result_json, started))
+
+    async def take_event(self, job: Job, name: str, key: str, started: datetime) -> tuple[bool, JsonValue]:
+        return await self.db.call(lambda c: durable.take_event(c, job, name, key, started))
+
+    async def records(self, ids: Sequence[str]) -> list[JobRecord]:
+        return await self.db.call(lambda c: durable.records(c, ids))
+
+    async def spawn(self, job: Job, children: Sequence[JobCreate], name: str, started: datetime) -> list[str]:
+        return await self.db.call(lambda c: durable.spawn(c, self.worker_id, job, children, name, started))
+
+    async def emit(self, key: str, payload: JsonValue) -> bool:
+        json.dumps(payload)  # a payload that is not JSON fails here, in the processor, with its TypeError
+        return await self.db.call(lambda c: durable.emit_event(c, key, payload))
+
+
+class Durability:
+    """Gives each job the worker starts its `DurableRun`, and wakes the pump when a job it
+    suspended for a short sleep is due (other workers' and long sleeps are found by the poll)."""
+
+    def __init__(self, db: DbLink, worker_id: str, metrics: WorkerMetrics | None, wake: Callable[[], None]) -> None:
+        self.store = WorkerSteps(db, worker_id)
+        self.metrics = metrics
+        self.wake = wake
+        self._timers: set[asyncio.TimerHandle] = set()
+
+    def attach(self, job: Job) -> None:
+        job.durable = DurableRun(job, self.store, on_wake=lambda: self._woken(job))
+
+    def _woken(self, job: Job) -> None:
+        if self.metrics is not None:
+            self.metrics.of(job.type).woken += 1
+
+    def wake_at(self, when: datetime | None) -> None:
+        """Kick the pump when `when` comes, if that is soon."""
+        if when is None:
+            return
+        delay = (when - datetime.now(UTC)).total_seconds()
+        if delay > MAX_LOCAL_WAKE_S:
+            return
+        loop = asyncio.get_running_loop()
+        handle = loop.call_later(max(0.0, delay) + 0.002, self._fire)
+        self._timers.add(handle)
+
+    def _fire(self) -> None:
+        self._timers = {t for t in self._timers if not t.cancelled() and t.when() > asyncio.get_running_loop().time()}
+        self.wake()
+
+    def close(self) -> None:
+        for handle in self._timers:
+            handle.cancel()
+        self._timers.clear()
