@@ -77,11 +77,11 @@ def test_the_schema_names_every_contract_route(api_server: tuple[str, str]) -> N
     paths = document["paths"]
     # /docs shows its sections in the document's tag order, jobs first, whatever order the
     # routes are matched in.
-    assert [t["name"] for t in document["tags"]] == ["jobs", "pipelines", "bulk", "schedules", "system"]
+    assert [t["name"] for t in document["tags"]] == ["jobs", "pipelines", "bulk", "schedules", "events", "system"]
     used = {tag for operations in paths.values() for operation in operations.values() for tag in operation["tags"]}
     assert used == {t["name"] for t in document["tags"]}
     for route in ("/api/jobs", "/api/jobs/{job_id}", "/api/jobs/{job_id}/events", "/api/jobs/{job_id}/cancel",
                   "/api/jobs/{job_id}/retry", "/api/jobs/{job_id}/approve", "/api/jobs/{job_id}/reject",
                   "/api/pipelines", "/api/pipelines/{pipeline_id}", "/api/pipelines/{pipeline_id}/cancel",
-                  "/api/pipelines/{pipeline_id}/retry-failed", "/healthz"):
+                  "/api/pipelines/{pipeline_id}/retry-failed", "/api/events", "/healthz"):
         assert route in paths, route

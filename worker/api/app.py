@@ -10,7 +10,15 @@ from typing import Any
 from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 
-from worker.api import errors, routes_bulk, routes_jobs, routes_pipelines, routes_schedules, routes_system
+from worker.api import (
+    errors,
+    routes_bulk,
+    routes_events,
+    routes_jobs,
+    routes_pipelines,
+    routes_schedules,
+    routes_system,
+)
 from worker.api.auth import Caller, TokenCache, document_security
 from worker.api.batcher import Batcher
 from worker.api.body_limit import BodyLimitMiddleware
@@ -39,6 +47,7 @@ DOCUMENT_TAGS = [
     {"name": "pipelines", "description": "Jobs that depend on each other, created and followed as one."},
     {"name": "bulk", "description": "Retry or cancel every job that matches a filter."},
     {"name": "schedules", "description": "Periodic jobs: list, pause and resume."},
+    {"name": "events", "description": "Emit the events that durable jobs wait for (`job.wait_for_event`)."},
     {"name": "system", "description": "Health, Prometheus metrics, and a constant route."},
 ]
 
@@ -91,7 +100,7 @@ def create_app(service: JobService, dsn: str, *, settings: Settings | None = Non
     # router as a branch that is matched twice (to choose it, then inside it), and that cost the
     # constant route half its time in a profile. FastAPI's /openapi.json and /docs go last.
     routers = (routes_system.router, routes_jobs.router, routes_bulk.router, routes_pipelines.router,
-               routes_schedules.router)
+               routes_schedules.router, routes_events.router)
     framework_routes = list(app.router.routes)
     app.router.routes[:] = [*(route for router in routers for route in router.routes), *framework_routes]
     document_security(app)

@@ -29,7 +29,7 @@ def attempt_json(a: Attempt) -> JsonObject:
 
 def detail_json(detail: JobDetail) -> JsonObject:
     return {**job_json(detail.job), "attempts": [attempt_json(a) for a in detail.attempts],
-            "waiting_reason": detail.waiting_reason}
+            "steps": [s.to_json() for s in detail.steps], "waiting_reason": detail.waiting_reason}
 
 
 def version(job: JobRecord) -> str:

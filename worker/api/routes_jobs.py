@@ -247,8 +247,9 @@ async def cancel_job(job_id: str, caller: Caller = Depends(require("operate"))) 
 
 
 @router.post("/{job_id}/retry", response_model=JobDetailOut, responses=ERRORS)
-async def retry_job(job_id: str, caller: Caller = Depends(require("operate"))) -> Response:
-    await caller.service.retry([job_id])
+async def retry_job(job_id: str, fresh: bool = False, caller: Caller = Depends(require("operate"))) -> Response:
+    """`?fresh=true` retries from scratch: a durable processor's stored steps are forgotten."""
+    await caller.service.retry([job_id], fresh=fresh)
     return await _detail_after(caller, job_id)
 
 

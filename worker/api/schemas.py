@@ -80,8 +80,20 @@ class JobCreatedOut(JobOut):
     duplicate: bool  # true: an unfinished job held the unique key; this is that job, nothing was created
 
 
+class DurableStepOut(BaseModel):
+    """A step a durable processor stored (`job.step`), or one of its sleeps and waits ("@...")."""
+
+    name: str
+    result: Any
+    attempt: int
+    started_at: str
+    finished_at: str
+    duration_s: float
+
+
 class JobDetailOut(JobOut):
     attempts: list[AttemptOut]
+    steps: list[DurableStepOut]  # a durable processor's stored steps, in the order they finished
     waiting_reason: str | None  # why a queued job has not started; null when it is not queued
 
 

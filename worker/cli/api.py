@@ -9,6 +9,7 @@ from worker.cli.arguments import ArgumentParser, Subparsers
 from worker.cli.output import ago, print_json, print_rows
 from worker.cli.session import Command, Invocation
 from worker.core.extras import require_extra
+from worker.store.tokens import SCOPES
 
 
 def _api_workers(text: str) -> int:
@@ -33,7 +34,7 @@ def add_parsers(sub: Subparsers, common: ArgumentParser) -> None:
     t = tsub.add_parser("create", parents=[common], help="make a token; it is printed once")
     t.add_argument("--name", required=True)
     t.add_argument("--user", type=int, metavar="ID", help="bind it to a user: it sees that user's jobs only")
-    t.add_argument("--scope", action="append", default=[], choices=["read", "submit", "operate", "approve"],
+    t.add_argument("--scope", action="append", default=[], choices=list(SCOPES),
                    help="repeatable; every scope when not given")
     tsub.add_parser("list", parents=[common], help="list the live tokens")
     t = tsub.add_parser("revoke", parents=[common], help="revoke a token at once")

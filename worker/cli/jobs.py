@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 
 from worker.cli.arguments import ArgumentParser, Subparsers, json_arg, status_arg
@@ -14,7 +15,7 @@ from worker.core.durations import parse_seconds
 from worker.core.errors import InvalidJob
 from worker.core.models import JobRecord, Status, new_job_id, short_id
 from worker.core.rules import BULK_ACTIONS
-from worker.service.read_models import Attempt
+from worker.service.read_models import Attempt, StepRow
 from worker.store.jobs import JobFilter
 
 # -- arguments ------------------------------------------------------------------------------
@@ -77,6 +78,9 @@ def add_parsers(sub: Subparsers, common: ArgumentParser) -> None:
         if name == "retry":
             p.add_argument("--downstream", action="store_true",
                            help="also retry every failed or cancelled job downstream of them")
+            p.add_argument("--fresh", action="store_true",
+                           help="retry from scratch: forget the steps a durable processor stored "
+                                "(kept by default, so it goes on where it failed)")
         if name in BULK_ACTIONS:
             _add_bulk_options(p, name)
     p = sub.add_parser("reject", parents=[common], help="reject jobs waiting for approval")
@@ -105,6 +109,8 @@ def check_bulk_args(parser: ArgumentParser, args: argparse.Namespace) -> None:
         parser.error(f"{args.command}: give job ids or --all with a filter, not both")
     if args.all and getattr(args, "downstream", False):
         parser.error("retry: --downstream works on job ids, not with --all")
+    if getattr(args, "fresh", False) and (args.all or args.downstream):
+        parser.error("retry: --fresh works on job ids, not with --all or --downstream")
     if not args.all and not args.ids:
         parser.error(f"{args.command}: give job ids, or --all with a filter")
     if not args.all and options:
@@ -136,7 +142,7 @@ def _when(at: datetime | None) -> str:
 
 
 def _print_job(record: JobRecord, attempts: list[Attempt], dependants: list[str],
-               waiting: str | None = None) -> None:
+               waiting: str | None = None, steps: Sequence[StepRow] = ()) -> None:
     fields: list[tuple[str, object]] = [
         ("id", record.id), ("type", record.type), ("status", record.status.value),
         ("user", record.user_id), ("pipeline", record.pipeline_id or "-"),
@@ -169,6 +175,11 @@ def _print_job(record: JobRecord, attempts: list[Attempt], dependants: list[str]
         print("history:")
         for a in attempts:
             print(f"  #{a.attempt} {a.outcome:<11} {a.finished_at:%Y-%m-%d %H:%M:%S}  {a.error_message or ''}")
+    if steps:
+        print("steps:")
+        for s in steps:
+            print(f"  {s.name:<24} {s.finished_at.astimezone():%Y-%m-%d %H:%M:%S}  {s.duration_s:>8.3f} s  "
+                  f"#{s.attempt}  {json.dumps(s.result)}")
 
 
 # -- commands -------------------------------------------------------------------------------
@@ -216,9 +227,10 @@ async def cmd_show(inv: Invocation) -> int:
         detail = await jobs.job_detail(args.id)
     if args.json:
         print_json({**detail.job.to_json(), "history": [a.to_json() for a in detail.attempts],
-                    "dependants": detail.dependants, "waiting_reason": detail.waiting_reason})
+                    "dependants": detail.dependants, "waiting_reason": detail.waiting_reason,
+                    "steps": [s.to_json() for s in detail.steps]})
     else:
-        _print_job(detail.job, detail.attempts, detail.dependants, detail.waiting_reason)
+        _print_job(detail.job, detail.attempts, detail.dependants, detail.waiting_reason, detail.steps)
     return 0
 
 
@@ -251,9 +263,12 @@ async def cmd_action(inv: Invocation) -> int:
             changed = await jobs.reject(args.ids, args.reason)
         elif args.command == "retry" and args.downstream:
             changed = await jobs.retry_downstream(args.ids)
+        elif args.command == "retry":
+            changed = await jobs.retry(args.ids, fresh=args.fresh)
         else:
             changed = await getattr(jobs, args.command)(args.ids)
-    past = {"cancel": "cancelled", "retry": "queued again", "approve": "approved", "reject": "rejected"}
+    past = {"cancel": "cancelled", "retry": "queued again from scratch" if getattr(args, "fresh", False)
+            else "queued again", "approve": "approved", "reject": "rejected"}
     if args.json:
         print_json({"action": args.command, "jobs": changed})
     else:

@@ -19,10 +19,12 @@ class OperatorActions(ServiceBase):
             await self._check_visible(conn, job_ids)
             return await transitions.cancel(conn, job_ids, self.actor)
 
-    async def retry(self, job_ids: Sequence[str]) -> list[str]:
+    async def retry(self, job_ids: Sequence[str], *, fresh: bool = False) -> list[str]:
+        """Put failed or cancelled jobs back in the queue. A durable processor's completed steps
+        are kept, so it goes on from where it failed; `fresh` forgets them (retry from scratch)."""
         async with self.pool.acquire() as conn:
             await self._check_visible(conn, job_ids)
-            return await transitions.retry(conn, job_ids, self.actor)
+            return await transitions.retry(conn, job_ids, self.actor, fresh=fresh)
 
     async def approve(self, job_ids: Sequence[str]) -> list[str]:
         async with self.pool.acquire() as conn:

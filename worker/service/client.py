@@ -16,16 +16,18 @@ from typing import Self
 
 from worker.core.settings import Settings, load_settings
 from worker.service.actions import OperatorActions
+from worker.service.events import Events
 from worker.service.job_reads import JobLookups
 from worker.service.schema import ensure_schema
 from worker.service.waiting import Waiting
 from worker.store.db import Database, create_pool
 
 
-class JobClient(Waiting, JobLookups, OperatorActions):
+class JobClient(Waiting, JobLookups, OperatorActions, Events):
     """Enqueue jobs and pipelines (`enqueue`, `enqueue_many`, `create_pipeline`), read them
-    (`get_job`, `job_records`, `list_jobs`), wait for them (`wait`, `wait_many`, `run`) and act
-    on them (`cancel`, `retry`, `approve`, `reject`, ...), over one connection pool."""
+    (`get_job`, `job_records`, `list_jobs`), wait for them (`wait`, `wait_many`, `run`), act
+    on them (`cancel`, `retry`, `approve`, `reject`, ...) and emit the events durable
+    processors wait for (`emit_event`), over one connection pool."""
 
     @classmethod
     async def connect(cls, database: Database | str | None = None, *, settings: Settings | None = None,

@@ -3,6 +3,7 @@ attempts and edges, pages of list rows, counts, waiting reasons (what the consol
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -14,6 +15,7 @@ from worker.service.base import ServiceBase
 from worker.service.read_models import Attempt, JobDetail
 from worker.store import job_document, waiting
 from worker.store import jobs as job_queries
+from worker.store.durable import STEP_DURATION, STEP_ORDER, StepRow
 from worker.store.jobs import JobFilter, JobRow, Page, StatusCounts
 from worker.store.waiting import WaitingReason
 
@@ -26,7 +28,10 @@ SELECT {JobRecord.COLUMNS},
               WHERE e.depends_on_id = j.id ORDER BY c.seq) AS dependant_ids,
        (SELECT array_agg(ROW(a.attempt, a.worker_id, a.started_at, a.finished_at, a.outcome, a.error_message,
                              a.traceback) ORDER BY a.attempt, a.id)
-          FROM job_attempts a WHERE a.job_id = j.id) AS attempt_rows
+          FROM job_attempts a WHERE a.job_id = j.id) AS attempt_rows,
+       (SELECT array_agg(ROW(s.name, s.result::text, s.attempt, s.started_at, s.finished_at,
+                             {STEP_DURATION.format(s='s')}) ORDER BY {STEP_ORDER.format(s='s')})
+          FROM job_steps s WHERE s.job_id = j.id) AS step_rows
   FROM jobs j WHERE j.id = $1"""
 
 
@@ -74,8 +79,10 @@ class JobReads(JobLookups):
             reason = await self._reason_if_queued(conn, job_id, row["status"])
         values = dict(row)
         attempts = [Attempt(*a) for a in values.pop("attempt_rows") or []]
+        steps = [StepRow(name, json.loads(result) if result is not None else None, attempt, started, finished, took)
+                 for name, result, attempt, started, finished, took in values.pop("step_rows") or []]
         dependencies, dependants = values.pop("dependency_ids"), values.pop("dependant_ids")
-        return JobDetail(JobRecord.from_row(values), attempts, list(dependencies), list(dependants), reason)
+        return JobDetail(JobRecord.from_row(values), attempts, list(dependencies), list(dependants), reason, steps)
 
     async def job_detail_json(self, job_id: str) -> str:
         """The job and its attempts as `GET /api/jobs/{id}` answers them, as JSON text that

@@ -7,6 +7,7 @@ from datetime import datetime
 from typing import Any, NamedTuple
 
 from worker.core.models import JobRecord
+from worker.store.durable import StepRow as StepRow  # re-exported: the front doors name it from here
 from worker.store.fleet import UnservedType, WorkerRecord
 from worker.store.jobs import JobFilter
 from worker.store.pipelines import PipelineStep
@@ -51,6 +52,7 @@ class JobDetail:
     dependencies: list[str] = field(default_factory=list)
     dependants: list[str] = field(default_factory=list)
     waiting: WaitingReason | None = None  # why a queued job has not started; None when not queued
+    steps: list[StepRow] = field(default_factory=list)  # a durable processor's stored steps
 
     @property
     def waiting_reason(self) -> str | None:

@@ -27,7 +27,8 @@ _LOAD = "SELECT name, result FROM job_steps WHERE job_id = $1"
 _SAVE = """
 INSERT INTO job_steps (job_id, name, result, attempt, started_at)
 SELECT $1::varchar, $2, $3::text::jsonb, $4, $5
- WHERE EXISTS (SELECT 1 FROM jobs WHERE id = $1::varchar AND worker_id = $6 AND attempts = $4 AND status = 'in_progress')
+ WHERE EXISTS (SELECT 1 FROM jobs WHERE id = $1::varchar AND worker_id = $6 AND attempts = $4
+                 AND status = 'in_progress')
 ON CONFLICT (job_id, name) DO NOTHING
 """
 
@@ -51,10 +52,14 @@ SELECT $1::text, $2::text::jsonb WHERE NOT EXISTS (SELECT 1 FROM job_events WHER
 RETURNING id
 """
 
-_STEPS = """
-SELECT name, result, attempt, started_at, finished_at,
-       extract(epoch FROM finished_at - started_at)::float8 AS duration_s
-  FROM job_steps WHERE job_id = $1 ORDER BY finished_at, name
+# A step's duration in seconds, to the millisecond: the detail and the API document both read it so.
+STEP_DURATION = "round(extract(epoch FROM {s}.finished_at - {s}.started_at)::numeric, 3)::float8"
+STEP_ORDER = "{s}.finished_at, {s}.name"
+STEP_KEYS = ("name", "result", "attempt", "started_at", "finished_at", "duration_s")
+
+_STEPS = f"""
+SELECT s.name, s.result, s.attempt, s.started_at, s.finished_at, {STEP_DURATION.format(s='s')} AS duration_s
+  FROM job_steps s WHERE s.job_id = $1 ORDER BY {STEP_ORDER.format(s='s')}
 """
 
 _WAIT = """
@@ -80,9 +85,10 @@ class StepRow:
     duration_s: float
 
     def to_json(self) -> dict[str, JsonValue]:
+        """As the API answers it (`STEP_KEYS`), timestamps in UTC."""
         return {"name": self.name, "result": self.result, "attempt": self.attempt,
-                "started_at": self.started_at.isoformat(), "finished_at": self.finished_at.isoformat(),
-                "duration_s": round(self.duration_s, 6)}
+                "started_at": self.started_at.astimezone(UTC).isoformat(),
+                "finished_at": self.finished_at.astimezone(UTC).isoformat(), "duration_s": self.duration_s}
 
 
 @dataclass(frozen=True)

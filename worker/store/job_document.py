@@ -19,6 +19,8 @@ from typing import NamedTuple
 
 import asyncpg
 
+from worker.store.durable import STEP_DURATION, STEP_KEYS, STEP_ORDER
+
 
 def _iso(column: str) -> str:
     """`column` (timestamptz) as `datetime.isoformat()` writes it in UTC: microseconds only
@@ -51,12 +53,16 @@ def _pairs(alias: str, keys: tuple[str, ...]) -> str:
     return ", ".join(f"'{k}', {_value(alias, k)}" for k in keys)
 
 
+_STEP_PAIRS = _pairs("s", STEP_KEYS[:-1]) + f", 'duration_s', {STEP_DURATION.format(s='s')}"
+
 _DOCUMENT = f"""
 SELECT j.id, j.user_id, j.status,
        json_build_object({_pairs('j', JOB_KEYS)},
            'attempts', COALESCE((SELECT json_agg(json_build_object({_pairs('a', ATTEMPT_KEYS)})
                                                  ORDER BY a.attempt, a.id)
-                                   FROM job_attempts a WHERE a.job_id = j.id), '[]'::json))::text AS document
+                                   FROM job_attempts a WHERE a.job_id = j.id), '[]'::json),
+           'steps', COALESCE((SELECT json_agg(json_build_object({_STEP_PAIRS}) ORDER BY {STEP_ORDER.format(s='s')})
+                                FROM job_steps s WHERE s.job_id = j.id), '[]'::json))::text AS document
   FROM jobs j WHERE j.id = ANY($1::varchar[])"""
 
 
@@ -73,7 +79,7 @@ SELECT j.id, {job_object('j')} AS document
 class JobDocument(NamedTuple):
     user_id: int | None
     status: str
-    text: str  # one JSON object: the job's keys, then `attempts`
+    text: str  # one JSON object: the job's keys, then `attempts` and `steps`
 
 
 async def fetch_documents(conn: asyncpg.Connection, job_ids: Sequence[str]) -> dict[str, JobDocument]:

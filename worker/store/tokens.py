@@ -12,7 +12,7 @@ import asyncpg
 from worker.core.errors import InvalidJob, JobdeskError
 from worker.core.json_value import JsonObject
 
-SCOPES = ("read", "submit", "operate", "approve")
+SCOPES = ("read", "submit", "operate", "approve", "events")  # events: POST /api/events
 TOKEN_PREFIX = "jdk_"  # noqa: S105 - the public mark of a jobdesk token, not a secret
 # NOTIFY channel on which a revocation tells every API process to forget the tokens it cached.
 TOKENS_CHANNEL = "jobdesk_api_tokens"

@@ -1,7 +1,8 @@
 """Why a queued job has not started yet, in one sentence (and the ids it is waiting for).
 
-Checked in the order a job would meet them: unfinished dependencies, a time to wait for (its
-scheduled time or its retry), then whether any live worker would claim it (none serves its
+Checked in the order a job would meet them: unfinished dependencies, a durable processor's
+suspension (a sleep, a wait for an event or for child jobs), a time to wait for (its scheduled
+time or its retry), then whether any live worker would claim it (none serves its
 type, or every one that does is paused), a global limit that is full, and else it is ready.
 """
 
@@ -13,6 +14,7 @@ from datetime import UTC, datetime
 import asyncpg
 
 from worker.core.timefmt import until
+from worker.store.durable import WaitRow, wait_of
 from worker.store.fleet import LIVE_STATES
 
 AHEAD_CAP = 1000  # ready jobs ahead in line counted at most
@@ -20,14 +22,32 @@ AHEAD_CAP = 1000  # ready jobs ahead in line counted at most
 
 @dataclass(frozen=True)
 class WaitingReason:
-    kind: str  # dependencies, scheduled, retrying, type_limit, no_worker, paused, ready
+    kind: str  # dependencies, sleeping, event, children, scheduled, retrying, type_limit, no_worker, paused, ready
     text: str
     dependencies: list[str] = field(default_factory=list)  # unfinished ones, in enqueue order
-    at: datetime | None = None  # for scheduled and retrying
+    at: datetime | None = None  # for scheduled and retrying, and a suspension's wake time or timeout
 
 
 def _at(when: datetime) -> str:
     return f"{when.astimezone(UTC):%Y-%m-%d %H:%M:%S} UTC ({until(when)})"
+
+
+def _clock(when: datetime) -> str:
+    return f"{when.astimezone(UTC):%H:%M:%S} UTC"
+
+
+def suspended_reason(wait: WaitRow) -> WaitingReason:
+    """Why a suspended job waits: "sleeping until 12:05:00 UTC (in 3 min)", "waiting for event
+    upload-done:42 (timeout 13:00:00 UTC)", "waiting for 3 of 5 child jobs"."""
+    timeout = f" (timeout {_clock(wait.until)})" if wait.until is not None else ""
+    if wait.kind == "event":
+        return WaitingReason("event", f"waiting for event {wait.event_key}{timeout}", at=wait.until)
+    if wait.kind == "jobs":
+        return WaitingReason("children", f"waiting for {wait.children_pending} of {len(wait.child_ids)} child jobs"
+                             f"{timeout}", at=wait.until)
+    when = wait.until
+    text = f"sleeping until {_clock(when)} ({until(when)})" if when is not None else "sleeping"
+    return WaitingReason("sleeping", text, at=when)
 
 
 async def waiting_reason(conn: asyncpg.Connection, job_id: str, lease_timeout_s: float) -> WaitingReason | None:
@@ -45,6 +65,10 @@ async def waiting_reason(conn: asyncpg.Connection, job_id: str, lease_timeout_s:
         noun = "dependency" if len(deps) == 1 else "dependencies"
         return WaitingReason("dependencies", f"waiting for {len(deps)} {noun}: {', '.join(deps)}", deps)
     now: datetime = job["now"]
+    if job["run_at"] is not None:
+        wait = await wait_of(conn, job_id)
+        if wait is not None:
+            return suspended_reason(wait)
     if job["run_at"] is not None and job["run_at"] > now:
         retry_at, scheduled_at = job["next_retry_at"], job["scheduled_at"]
         if job["retry_count"] > 0 and retry_at is not None and retry_at > now:

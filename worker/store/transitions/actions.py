@@ -16,6 +16,7 @@ from worker.core.errors import IllegalTransition, InvalidJob, JobNotFound
 from worker.core.fingerprint import fingerprint
 from worker.core.models import JobCreate, Status
 from worker.core.rules import LEGAL_FROM, Actor, is_legal
+from worker.store import durable
 from worker.store.transitions.cascade import cancel_downstream
 from worker.store.transitions.inserts import enqueue
 
@@ -98,8 +99,9 @@ async def cancel(conn: asyncpg.Connection, job_ids: Sequence[str], actor: Actor,
 
 
 async def retry(conn: asyncpg.Connection, job_ids: Sequence[str], actor: Actor, *,
-                reason: str | None = None) -> list[str]:
-    """Put failed or cancelled jobs back to `queued` with a fresh retry budget; history stays."""
+                reason: str | None = None, fresh: bool = False) -> list[str]:
+    """Put failed or cancelled jobs back to `queued` with a fresh retry budget; history stays,
+    and so do a durable processor's stored steps unless `fresh` (a retry from scratch)."""
     async with conn.transaction():
         rows = await _lock_and_check(conn, "retry", job_ids)
         ids = [r["id"] for r in rows]
@@ -113,7 +115,9 @@ async def retry(conn: asyncpg.Connection, job_ids: Sequence[str], actor: Actor, 
         except asyncpg.UniqueViolationError as exc:
             raise IllegalTransition(f"cannot retry: another unfinished job holds the same unique key "
                                     f"({exc.detail or exc})") from None
-        await _audit(conn, actor, "retry", ids, reason)
+        if fresh:
+            await durable.clear_steps(conn, ids)
+        await _audit(conn, actor, "retry from scratch" if fresh else "retry", ids, reason)
     return ids
 
 
