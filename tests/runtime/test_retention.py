@@ -191,3 +191,22 @@ async def test_service_refuses_an_unknown_status(dsn: str) -> None:
     async with await JobService.connect(dsn, source="cli", pool_size=2) as service:
         with pytest.raises(Exception, match="cannot prune 'queued'"):
             await service.prune(statuses=["queued"])
+
+
+async def test_steps_go_with_their_job_and_old_events_go_too(dsn: str, conn: asyncpg.Connection) -> None:
+    """A durable job's steps and wait are deleted with it; events are kept as long as completed jobs."""
+    job_id = await conn.fetchval("""
+        INSERT INTO jobs (type, input_data, status, is_active, updated_at)
+        VALUES ('echo', '{}', 'completed', false, now() - interval '8 days') RETURNING id""")
+    await conn.execute("INSERT INTO job_steps (job_id, name, result, attempt, started_at) "
+                       "VALUES ($1, 's', '1', 1, now())", job_id)
+    await conn.execute("INSERT INTO job_events (key, payload, created_at) VALUES "
+                       "('old', '{}', now() - interval '8 days'), ('new', '{}', now())")
+    pool = await asyncpg.create_pool(dsn, min_size=1, max_size=2)
+    try:
+        result = await retention.prune(pool, "test", {**KEEP, "events": 7 * DAY}, failed_retention=KEEP["failed"])
+    finally:
+        await pool.close()
+    assert result is not None and result.counts["completed"] == 1 and result.counts["events"] == 1
+    assert await conn.fetchval("SELECT count(*) FROM job_steps") == 0
+    assert [r["key"] for r in await conn.fetch("SELECT key FROM job_events")] == ["new"]

@@ -32,7 +32,7 @@ BATCH = 10_000  # rows per delete transaction, at most
 BATCH_TIMEOUT_MS = 10_000  # statement timeout of each batch
 LEASE_TTL_S = 300.0  # a pruner that dies mid-run keeps others out at most this long
 JOB_STATUSES = ("completed", "cancelled", "failed")
-PRUNABLE = (*JOB_STATUSES, "audit")  # what `jobdesk prune --status` accepts
+PRUNABLE = (*JOB_STATUSES, "audit", "events")  # what `jobdesk prune --status` accepts
 
 
 class PruneBusy(JobdeskError):
@@ -54,9 +54,11 @@ class PruneResult:
 
 
 def cutoffs(settings: Settings) -> dict[str, float | None]:
-    """Retention in seconds per status and for the audit log (None: forever)."""
+    """Retention in seconds per status, for the audit log, and for the events durable jobs wait
+    on, which are kept as long as completed jobs (None: forever)."""
     return {"completed": settings.JOB_RETENTION_COMPLETED, "cancelled": settings.JOB_RETENTION_CANCELLED,
-            "failed": settings.JOB_RETENTION_FAILED, "audit": settings.JOB_RETENTION_AUDIT}
+            "failed": settings.JOB_RETENTION_FAILED, "audit": settings.JOB_RETENTION_AUDIT,
+            "events": settings.JOB_RETENTION_COMPLETED}
 
 
 # A job that still matters: its pipeline or a dependant may yet run, retry or be approved.
@@ -85,6 +87,11 @@ _COUNT_JOBS = "SELECT count(*) FROM (" + _VICTIMS + ") v"
 _DELETE_AUDIT = """
 DELETE FROM audit_log WHERE id IN (
     SELECT id FROM audit_log WHERE at < now() - make_interval(secs => $1) ORDER BY at LIMIT $2)
+"""
+
+_DELETE_EVENTS = """
+DELETE FROM job_events WHERE id IN (
+    SELECT id FROM job_events WHERE created_at < now() - make_interval(secs => $1) ORDER BY id LIMIT $2)
 """
 
 _TAKE_LEASE = """
@@ -141,6 +148,9 @@ async def prune(pool: asyncpg.Pool, holder: str, retention: dict[str, float | No
                 elif what == "audit":
                     result.counts[what] = await conn.fetchval(
                         "SELECT count(*) FROM audit_log WHERE at < now() - make_interval(secs => $1)", keep)
+                elif what == "events":
+                    result.counts[what] = await conn.fetchval(
+                        "SELECT count(*) FROM job_events WHERE created_at < now() - make_interval(secs => $1)", keep)
                 else:
                     result.counts[what] = await conn.fetchval(_COUNT_JOBS, what, keep, failed_retention)
         result.seconds = time.monotonic() - started
@@ -155,6 +165,8 @@ async def prune(pool: asyncpg.Pool, holder: str, retention: dict[str, float | No
                 async with pool.acquire() as conn:
                     if what == "audit":
                         n = await _batch(conn, _DELETE_AUDIT, keep, batch)
+                    elif what == "events":
+                        n = await _batch(conn, _DELETE_EVENTS, keep, batch)
                     else:
                         n = await _batch(conn, _DELETE_JOBS, what, keep, failed_retention, batch)
                     result.counts[what] += n
