@@ -9,6 +9,7 @@ from typing import Any
 
 import asyncpg
 import pytest
+from prometheus_client import generate_latest
 
 from tests.durable_processors import PROCESSOR_MAP
 from tests.helpers import RunningWorker, wait_for
@@ -66,7 +67,7 @@ async def test_sleeps_hold_no_slot(conn: asyncpg.Connection, dsn: str) -> None:
     jobs = [JobCreate("durable.sleep", {"seconds": 2}) for _ in range(200)]
     ids = await transitions.enqueue(conn, jobs)
     began = time.monotonic()
-    worker = RunningWorker(dsn, PROCESSORS, MAX_CONCURRENT_JOBS=2)
+    worker = RunningWorker(dsn, PROCESSORS, MAX_CONCURRENT_JOBS=2, JOB_METRICS_PORT=0)
     try:
         await wait_for(lambda: conn.fetchval("SELECT count(*) = 200 FROM job_waits"), timeout=30,
                        what="every job suspended")
@@ -82,9 +83,11 @@ async def test_sleeps_hold_no_slot(conn: asyncpg.Connection, dsn: str) -> None:
     attempts = await conn.fetchval("SELECT count(*) FROM job_attempts WHERE outcome = 'suspended'")
     assert attempts == 200
     assert await conn.fetchval("SELECT max(retry_count) FROM jobs") == 0, "a suspension spends no retry"
-    if metrics is not None:
-        assert metrics.of("durable.sleep").suspended == 200
-        assert metrics.of("durable.sleep").woken == 200
+    assert metrics is not None
+    assert metrics.of("durable.sleep").suspended == 200 and metrics.of("durable.sleep").woken == 200
+    scraped = generate_latest(metrics.registry()).decode()
+    assert 'jobdesk_jobs_suspended_total{type="durable.sleep"} 200.0' in scraped
+    assert 'jobdesk_jobs_woken_total{type="durable.sleep"} 200.0' in scraped
 
 
 async def test_events_before_and_after_the_wait_and_two_waiters(conn: asyncpg.Connection, dsn: str) -> None:

@@ -114,7 +114,8 @@ class Job:
     cancel_event: asyncio.Event | None = None
     waited_s: float = 0.0  # from enqueue, or from the retry time, to this attempt's start
     run_s: float | None = None  # how long this attempt's processor ran, once it has returned
-    durable: DurableRun | None = None  # set by the worker that runs the job
+    durable: DurableRun | None = None  # made on the first durable call, by `durable_source`
+    durable_source: Callable[[Job], DurableRun] | None = None  # set by the worker that runs the job
 
     @property
     def cancelled(self) -> bool:
@@ -125,7 +126,9 @@ class Job:
 
     def _durable(self, call: str) -> DurableRun:
         if self.durable is None:
-            raise DurableUnavailable(f"job.{call} needs a worker: job {self.id} is not run by one")
+            if self.durable_source is None:
+                raise DurableUnavailable(f"job.{call} needs a worker: job {self.id} is not run by one")
+            self.durable = self.durable_source(self)
         return self.durable
 
     async def step(self, name: str, fn: Callable[..., object], *args: object, **kwargs: object) -> JsonValue:

@@ -59,8 +59,9 @@ class Durability:
         self.wake = wake
         self._timers: set[asyncio.TimerHandle] = set()
 
-    def attach(self, job: Job) -> None:
-        job.durable = DurableRun(job, self.store, on_wake=lambda: self._woken(job))
+    def run_for(self, job: Job) -> DurableRun:
+        """The durable calls of a job's run, made on its first one: a job that makes none costs nothing."""
+        return DurableRun(job, self.store, on_wake=lambda: self._woken(job))
 
     def _woken(self, job: Job) -> None:
         if self.metrics is not None:

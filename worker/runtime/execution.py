@@ -76,6 +76,7 @@ class Execution:
         """`stop` is set once the worker stops: from then on no job starts. `durability` gives
         each job its durable calls (`job.step`, `job.sleep`...)."""
         self.durability = durability
+        self._durable_source = durability.run_for if durability is not None else None
         self.processors = processors
         self.concurrency = concurrency
         self.outcomes = outcomes
@@ -124,8 +125,7 @@ class Execution:
 
     def _start(self, job: Job) -> None:
         job.cancel_event = asyncio.Event()
-        if self.durability is not None:
-            self.durability.attach(job)
+        job.durable_source = self._durable_source
         if self.metrics is not None:
             stats = self.metrics.of(job.type)
             stats.started += 1
