@@ -27,11 +27,21 @@ CREATE FUNCTION public.jobdesk_events_wake() RETURNS trigger
 BEGIN
     PERFORM pg_advisory_xact_lock(1785688677, b)
        FROM (SELECT DISTINCT abs(hashtext(key)) % 256 AS b FROM new_events ORDER BY 1) locks;
-    UPDATE jobs j SET run_at = NULL, updated_at = now()
-      FROM job_waits w
-     WHERE w.event_key IN (SELECT DISTINCT key FROM new_events)
-       AND j.id = w.job_id AND j.attempts = w.attempt
-       AND j.status = 'queued' AND j.run_at IS NOT NULL;
+    WITH woken AS (
+        UPDATE jobs j SET run_at = NULL, updated_at = now()
+          FROM job_waits w
+         WHERE w.event_key IN (SELECT DISTINCT key FROM new_events)
+           AND j.id = w.job_id AND j.attempts = w.attempt
+           AND j.status = 'queued' AND j.run_at IS NOT NULL
+        RETURNING w.job_id, w.step_name, w.event_key
+    ), first AS (
+        SELECT DISTINCT ON (e.key) e.key, e.payload FROM job_events e
+         WHERE e.key IN (SELECT event_key FROM woken) ORDER BY e.key, e.id
+    )
+    UPDATE job_steps s SET result = jsonb_build_object('key', w.event_key, 'payload', f.payload),
+                           finished_at = now()
+      FROM woken w JOIN first f ON f.key = w.event_key
+     WHERE s.job_id = w.job_id AND s.name = w.step_name;
     IF FOUND THEN
         PERFORM pg_notify('jobdesk_new_jobs', '');
     END IF;
@@ -279,17 +289,23 @@ BEGIN
         ON CONFLICT (job_id, name) DO NOTHING;
     END IF;
     IF p_kind = 'event' THEN
-        ready := EXISTS (SELECT 1 FROM job_events WHERE key = p_event_key);
+        -- Emitted meanwhile: its payload completes the checkpoint, as a wake does.
+        UPDATE job_steps s SET result = jsonb_build_object('key', p_event_key, 'payload', e.payload),
+                               finished_at = now()
+          FROM (SELECT payload FROM job_events WHERE key = p_event_key ORDER BY id LIMIT 1) e
+         WHERE s.job_id = p_job AND s.name = p_step_name;
+        ready := FOUND;
     ELSIF p_kind = 'jobs' THEN
         ready := NOT EXISTS (SELECT 1 FROM jobs c WHERE c.id = ANY (p_child_ids)
                                AND c.status NOT IN ('completed', 'failed', 'cancelled'));
     END IF;
     ready := ready OR p_until <= now();
-    INSERT INTO job_waits (job_id, attempt, kind, event_key, child_ids, until)
-    VALUES (p_job, p_attempt, p_kind, p_event_key, p_child_ids, p_until)
+    INSERT INTO job_waits (job_id, attempt, kind, event_key, child_ids, until, step_name)
+    VALUES (p_job, p_attempt, p_kind, p_event_key, p_child_ids, p_until, p_step_name)
     ON CONFLICT (job_id) DO UPDATE
        SET attempt = EXCLUDED.attempt, kind = EXCLUDED.kind, event_key = EXCLUDED.event_key,
-           child_ids = EXCLUDED.child_ids, until = EXCLUDED.until, created_at = now();
+           child_ids = EXCLUDED.child_ids, until = EXCLUDED.until, step_name = EXCLUDED.step_name,
+           created_at = now();
     UPDATE jobs SET status = 'queued', worker_id = NULL, updated_at = now(),
                     run_at = CASE WHEN ready THEN NULL ELSE p_until END
      WHERE id = p_job;
@@ -542,6 +558,7 @@ CREATE TABLE public.job_waits (
     event_key text,
     child_ids text[],
     until timestamp with time zone NOT NULL,
+    step_name text NOT NULL,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     CONSTRAINT job_waits_kind_check CHECK ((kind = ANY (ARRAY['sleep'::text, 'event'::text, 'jobs'::text])))
 );
