@@ -8,8 +8,7 @@ from typing import Any
 
 import asyncpg
 
-from worker import BaseProcessor, Job, JobCreate, PermanentJobError, ProcessorResult
-from worker.core.errors import EventTimeout
+from worker import BaseProcessor, EventTimeout, Job, JobCreate, PermanentJobError, ProcessorResult
 
 
 async def count_call(dsn: str, job_id: str, step: str) -> None:

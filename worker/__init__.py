@@ -7,7 +7,8 @@ The public Python API is what `__all__` names, importable from here:
   `PermanentJobError`;
 - the models a client reads: `JobRecord`, `Status`;
 - the errors it may raise: `JobdeskError` (the base of them all), `JobNotFound`, `InvalidJob`,
-  `IllegalTransition`, `JobWaitTimeout`, `NoJobResult`;
+  `IllegalTransition`, `JobWaitTimeout`, `NoJobResult`; and a durable processor's: `EventTimeout`
+  (`job.wait_for_event` timed out), `StepError` (a step misused);
 - `__version__`.
 
     from worker import BaseProcessor, Job, JobClient, JobCreate, PermanentJobError, ProcessorResult
@@ -18,6 +19,7 @@ release to the next.
 """
 
 from worker.core.errors import (
+    EventTimeout,
     IllegalTransition,
     InvalidJob,
     JobdeskError,
@@ -25,6 +27,7 @@ from worker.core.errors import (
     JobWaitTimeout,
     NoJobResult,
     PermanentJobError,
+    StepError,
 )
 from worker.core.models import Job, JobCreate, JobRecord, ProcessorResult, Status
 from worker.core.processor import BaseProcessor
@@ -41,5 +44,6 @@ __all__ = [
     "JobRecord", "Status",
     # errors
     "IllegalTransition", "InvalidJob", "JobNotFound", "JobWaitTimeout", "JobdeskError", "NoJobResult",
+    "EventTimeout", "StepError",
     "__version__",
 ]
