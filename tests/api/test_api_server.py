@@ -59,7 +59,7 @@ async def test_token_cli(dsn: str) -> None:
     assert plain.returncode == 0 and len(plain.stdout.split()) == 1
     listed = json.loads(run_cli("token", "list", "--json", dsn=dsn).stdout)
     assert [(t["name"], t["scopes"]) for t in listed] == [("ci", ["read"]),
-                                                          ("web", ["approve", "operate", "read", "submit"])]
+                                                          ("web", ["approve", "events", "operate", "read", "submit"])]
     assert run_cli("token", "revoke", "ci", dsn=dsn).returncode == 0
     gone = run_cli("token", "revoke", "ci", dsn=dsn)
     assert gone.returncode == 1 and "no token named" in gone.stderr
