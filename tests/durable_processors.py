@@ -77,6 +77,14 @@ class Child(BaseProcessor):
         return ProcessorResult({"n": job.input_data["n"]})
 
 
+class WaitForOthers(BaseProcessor):
+    """Waits for jobs it did not spawn (their ids in its input)."""
+
+    async def process(self, job: Job) -> ProcessorResult:
+        records = await job.wait_for_jobs(job.input_data["ids"])
+        return ProcessorResult({"statuses": [str(r.status) for r in records]})
+
+
 class SameNameTwice(BaseProcessor):
     async def process(self, job: Job) -> ProcessorResult:
         await job.step("a", lambda: 1)
@@ -98,5 +106,6 @@ PROCESSOR_MAP = {
     "durable.parent": Parent,
     "durable.child": Child,
     "durable.twice": SameNameTwice,
+    "durable.wait_others": WaitForOthers,
     "durable.approval": StepsThenApproval,
 }

@@ -156,3 +156,14 @@ async def test_steps_and_a_sleep_then_approval(conn: asyncpg.Connection, dsn: st
     finally:
         await worker.stop()
     assert await result(conn, job_id) == {"made": {"draft": 1}}
+
+
+async def test_a_wait_for_jobs_it_did_not_spawn_ends_too(conn: asyncpg.Connection, dsn: str) -> None:
+    [other] = await transitions.enqueue(conn, [JobCreate("durable.child", {"n": 7, "seconds": 1.0})])
+    [waiter] = await transitions.enqueue(conn, [JobCreate("durable.wait_others", {"ids": [other]})])
+    worker = RunningWorker(dsn, PROCESSORS)
+    try:
+        await wait_for(lambda: ended(conn, waiter), what="the waiter")
+    finally:
+        await worker.stop()
+    assert await result(conn, waiter) == {"statuses": ["completed"]}

@@ -29,6 +29,9 @@ WaitKind = Literal["sleep", "event", "jobs"]
 CHECKPOINT = "@"  # the first character of the engine's own step names
 _TERMINAL = frozenset({"completed", "failed", "cancelled"})
 _EARLY_S = 0.005  # a wake this close to its time counts as on time (clocks of two hosts)
+# The end of a job this one spawned wakes it; the end of any other job does not, so a wait for
+# jobs it did not spawn looks again this often.
+RECHECK_OTHERS_S = 1.0
 
 
 @dataclass(frozen=True)
@@ -225,7 +228,11 @@ class DurableRun:
                                                               "timed_out": True}), started)
             raise JobWaitTimeout(f"{len(pending)} of {len(wanted)} child jobs not done before the timeout",
                                  pending)
-        raise Suspension(Wait("jobs", deadline, name, {"ids": wanted, "deadline": _iso(deadline)}, started,
+        wake = deadline
+        if any(r.spawned_by != self.job.id for r in records if r.id in pending):
+            soon = _now() + timedelta(seconds=RECHECK_OTHERS_S)
+            wake = soon if deadline is None else min(deadline, soon)
+        raise Suspension(Wait("jobs", wake, name, {"ids": wanted, "deadline": _iso(deadline)}, started,
                               child_ids=tuple(wanted)))
 
     async def emit_event(self, key: str, payload: JsonValue = None) -> bool:
