@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 # The core's dependencies as wheels: the suite installs the built package from here, offline.
 WHEELHOUSE := $(VENV)/wheelhouse
 
-.PHONY: run test venv worker demo db bench bench-backlog bench-enqueue bench-console bench-dag bench-pipelines bench-bulk bench-failures bench-metrics bench-list lint clean screenshots dist dist-pypi schema docs docs-check
+.PHONY: run test venv worker demo db bench bench-backlog bench-trickle bench-enqueue bench-console bench-dag bench-pipelines bench-bulk bench-failures bench-metrics bench-list lint clean screenshots dist dist-pypi schema docs docs-check
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -51,6 +51,10 @@ bench: $(STAMP)
 ## bench-backlog: a worker's throughput behind jobs it cannot take, as shares of a clean run (prints figures)
 bench-backlog: $(STAMP)
 	$(PY) benchmarks/backlog_bench.py
+
+## bench-trickle: round trips per job and pickup latency of one worker under a steady trickle of jobs (prints figures)
+bench-trickle: $(STAMP)
+	$(PY) benchmarks/trickle_bench.py
 
 ## bench-enqueue: bulk enqueue by per-row SQL INSERTs and by JobClient.enqueue_many, independent jobs and jobs with a dependency each (prints figures)
 bench-enqueue: $(STAMP)
