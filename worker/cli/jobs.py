@@ -141,6 +141,9 @@ def _when(at: datetime | None) -> str:
     return f"{at.astimezone():%Y-%m-%d %H:%M:%S %z} ({ago(at)})" if at else "-"
 
 
+STEP_RESULT_WIDTH = 80  # a step's result is cut here in `show` (whole in `show --json`)
+
+
 def _print_job(record: JobRecord, attempts: list[Attempt], dependants: list[str],
                waiting: str | None = None, steps: Sequence[StepRow] = ()) -> None:
     fields: list[tuple[str, object]] = [
@@ -178,8 +181,10 @@ def _print_job(record: JobRecord, attempts: list[Attempt], dependants: list[str]
     if steps:
         print("steps:")
         for s in steps:
+            result = json.dumps(s.result)
+            result = result if len(result) <= STEP_RESULT_WIDTH else result[:STEP_RESULT_WIDTH - 1] + "…"
             print(f"  {s.name:<24} {s.finished_at.astimezone():%Y-%m-%d %H:%M:%S}  {s.duration_s:>8.3f} s  "
-                  f"#{s.attempt}  {json.dumps(s.result)}")
+                  f"#{s.attempt}  {result}")
 
 
 # -- commands -------------------------------------------------------------------------------
