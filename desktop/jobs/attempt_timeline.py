@@ -198,6 +198,12 @@ class AttemptTimeline(QWidget):
                 if painter.fontMetrics().horizontalAdvance(label) > rect.width() + 40:
                     label = f"#{s.attempt}"
                 painter.drawText(QPointF(rect.left(), self.LANE_TOP - 5), label)
+            elif s.kind == SUSPEND and s.outcome:  # why, centred above, where there is room
+                label = s.outcome
+                width = painter.fontMetrics().horizontalAdvance(label)
+                if width < rect.width() - 40:
+                    painter.setPen(colour.darker(130))
+                    painter.drawText(QPointF(rect.center().x() - width / 2, self.LANE_TOP - 5), label)
         self._paint_marks(painter)
         # The axis: the start, the middle and the end, as time since the job was created.
         start, total = self._span()
