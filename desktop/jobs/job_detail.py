@@ -230,12 +230,13 @@ class JobDetail(QWidget):
             self.tabs.setCurrentWidget(self.error_view)
 
     def _show_steps(self, detail: service.JobDetail | None) -> None:
-        self.steps.show_steps(detail, datetime.now(UTC))
-        count = len(detail.steps) if detail is not None else 0
+        steps = detail.steps if detail is not None else []
+        self.steps.show_steps(steps, datetime.now(UTC))
+        count = len(steps)
         self.tabs.setTabText(self.tabs.indexOf(self.steps_box), f"Steps ({count})" if count else "Steps")
-        self.step_result.show_value(None)
-        if count:
-            self.steps.selectRow(count - 1)  # the latest step's result, at once
+        if count:  # the latest step, and its result at once (selectRow may find it selected already)
+            self.steps.selectRow(count - 1)
+        self.step_result.show_value(self.steps.results[-1] if count else None)
 
     def _step_selected(self) -> None:
         rows = {index.row() for index in self.steps.selectedIndexes()}

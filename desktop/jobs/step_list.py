@@ -6,19 +6,35 @@ too, muted. The full result of the selected step is shown by the detail pane's J
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from datetime import datetime
+from typing import Protocol
 
 from PySide6.QtGui import QBrush, QColor, QFont
 from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QTableWidget, QTableWidgetItem
 
 from worker.core.json_value import JsonValue
 from worker.core.timefmt import relative, span
-from worker.service.jobs import JobDetail
 
 COMPACT_LIMIT = 160  # characters of a result shown in its cell
 COLUMNS = ["Step", "Attempt", "Finished", "Duration", "Result"]
 COL_STEP, COL_ATTEMPT, COL_FINISHED, COL_DURATION, COL_RESULT = range(len(COLUMNS))
 MUTED = QColor("#8c959f")
+
+
+class StoredStep(Protocol):
+    """What the table shows of a stored step (`JobDetail.steps`)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def result(self) -> JsonValue: ...
+    @property
+    def attempt(self) -> int: ...
+    @property
+    def finished_at(self) -> datetime: ...
+    @property
+    def duration_s(self) -> float: ...
 
 
 def is_checkpoint(name: str) -> bool:
@@ -40,17 +56,18 @@ class StepTable(QTableWidget):
         self.setHorizontalHeaderLabels(COLUMNS)
         header = self.horizontalHeader()
         header.setStretchLastSection(True)
-        header.setSectionResizeMode(COL_STEP, QHeaderView.ResizeMode.ResizeToContents)
+        for col in (COL_STEP, COL_ATTEMPT, COL_FINISHED, COL_DURATION):
+            header.setSectionResizeMode(col, QHeaderView.ResizeMode.ResizeToContents)
         self.verticalHeader().hide()
+        self.verticalHeader().setDefaultSectionSize(self.fontMetrics().height() + 8)
+        self.setWordWrap(False)
         self.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         self.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
         self.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
         self.results: list[JsonValue] = []
         self.names: list[str] = []
 
-    def show_steps(self, detail: JobDetail | None, now: datetime) -> None:
-        """The steps of `detail` (none for None)."""
-        steps = detail.steps if detail is not None else []
+    def show_steps(self, steps: Sequence[StoredStep], now: datetime) -> None:
         self.clearSelection()
         self.setRowCount(len(steps))
         self.results = [s.result for s in steps]
