@@ -28,6 +28,8 @@ ACTIONS: dict[str, tuple[str, str, str | None]] = {
 }
 
 
+TOOLTIPS = {"retry_fresh": "Retry the selected jobs from scratch, forgetting their stored steps"}
+
 # The rule (worker.core.rules) an action obeys, where its name is not one.
 RULES = {"retry_fresh": "retry"}
 
@@ -63,7 +65,7 @@ class JobActions(QObject):
         for name, (label, shortcut, _) in ACTIONS.items():
             action = QAction(icon(RULES.get(name, name)), label, parent)
             action.setShortcut(QKeySequence(shortcut))
-            action.setToolTip(f"{label.rstrip('…')} the selected jobs ({shortcut})")
+            action.setToolTip(TOOLTIPS.get(name, f"{label.rstrip('…')} the selected jobs") + f" ({shortcut})")
             action.triggered.connect(lambda _checked=False, n=name: self.trigger(n))
             self.actions[name] = action
         self.update_enabled()
