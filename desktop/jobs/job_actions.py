@@ -1,5 +1,5 @@
-"""Cancel, retry, approve and reject on the selected jobs, through the same `worker.transitions`
-as the CLI. Each action is enabled only where it is legal for every selected job."""
+"""Cancel, retry, retry from scratch, approve and reject on the selected jobs, through the same
+`worker.transitions` as the CLI. Each action is enabled only where it is legal for every selected job."""
 
 from __future__ import annotations
 
@@ -21,9 +21,22 @@ from worker.core.rules import is_legal
 ACTIONS: dict[str, tuple[str, str, str | None]] = {
     "cancel": ("Cancel", "Ctrl+K", "Cancel {n} job(s)? Jobs that depend on them are cancelled too."),
     "retry": ("Retry", "Ctrl+R", None),
+    "retry_fresh": ("Retry from scratch…", "Ctrl+Shift+R",
+                    "Retry {n} job(s) from scratch? Their stored steps are forgotten, so every step runs again."),
     "approve": ("Approve", "Ctrl+Return", None),
     "reject": ("Reject…", "Ctrl+Shift+J", None),
 }
+
+
+TOOLTIPS = {"retry_fresh": "Retry the selected jobs from scratch, forgetting their stored steps"}
+
+# The rule (worker.core.rules) an action obeys, where its name is not one.
+RULES = {"retry_fresh": "retry"}
+
+
+def action_is_legal(name: str, status: Status) -> bool:
+    """Whether the action `name` of ACTIONS may be applied to a job of this status."""
+    return is_legal(RULES.get(name, name), status)
 
 
 class Selected(Protocol):
@@ -50,9 +63,9 @@ class JobActions(QObject):
         self.busy = False
         self.actions: dict[str, QAction] = {}
         for name, (label, shortcut, _) in ACTIONS.items():
-            action = QAction(icon(name), label, parent)
+            action = QAction(icon(RULES.get(name, name)), label, parent)
             action.setShortcut(QKeySequence(shortcut))
-            action.setToolTip(f"{label.rstrip('…')} the selected jobs ({shortcut})")
+            action.setToolTip(TOOLTIPS.get(name, f"{label.rstrip('…')} the selected jobs") + f" ({shortcut})")
             action.triggered.connect(lambda _checked=False, n=name: self.trigger(n))
             self.actions[name] = action
         self.update_enabled()
@@ -73,7 +86,7 @@ class JobActions(QObject):
 
     def legal(self, name: str, rows: Sequence[Selected] | None = None) -> bool:
         rows = self.selection if rows is None else rows
-        return self.can_act() and bool(rows) and all(is_legal(name, row.status) for row in rows)
+        return self.can_act() and bool(rows) and all(action_is_legal(name, row.status) for row in rows)
 
     def can_act(self) -> bool:
         """Connected, writable and idle: whether any action may start now."""
@@ -107,6 +120,8 @@ class JobActions(QObject):
         label = ACTIONS[name][0].rstrip("…")
         if name == "reject":
             return await self.run_operation(label, lambda c: c.reject(ids, reason or ""))
+        if name == "retry_fresh":
+            return await self.run_operation(label, lambda c: c.retry(ids, fresh=True))
         return await self.run_operation(label, lambda c: getattr(c, name)(ids))
 
     async def run_operation(self, label: str, call: Callable[[Any], Awaitable[list[str]]]) -> list[str]:

@@ -1,5 +1,6 @@
 """Detail panes of the selected job: metadata, input and result JSON, error, attempt history,
-dependencies. Large JSON documents are shown lazily and truncated, so they never freeze the UI."""
+dependencies, and a durable processor's stored steps. Large JSON documents are shown lazily and
+truncated, so they never freeze the UI."""
 
 from __future__ import annotations
 
@@ -23,7 +24,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from desktop.jobs.attempt_timeline import AttemptTimeline, segments
+from desktop.jobs.attempt_timeline import AttemptTimeline, marks, segments
+from desktop.jobs.step_list import StepTable
 from desktop.theme import STATUS_COLOURS, status_label
 from worker.core.json_value import JsonObject, JsonValue
 from worker.core.models import short_id
@@ -31,6 +33,7 @@ from worker.core.timefmt import relative
 from worker.service import jobs as service
 from worker.store.waiting import WaitingReason
 
+SUSPENDED_KINDS = {"sleeping": "sleeping", "event": "waiting for an event", "children": "waiting for child jobs"}
 RAW_LIMIT = 200_000  # characters of raw JSON shown; the rest is cut with a note
 CHILD_LIMIT = 500  # children shown per JSON node
 
@@ -146,6 +149,15 @@ class JobDetail(QWidget):
         history_layout.addWidget(self.timeline)
         history_layout.addWidget(self.history, 1)
         self.tabs.addTab(history_box, "History")
+        self.steps = StepTable()
+        self.step_result = JsonView()
+        self.steps.itemSelectionChanged.connect(self._step_selected)
+        steps_box = QSplitter(Qt.Orientation.Vertical)
+        steps_box.addWidget(self.steps)
+        steps_box.addWidget(self.step_result)
+        steps_box.setSizes([200, 220])
+        self.steps_box = steps_box
+        self.tabs.insertTab(self.tabs.indexOf(history_box), steps_box, "Steps")  # History stays last
         meta_box = QWidget()
         meta_box.setLayout(self.meta)
         layout = QVBoxLayout(self)
@@ -164,6 +176,7 @@ class JobDetail(QWidget):
         self.error_view.setPlainText("")
         self.history.setRowCount(0)
         self.timeline.show_segments([])
+        self._show_steps(None)
 
     def show_job(self, detail: service.JobDetail) -> None:
         record, attempts, dependants = detail.job, detail.attempts, detail.dependants
@@ -172,6 +185,8 @@ class JobDetail(QWidget):
         self.title.setText(f"<b>{record.type}</b> &nbsp; <code>{record.id}</code>")
         background, foreground = STATUS_COLOURS[record.status]
         inactive = "" if record.is_active or record.status.value == "cancelled" else " (cancel requested)"
+        if detail.waiting is not None and detail.waiting.kind in SUSPENDED_KINDS:
+            inactive = f" suspended: {SUSPENDED_KINDS[detail.waiting.kind]}"
         self._set("Status", f"<span style='background:{background}; color:{foreground}; padding:2px 6px;'>"
                             f"&nbsp;{status_label(record.status)}&nbsp;</span>{inactive}")
         self._set("Type", record.type)
@@ -198,7 +213,9 @@ class JobDetail(QWidget):
         else:
             error_text = "\n\n".join(t for t in (record.error_message, last_trace) if t)
         self.error_view.setPlainText(error_text or "(no error)")
-        self.timeline.show_segments(segments(record, attempts, now))
+        wake_at = detail.waiting.at if detail.waiting is not None else None
+        self.timeline.show_segments(segments(record, attempts, now, wake_at), marks(detail.steps))
+        self._show_steps(detail)
         self.history.setRowCount(len(attempts))
         for i, attempt in enumerate(attempts):
             took = ""
@@ -211,6 +228,20 @@ class JobDetail(QWidget):
                 self.history.setItem(i, col, QTableWidgetItem(text))
         if record.error_message and self.tabs.currentIndex() == 0 and record.status.value == "failed":
             self.tabs.setCurrentWidget(self.error_view)
+
+    def _show_steps(self, detail: service.JobDetail | None) -> None:
+        steps = detail.steps if detail is not None else []
+        self.steps.show_steps(steps, datetime.now(UTC))
+        count = len(steps)
+        self.tabs.setTabText(self.tabs.indexOf(self.steps_box), f"Steps ({count})" if count else "Steps")
+        if count:  # the latest step, and its result at once (selectRow may find it selected already)
+            self.steps.selectRow(count - 1)
+        self.step_result.show_value(self.steps.results[-1] if count else None)
+
+    def _step_selected(self) -> None:
+        rows = {index.row() for index in self.steps.selectedIndexes()}
+        if len(rows) == 1:
+            self.step_result.show_value(self.steps.results[rows.pop()])
 
     def _link(self, href: str) -> None:
         if href.startswith("pipeline:"):

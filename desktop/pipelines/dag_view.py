@@ -1,8 +1,10 @@
 """The DAG of one pipeline in a `QGraphicsView`: jobs as nodes laid out left to right.
 
 Each node shows the job's type, its status as colour plus symbol, its attempts and how long it
-ran (ticking while it runs). Wheel zooms, dragging pans, F fits, C centres on what matters now,
-and "follow" keeps centring on it as the pipeline moves.
+ran (ticking while it runs). An edge runs from each job to the jobs that depend on it; a blue
+dash-dotted edge runs from a durable processor to the child jobs it spawned. Wheel zooms,
+dragging pans, F fits, C centres on what matters now, and "follow" keeps centring on it as the
+pipeline moves.
 """
 
 from __future__ import annotations
@@ -44,6 +46,14 @@ from worker.store.pipelines import GraphNode
 FOCUS_ORDER = (Status.IN_PROGRESS, Status.FAILED, Status.WAITING_APPROVAL)
 MIN_SCALE, MAX_SCALE = 0.03, 3.0
 DETAIL_LOD = 0.45  # below this zoom, nodes are drawn as coloured boxes without text
+SPAWNED_COLOUR = "#3b82f6"  # the edge from a parent to a child job it spawned
+
+
+def graph_parents(node: GraphNode) -> list[str]:
+    """The jobs drawn left of `node`: those it depends on, then the job that spawned it."""
+    if node.spawned_by is None or node.spawned_by in node.depends_on:
+        return list(node.depends_on)
+    return [*node.depends_on, node.spawned_by]
 
 
 class NodeItem(QGraphicsItem):
@@ -54,7 +64,7 @@ class NodeItem(QGraphicsItem):
         self.setFlag(QGraphicsItem.GraphicsItemFlag.ItemIsSelectable)
         self.setAcceptHoverEvents(False)
         self.setCursor(Qt.CursorShape.PointingHandCursor)
-        self.setToolTip(node.id)
+        self.setToolTip(node.id if node.spawned_by is None else f"{node.id}\nspawned by {node.spawned_by}")
 
     def boundingRect(self) -> QRectF:  # noqa: N802
         return QRectF(-3, -3, NODE_W + 6, NODE_H + 6)
@@ -137,13 +147,13 @@ class EdgeLayer(QGraphicsItem):
     the layout's bend points, with arrowheads. One item, not one per edge, keeps a big pipeline
     quick to build and to draw."""
 
-    def __init__(self, colour: QColor, dashed: bool) -> None:
+    def __init__(self, colour: QColor, dashed: bool, style: Qt.PenStyle = Qt.PenStyle.DashLine) -> None:
         super().__init__()
         self.lines = QPainterPath()
         self.heads = QPainterPath()
         self.pen = QPen(colour, 1.6)
         if dashed:
-            self.pen.setStyle(Qt.PenStyle.DashLine)
+            self.pen.setStyle(style)
         self.colour = colour
         self.count = 0
         self.setZValue(-1)
@@ -194,6 +204,7 @@ class DagView(QGraphicsView):
         self.pipeline_id: str | None = None
         self.nodes: dict[str, NodeItem] = {}
         self.edges: list[tuple[str, str]] = []
+        self.spawned_edges: list[tuple[str, str]] = []  # parent -> a child it spawned (also in `edges`)
         self._shape: tuple[tuple[str, ...], tuple[tuple[str, ...], ...]] | None = None
         self._bounds = QRectF()
         self.clock = QTimer(self, interval=1000)  # the running jobs' elapsed times
@@ -205,12 +216,13 @@ class DagView(QGraphicsView):
     def clear_graph(self) -> None:
         self.scene().clear()
         self.nodes, self.edges, self._shape, self.pipeline_id = {}, [], None, None
+        self.spawned_edges = []
         self._bounds = QRectF()
 
     def set_graph(self, pipeline_id: str, nodes: Sequence[GraphNode]) -> None:
         """Show these jobs; a known pipeline whose shape did not change is updated in place."""
         self.now = datetime.now(UTC)
-        shape = (tuple(n.id for n in nodes), tuple(tuple(n.depends_on) for n in nodes))
+        shape = (tuple(n.id for n in nodes), tuple(tuple(graph_parents(n)) for n in nodes))
         new_pipeline = pipeline_id != self.pipeline_id
         if not new_pipeline and shape == self._shape:
             for node in nodes:
@@ -235,7 +247,7 @@ class DagView(QGraphicsView):
         scene.blockSignals(True)
         scene.clear()
         scene.blockSignals(False)
-        layout = layered_layout([n.id for n in nodes], {n.id: n.depends_on for n in nodes})
+        layout = layered_layout([n.id for n in nodes], {n.id: graph_parents(n) for n in nodes})
         self.nodes = {}
         by_id = {n.id: n for n in nodes}
         for node in nodes:
@@ -246,14 +258,19 @@ class DagView(QGraphicsView):
         muted = self.palette().color(QPalette.ColorRole.PlaceholderText)
         healthy = EdgeLayer(muted, dashed=False)
         broken = EdgeLayer(QColor(STATUS_COLOURS[Status.FAILED][0]), dashed=True)  # from a failed or cancelled job
-        self.edges = []
+        spawned = EdgeLayer(QColor(SPAWNED_COLOUR), dashed=True, style=Qt.PenStyle.DashDotLine)
+        self.edges, self.spawned_edges = [], []
         for parent, child, bends in layout.edges:
             px, py = layout.positions[parent]
             cx, cy = layout.positions[child]
-            bad = by_id[parent].status in (Status.FAILED, Status.CANCELLED)
-            (broken if bad else healthy).add(QPointF(px + NODE_W, py + NODE_H / 2), QPointF(cx, cy + NODE_H / 2), bends)
+            if by_id[child].spawned_by == parent and parent not in by_id[child].depends_on:
+                layer = spawned
+                self.spawned_edges.append((parent, child))
+            else:
+                layer = broken if by_id[parent].status in (Status.FAILED, Status.CANCELLED) else healthy
+            layer.add(QPointF(px + NODE_W, py + NODE_H / 2), QPointF(cx, cy + NODE_H / 2), bends)
             self.edges.append((parent, child))
-        for layer in (healthy, broken):
+        for layer in (healthy, broken, spawned):
             if layer.count:
                 layer.done()
                 scene.addItem(layer)

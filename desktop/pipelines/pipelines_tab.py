@@ -20,7 +20,7 @@ from PySide6.QtWidgets import (
 
 from desktop.connection import ConsoleConnection
 from desktop.errors import EXPECTED
-from desktop.jobs.job_actions import ACTIONS, JobActions
+from desktop.jobs.job_actions import ACTIONS, RULES, JobActions, action_is_legal
 from desktop.list_table import list_table
 from desktop.pipelines.dag_view import DagView
 from desktop.pipelines.pipeline_model import COL_PROGRESS, COL_STATUS, PipelineListModel, pipeline_label
@@ -294,8 +294,8 @@ class PipelinesTab(QWidget):
             return menu
         writable = self.job_actions.can_act()
         for name, (label, _shortcut, _question) in ACTIONS.items():
-            action = menu.addAction(icon(name), label)
-            action.setEnabled(writable and is_legal(name, node.status))
+            action = menu.addAction(icon(RULES.get(name, name)), label)
+            action.setEnabled(writable and action_is_legal(name, node.status))
             action.triggered.connect(lambda _c=False, n=name: self.job_actions.trigger(n, [node]))
         menu.addSeparator()
         retry = menu.addAction(icon("retry"), "Retry failed and downstream…")

@@ -212,6 +212,7 @@ class GraphNode:
     completed_at: datetime | None
     updated_at: datetime
     seq: int
+    spawned_by: str | None = None  # the job whose `job.spawn` created this one
 
     def elapsed_s(self, now: datetime) -> float | None:
         """How long it ran (or has been running); None before it started."""
@@ -232,12 +233,12 @@ async def fetch_graph(conn: asyncpg.Connection, pipeline_id: str, *,
     """The pipeline's jobs in enqueue order (at most `limit`), and whether there are more."""
     rows = await conn.fetch("""
         SELECT id, type, status, attempts, retry_count, COALESCE(dependent_on_jobs, '[]') AS deps,
-               created_at, started_at, completed_at, updated_at, seq
+               created_at, started_at, completed_at, updated_at, seq, spawned_by
           FROM jobs WHERE pipeline_id = $1 ORDER BY seq LIMIT $2""", pipeline_id, limit + 1)
     nodes = [GraphNode(id=r["id"], type=r["type"], status=Status(r["status"]), attempts=r["attempts"],
                        retry_count=r["retry_count"], depends_on=[str(d) for d in r["deps"]],
                        created_at=r["created_at"], started_at=r["started_at"], completed_at=r["completed_at"],
-                       updated_at=r["updated_at"], seq=r["seq"])
+                       updated_at=r["updated_at"], seq=r["seq"], spawned_by=r["spawned_by"])
              for r in rows[:limit]]
     return nodes, len(rows) > limit
 
