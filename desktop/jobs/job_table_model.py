@@ -18,7 +18,7 @@ from desktop.table_model import Index, PagedTableModel, Query
 from desktop.theme import status_label
 from worker.core.models import Status, short_id
 from worker.core.timefmt import relative, span, until
-from worker.store.jobs import JobFilter, JobRow, glob_matches
+from worker.store.jobs import MAX_YEAR, JobFilter, JobRow, glob_matches
 
 log = logging.getLogger("jobdesk.console")
 
@@ -100,6 +100,9 @@ class JobTableModel(PagedTableModel):
         if col == COL_STATUS:
             if row.status == Status.QUEUED and row.scheduled_at and row.scheduled_at > self.now:
                 return f"scheduled · {until(row.scheduled_at, self.now)}"
+            if row.suspended and row.run_at is not None:
+                return ("suspended" if row.run_at.year >= MAX_YEAR
+                        else f"suspended · {until(row.run_at, self.now)}")
             return status_label(row.status, symbol=False)
         if col == COL_PIPELINE:
             return short_id(row.pipeline_id)

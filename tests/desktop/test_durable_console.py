@@ -15,6 +15,7 @@ from PySide6.QtWidgets import QApplication, QMessageBox
 
 from desktop.jobs import job_actions
 from desktop.jobs.attempt_timeline import RUN, SUSPEND, SUSPENDED, WAIT, AttemptTimeline, marks, segments
+from desktop.jobs.job_table_model import COL_STATUS
 from desktop.jobs.step_list import COL_RESULT, COL_STEP, compact
 from desktop.main_window import MainWindow
 from tests.desktop.qt_helpers import run_qasync, until
@@ -148,6 +149,12 @@ def test_durable_jobs_in_the_console(qapp: QApplication, qtbot, test_db: str,  #
         assert table.item(0, COL_STEP).font().italic(), "muted"
         assert '"until"' in detail.step_result.raw.toPlainText(), "the checkpoint's value, not the last job's"
         assert [m.checkpoint for m in detail.timeline.marks] == [True]
+
+        # The job table says which queued jobs are suspended, and until when when they have a time.
+        status_of = {window.model.row_at(r).id: window.model.index(r, COL_STATUS).data()  # type: ignore[union-attr]
+                     for r in range(window.model.rowCount())}
+        assert status_of[ids["sleep"]].startswith("suspended · in ")
+        assert status_of[ids["wait"]] == "suspended"
 
         await show(window, ids["wait"])
         assert detail.meta_labels["Waiting"].text() == "waiting for event upload-done:42"

@@ -20,7 +20,7 @@ from worker.core.models import JobRecord, Status
 # Columns of a job list row: what a table shows, without the large JSON documents.
 ROW_COLUMNS = ("id, type, status, user_id, pipeline_id, retry_count, attempts, is_active, created_at, "
                "updated_at, started_at, completed_at, next_retry_at, scheduled_at, seq, "
-               "split_part(error_message, E'\\n', 1) AS error_line")
+               "split_part(error_message, E'\\n', 1) AS error_line, run_at")
 
 # Sort keys the server can order by; `seq` breaks ties, so every key is unique and pages are stable.
 SORT_KEYS: dict[str, str] = {
@@ -34,6 +34,7 @@ SORT_KEYS: dict[str, str] = {
 }
 
 COUNT_CAP = 10_000
+MAX_YEAR = 9999  # timestamptz 'infinity' reads back as datetime.max: a suspension with no timeout
 
 
 def raw_error_key(table: str = "") -> str:
@@ -150,6 +151,16 @@ class JobRow:
     scheduled_at: datetime | None
     seq: int
     error_line: str | None
+    run_at: datetime | None = None  # a queued job's wake time: delayed, retrying, or suspended ('infinity')
+
+    @property
+    def suspended(self) -> bool:
+        """Queued with a wake time that no schedule or retry explains: a durable sleep or wait
+        (the waiting reason says which)."""
+        if self.status != Status.QUEUED or self.run_at is None:
+            return False
+        later = [t for t in (self.scheduled_at, self.next_retry_at) if t is not None]
+        return self.run_at.year >= MAX_YEAR or not later or max(later) < self.run_at
 
     @classmethod
     def from_record(cls, record: asyncpg.Record) -> JobRow:
