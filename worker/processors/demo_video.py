@@ -4,6 +4,12 @@
 Durations are simulated, a stage fails now and then with a transient error (and is retried),
 and the video stage waits for a human to approve the draft before compositing starts.
 
+The video stage is a durable processor (docs/durable.md): it generates the draft with a fake paid
+API in a step, so a rerun never pays twice; sleeps a moment, as the API's rate limit asks; uploads
+the draft in a second step; and waits, with its slot free, for the event `upload-done:<job id>`,
+which the fake upload service emits a few seconds later, as a real one would through
+`POST /api/events` (an operator can emit it by hand too: `jobdesk event emit upload-done:<job id>`).
+
 Input of the script stage (all optional):
   topic           what the video is about
   duration_scale  multiplies every simulated duration (0 for instant stages)
@@ -14,17 +20,23 @@ Input of the script stage (all optional):
 from __future__ import annotations
 
 import asyncio
+import logging
 import random
-from typing import Any
+from typing import Any, cast
 
 from pydantic import BaseModel, Field
 
 from worker.core.models import Job, JobCreate, ProcessorResult
 from worker.core.processor import BaseProcessor
 
+log = logging.getLogger(__name__)
+
 PIPELINE_NAME = "Generate video"
 BASE_SECONDS = {"video.script": 2.0, "video.voice": 4.0, "video.image": 3.0, "video.render": 5.0,
                 "video.composite": 3.0}
+RATE_LIMIT_PAUSE_S = 1.0  # the render stage's sleep between the paid API and the upload
+UPLOAD_CONFIRM_S = 3.0  # how long the fake upload service takes to confirm an upload
+UPLOAD_TIMEOUT_S = 600.0  # the render stage's wait for the confirmation
 
 
 class StageInput(BaseModel):
@@ -89,16 +101,61 @@ class FlakyStage(BaseProcessor):
         return ProcessorResult({"asset": f"{job.pipeline_id}/{asset}", "seconds": took})
 
 
+def _upload_key(job: Job) -> str:
+    return f"upload-done:{job.id}"
+
+
+class FakeUploadService:
+    """A stand-in for an upload service that confirms each upload later, by an event. A real one
+    would call `POST /api/events`; this one emits the event from the worker's process after
+    `delay_s` (at once when 0). If the worker stops first, the confirmation is lost and the render
+    waits until an operator emits the event, or until its timeout."""
+
+    _pending: set[asyncio.Task[None]] = set()
+
+    @classmethod
+    async def upload(cls, job: Job, draft: str, delay_s: float) -> dict[str, Any]:
+        key = _upload_key(job)
+        url = f"https://cdn.example.com/{draft}"
+        if delay_s <= 0:
+            await job.emit_event(key, {"url": url})
+        else:
+            task = asyncio.create_task(cls._confirm_later(job, key, url, delay_s), name=f"confirm {key}")
+            cls._pending.add(task)
+            task.add_done_callback(cls._pending.discard)
+        return {"upload_key": key, "url": url}
+
+    @staticmethod
+    async def _confirm_later(job: Job, key: str, url: str, delay_s: float) -> None:
+        await asyncio.sleep(delay_s)
+        try:
+            await job.emit_event(key, {"url": url})
+        except Exception:
+            log.exception("the fake upload service could not emit %s; emit it by hand: jobdesk event emit %s",
+                          key, key)
+
+
+async def _generate(job: Job, options: dict[str, Any]) -> dict[str, Any]:
+    """The fake paid API: slow, and billed per call."""
+    took = await _work(job, options)
+    return {"draft": f"{job.pipeline_id}/draft.mp4", "seconds": took, "cost_usd": 0.42}
+
+
 class RenderStage(BaseProcessor):
-    """Renders a draft, which a human approves before compositing."""
+    """Renders a draft with the paid API, uploads it, waits for the upload service to confirm it,
+    then holds for a human to approve the draft. A durable processor: see the module's docstring."""
 
     input_model = StageInput
 
     async def process(self, job: Job) -> ProcessorResult:
         options = _options(job)
-        took = await _work(job, options)
-        return ProcessorResult({"draft": f"{job.pipeline_id}/draft.mp4", "seconds": took},
-                               requires_approval=options["approval"])
+        scale = options["duration_scale"]
+        generated = cast(dict[str, Any], await job.step("generate", _generate, job, options))
+        await job.sleep(RATE_LIMIT_PAUSE_S * scale)
+        await job.step("upload", FakeUploadService.upload, job, generated["draft"], UPLOAD_CONFIRM_S * scale)
+        confirmed = await job.wait_for_event(_upload_key(job), timeout=UPLOAD_TIMEOUT_S)
+        url = confirmed.get("url") if isinstance(confirmed, dict) else None
+        return ProcessorResult({**generated, "url": url}, requires_approval=options["approval"])
 
 
 class CompositeStage(BaseProcessor):
