@@ -55,7 +55,10 @@ LANGUAGE sql AS $$
 $$;
 
 -- A wake also writes the event's payload (that of the key's first emit) into the wait's
--- checkpoint step, so the job that runs again finds it with its other steps, in one read.
+-- checkpoint step, so the job that runs again finds it with its other steps, in one read. The
+-- keys are looked up as an array, in the waits' index by key, whatever the statistics say: a
+-- join to the transition table was planned as a rescan of every key per wait while `job_waits`
+-- was not yet analyzed (13 s for 10,000 keys instead of 0.1 s).
 CREATE FUNCTION jobdesk_events_wake() RETURNS trigger
 LANGUAGE plpgsql
 SET enable_seqscan = off
@@ -66,13 +69,13 @@ BEGIN
     WITH woken AS (
         UPDATE jobs j SET run_at = NULL, updated_at = now()
           FROM job_waits w
-         WHERE w.event_key IN (SELECT DISTINCT key FROM new_events)
+         WHERE w.event_key = ANY (ARRAY(SELECT DISTINCT key FROM new_events))
            AND j.id = w.job_id AND j.attempts = w.attempt
            AND j.status = 'queued' AND j.run_at IS NOT NULL
         RETURNING w.job_id, w.step_name, w.event_key
     ), first AS (
         SELECT DISTINCT ON (e.key) e.key, e.payload FROM job_events e
-         WHERE e.key IN (SELECT event_key FROM woken) ORDER BY e.key, e.id
+         WHERE e.key = ANY (ARRAY(SELECT DISTINCT event_key FROM woken)) ORDER BY e.key, e.id
     )
     UPDATE job_steps s SET result = jsonb_build_object('key', w.event_key, 'payload', f.payload),
                            finished_at = now()

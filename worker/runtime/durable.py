@@ -23,14 +23,44 @@ MAX_LOCAL_WAKE_S = 3600.0  # a sleep longer than this is left to the claim's pol
 
 
 class WorkerSteps:
-    """A `StepStore` on the worker's database link: every write fenced by this worker's id."""
+    """A `StepStore` on the worker's database link: every write fenced by this worker's id.
+
+    Jobs that run again after a suspension start together (the claim takes them in batches), and
+    each first reads its stored steps: the reads asked for in the same turn of the event loop go
+    out as one statement."""
 
     def __init__(self, db: DbLink, worker_id: str) -> None:
         self.db = db
         self.worker_id = worker_id
+        self._loads: dict[str, asyncio.Future[dict[str, JsonValue]]] = {}
+        self._loading: asyncio.Task[None] | None = None
+        self._tasks: set[asyncio.Task[None]] = set()  # the loads under way, held until they end
 
     async def load(self, job: Job) -> dict[str, JsonValue]:
-        return await self.db.call(lambda c: durable.load_steps(c, job.id))
+        wanted = self._loads.get(job.id)
+        if wanted is None:
+            wanted = self._loads[job.id] = asyncio.get_running_loop().create_future()
+        if self._loading is None:
+            self._loading = asyncio.create_task(self._load_together(), name="jobdesk-step-loads")
+            self._tasks.add(self._loading)
+            self._loading.add_done_callback(self._tasks.discard)
+        return await asyncio.shield(wanted)
+
+    async def _load_together(self) -> None:
+        await asyncio.sleep(0)  # the other jobs starting in this turn ask too
+        wanted, self._loads, self._loading = self._loads, {}, None
+        try:
+            steps = await self.db.call(lambda c: durable.load_steps(c, list(wanted)))
+        except BaseException as exc:
+            for future in wanted.values():
+                if not future.done():
+                    future.set_exception(exc)
+            if not isinstance(exc, Exception):
+                raise
+            return
+        for job_id, future in wanted.items():
+            if not future.done():
+                future.set_result(steps.get(job_id, {}))
 
     async def save(self, job: Job, name: str, result_json: str, started: datetime) -> None:
         await self.db.call(lambda c: durable.save_step(c, self.worker_id, job, name, result_json, started))

@@ -20,7 +20,7 @@ from worker.core.json_value import JsonValue
 from worker.core.models import Job, JobCreate, JobRecord
 from worker.store.transitions.inserts import enqueue
 
-_LOAD = "SELECT name, result FROM job_steps WHERE job_id = $1"
+_LOAD = "SELECT job_id, name, result FROM job_steps WHERE job_id = ANY($1::varchar[])"
 
 # A step's result, kept only while the worker still owns the job (a worker that lost it to the
 # lease rescue stores nothing); the first result stored for a name stays.
@@ -102,8 +102,12 @@ class WaitRow:
     children_pending: int
 
 
-async def load_steps(conn: asyncpg.Connection, job_id: str) -> dict[str, JsonValue]:
-    return {r["name"]: r["result"] for r in await conn.fetch(_LOAD, job_id)}
+async def load_steps(conn: asyncpg.Connection, job_ids: Sequence[str]) -> dict[str, dict[str, JsonValue]]:
+    """The stored steps of these jobs, by job id (a job with none is left out), in one read."""
+    steps: dict[str, dict[str, JsonValue]] = {}
+    for r in await conn.fetch(_LOAD, list(job_ids)):
+        steps.setdefault(r["job_id"], {})[r["name"]] = r["result"]
+    return steps
 
 
 async def save_step(conn: asyncpg.Connection, worker_id: str, job: Job, name: str, result_json: str,
