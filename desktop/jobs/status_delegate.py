@@ -1,4 +1,5 @@
-"""Paints a job's status as a coloured chip with a symbol."""
+"""Paints a job's status as a coloured chip with a symbol; a queued job that a durable sleep or
+wait suspended reads "suspended", in the timeline's colour of suspensions."""
 
 from __future__ import annotations
 
@@ -6,8 +7,9 @@ from PySide6.QtCore import QModelIndex, QPersistentModelIndex, QRectF, Qt
 from PySide6.QtGui import QColor, QPainter
 from PySide6.QtWidgets import QStyle, QStyledItemDelegate, QStyleOptionViewItem
 
+from desktop.jobs.attempt_timeline import SUSPEND_COLOUR
 from desktop.jobs.job_table_model import ROW_ROLE
-from desktop.theme import STATUS_COLOURS, status_label
+from desktop.theme import STATUS_COLOURS, STATUS_SYMBOLS, status_label
 from worker.core.models import Status
 
 STATUS_ROLE = Qt.ItemDataRole.UserRole + 7  # a row's Status, for models whose rows are not JobRows
@@ -29,6 +31,8 @@ class StatusChipDelegate(QStyledItemDelegate):
             painter.fillRect(option.rect, option.palette.highlight())  # type: ignore[attr-defined]
         background, foreground = STATUS_COLOURS[status]
         text = status_label(status)
+        if row is not None and row.suspended:
+            background, text = SUSPEND_COLOUR, f"{STATUS_SYMBOLS[status]} suspended"
         painter.save()
         painter.setRenderHint(QPainter.RenderHint.Antialiasing)
         metrics = option.fontMetrics  # type: ignore[attr-defined]
