@@ -53,6 +53,18 @@ class FlowConfig:
     fair_share: bool = False  # round-robin across users
 
 
+@dataclass(frozen=True)
+class LimitUse:
+    """One limit, its use now and how many runnable jobs it holds back."""
+
+    type: str
+    kind: str  # rate, user_rate, user_running, type_running, fair_share
+    limit: str  # `10/s`, `1 per user`, `fair share`...
+    in_use: str  # `7 in the last 1 s`, `3 users at their limit`...
+    held: int  # runnable jobs of the type that this limit keeps from starting now
+    next_start_s: float | None = None  # for a full rate: seconds until the next start
+
+
 def describe(config: FlowConfig) -> str:
     """`rate 10/s, 2/s per user, 1 running per user, fair share`."""
     parts = [f"rate {config.rate}" if config.rate else "", f"{config.user_rate} per user" if config.user_rate else "",

@@ -8,11 +8,10 @@ claim of a flow-controlled type is in `worker.store.transitions.claim` and sql/0
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 import asyncpg
 
-from worker.core.limits import FlowConfig, Rate
+from worker.core.limits import FlowConfig, LimitUse, Rate
 
 _READY = "status = 'queued' AND pending_deps = 0 AND is_active AND run_at IS NULL"
 
@@ -63,18 +62,6 @@ async def flow_limits(conn: asyncpg.Connection, types: list[str] | None = None) 
     rows = await conn.fetch(f"SELECT {_CONFIG_COLUMNS} FROM flow_limits "
                             "WHERE $1::text[] IS NULL OR type = ANY($1::text[]) ORDER BY type", types)
     return {r["type"]: _config(r) for r in rows}
-
-
-@dataclass(frozen=True)
-class LimitUse:
-    """One limit, its use now and how many runnable jobs it holds back."""
-
-    type: str
-    kind: str  # rate, user_rate, user_running, type_running, fair_share
-    limit: str  # `10/s`, `1 per user`, `fair share`...
-    in_use: str  # `7 in the last 1 s`, `3 users at their limit`...
-    held: int  # runnable jobs of the type that this limit keeps from starting now
-    next_start_s: float | None = None  # for a full rate: seconds until the next start
 
 
 async def limit_uses(conn: asyncpg.Connection) -> list[LimitUse]:
