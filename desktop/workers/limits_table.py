@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QTableWidget, QTableWidgetItem, QWidget
 
-from worker.core.limits import LimitUse
+from worker.core.limits import LimitUse, next_start_text
 
 HEADERS = ("Type", "Limit", "In use now", "Held back", "Next start")
 KIND_NAMES = {"rate": "rate", "user_rate": "rate per user", "user_running": "running per user",
@@ -14,9 +14,7 @@ KIND_NAMES = {"rate": "rate", "user_rate": "rate per user", "user_running": "run
 
 
 def _next_start(use: LimitUse) -> str:
-    if use.next_start_s is None:
-        return ""
-    return f"in {use.next_start_s * 1000:.0f} ms" if use.next_start_s < 1 else f"in {use.next_start_s:.1f} s"
+    return "" if use.next_start_s is None else next_start_text(use.next_start_s)
 
 
 class LimitsTable(QTableWidget):

@@ -65,6 +65,13 @@ class LimitUse:
     next_start_s: float | None = None  # for a full rate: seconds until the next start
 
 
+def next_start_text(seconds: float | None) -> str:
+    """`in 80 ms`, `in 2.5 s`."""
+    if seconds is None:
+        return "soon"
+    return f"in {max(seconds, 0) * 1000:.0f} ms" if seconds < 1 else f"in {seconds:.1f} s"
+
+
 def describe(config: FlowConfig) -> str:
     """`rate 10/s, 2/s per user, 1 running per user, fair share`."""
     parts = [f"rate {config.rate}" if config.rate else "", f"{config.user_rate} per user" if config.user_rate else "",

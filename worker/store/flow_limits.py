@@ -11,7 +11,7 @@ from collections.abc import Mapping
 
 import asyncpg
 
-from worker.core.limits import FlowConfig, LimitUse, Rate
+from worker.core.limits import FlowConfig, LimitUse, Rate, next_start_text
 
 _READY = "status = 'queued' AND pending_deps = 0 AND is_active AND run_at IS NULL"
 
@@ -120,12 +120,6 @@ async def _flow_uses(conn: asyncpg.Connection, row: asyncpg.Record) -> list[Limi
     return uses
 
 
-def _in(seconds: float | None) -> str:
-    if seconds is None:
-        return "soon"
-    return f"in {max(seconds, 0) * 1000:.0f} ms" if seconds < 1 else f"in {seconds:.1f} s"
-
-
 async def flow_reason(conn: asyncpg.Connection, job_type: str, user_id: int | None,
                       priority: int) -> tuple[str, str] | None:
     """Why flow control holds a runnable job of this type and user back: (kind, sentence), or
@@ -140,7 +134,8 @@ async def flow_reason(conn: asyncpg.Connection, job_type: str, user_id: int | No
                                                   - now())::float8 AS next_s""",
                                 row["starts"], config.rate.count, float(config.rate.period_s))
         if r["room"] <= 0:
-            return "rate_limit", f"rate limit of {job_type} ({config.rate}) reached, next start {_in(r['next_s'])}"
+            when = next_start_text(r["next_s"])
+            return "rate_limit", f"rate limit of {job_type} ({config.rate}) reached, next start {when}"
     if config.user_max_running is not None:
         running = await conn.fetchval("SELECT count(*) FROM jobs WHERE status = 'in_progress' AND type = $1 "
                                       "AND COALESCE(user_id, 0) = $2", job_type, uid)
@@ -155,7 +150,7 @@ async def flow_reason(conn: asyncpg.Connection, job_type: str, user_id: int | No
             job_type, uid, config.user_rate.count, float(config.user_rate.period_s))
         if r is not None and r["room"] <= 0:
             return ("user_rate_limit", f"rate limit of {job_type} per user ({config.user_rate}) reached for user {uid},"
-                    f" next start {_in(r['next_s'])}")
+                    f" next start {next_start_text(r['next_s'])}")
     if config.fair_share:
         others = await conn.fetchval("SELECT count(*) FROM unnest(jobdesk_ready_users($1, $2)) u WHERE u <> $3",
                                      job_type, priority, uid)
