@@ -6,6 +6,38 @@
 -- migration, then run `make schema`. tests/store/test_schema_file.py fails while this file is out of date.
 
 --
+-- Name: jobdesk_fair_turn(text, integer, integer, integer, character varying[]); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.jobdesk_fair_turn(job_type text, prio integer, after integer, want integer, skip character varying[], OUT ids character varying[], OUT users_seen integer, OUT last_user integer, OUT last_taken integer) RETURNS record
+    LANGUAGE sql
+    AS $$
+    WITH RECURSIVE u(uid, n) AS (
+        SELECT (SELECT COALESCE(user_id, 0) FROM jobs
+                 WHERE type = job_type AND priority = prio AND COALESCE(user_id, 0) > after
+                   AND status = 'queued' AND pending_deps = 0 AND is_active AND run_at IS NULL
+                 ORDER BY COALESCE(user_id, 0) LIMIT 1), 1
+        UNION ALL
+        SELECT (SELECT COALESCE(user_id, 0) FROM jobs
+                 WHERE type = job_type AND priority = prio AND COALESCE(user_id, 0) > u.uid
+                   AND status = 'queued' AND pending_deps = 0 AND is_active AND run_at IS NULL
+                 ORDER BY COALESCE(user_id, 0) LIMIT 1), u.n + 1
+          FROM u WHERE u.uid IS NOT NULL AND u.n < want
+    )
+    SELECT COALESCE(array_agg(j.id ORDER BY u.n) FILTER (WHERE j.id IS NOT NULL), '{}'),
+           count(u.uid)::integer, max(u.uid),
+           (array_agg(u.uid ORDER BY u.n DESC) FILTER (WHERE j.id IS NOT NULL))[1]
+      FROM u LEFT JOIN LATERAL (
+            SELECT id FROM jobs
+             WHERE type = job_type AND priority = prio AND COALESCE(user_id, 0) = u.uid
+               AND status = 'queued' AND pending_deps = 0 AND is_active AND run_at IS NULL
+               AND NOT id = ANY(skip)
+             ORDER BY seq LIMIT 1 FOR UPDATE SKIP LOCKED) j ON true
+     WHERE u.uid IS NOT NULL
+$$;
+
+
+--
 -- Name: flow_limits; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -44,8 +76,9 @@ DECLARE
     rooms integer[];
 BEGIN
     LOOP
+        EXIT WHEN cardinality(ids) >= room;
         prio := jobdesk_ready_priority(f.type, prio);
-        EXIT WHEN prio IS NULL OR cardinality(ids) >= room;
+        EXIT WHEN prio IS NULL;
         SELECT COALESCE(array_agg(u), '{}'), COALESCE(array_agg(r), '{}') INTO users, rooms
           FROM (SELECT u, jobdesk_user_room(f, u, running, 0) AS r
                   FROM unnest(jobdesk_ready_users(f.type, prio)) u) x WHERE r > 0;
@@ -70,45 +103,55 @@ CREATE FUNCTION public.jobdesk_flow_fair(f public.flow_limits, room integer, run
     LANGUAGE plpgsql
     AS $$
 DECLARE
-    ids      varchar[] := '{}';
-    taken    jsonb := '{}';  -- user -> the seq of the last job taken from them
-    counts   jsonb := '{}';  -- user -> how many taken
-    prio     integer;
-    users    integer[];
-    i        integer;
-    idle     integer;        -- turns in a row that took nothing
-    uid      integer;
-    jid      varchar;
-    jseq     bigint;
-    cursor_u integer := f.fair_cursor;
+    ids       varchar[] := '{}';
+    taken     jsonb := '{}';  -- user -> the seq of the last job taken from them
+    counts    jsonb := '{}';  -- user -> how many taken
+    per_user  boolean := f.user_max_running IS NOT NULL OR f.user_rate_max IS NOT NULL;
+    prio      integer;
+    uid       integer;
+    nxt       integer;
+    took      boolean;        -- whether this pass over the users took a job
+    passes    integer;
+    jid       varchar;
+    jseq      bigint;
+    cursor_u  integer := f.fair_cursor;
 BEGIN
     LOOP
+        EXIT WHEN cardinality(ids) >= room;
         prio := jobdesk_ready_priority(f.type, prio);
-        EXIT WHEN prio IS NULL OR cardinality(ids) >= room;
-        users := jobdesk_ready_users(f.type, prio);
-        -- start after the user served last
-        i := COALESCE((SELECT min(o) FROM unnest(users) WITH ORDINALITY AS x(u, o) WHERE u > cursor_u), 1);
-        idle := 0;
-        WHILE cardinality(ids) < room AND idle < cardinality(users) LOOP
-            uid := users[i];
-            i := i % cardinality(users) + 1;
+        EXIT WHEN prio IS NULL;
+        uid := COALESCE(cursor_u, -2147483648);
+        took := false;
+        passes := 0;
+        WHILE cardinality(ids) < room LOOP
+            SELECT COALESCE(user_id, 0) INTO nxt FROM jobs
+             WHERE type = f.type AND priority = prio AND COALESCE(user_id, 0) > uid
+               AND status = 'queued' AND pending_deps = 0 AND is_active AND run_at IS NULL
+             ORDER BY COALESCE(user_id, 0) LIMIT 1;
+            IF nxt IS NULL THEN  -- past the last user: the next pass starts from the first
+                EXIT WHEN passes > 0 AND NOT took;
+                passes := passes + 1;
+                took := false;
+                uid := -2147483648;
+                CONTINUE;
+            END IF;
+            uid := nxt;
             jid := NULL;
-            IF jobdesk_user_room(f, uid, running, COALESCE((counts ->> uid::text)::integer, 0)) > 0 THEN
+            IF NOT per_user OR jobdesk_user_room(f, uid, running, COALESCE((counts ->> uid::text)::integer, 0)) > 0 THEN
                 SELECT id, seq INTO jid, jseq FROM jobs
                  WHERE type = f.type AND priority = prio AND COALESCE(user_id, 0) = uid
                    AND seq > COALESCE((taken ->> uid::text)::bigint, 0)
                    AND status = 'queued' AND pending_deps = 0 AND is_active AND run_at IS NULL
                  ORDER BY seq LIMIT 1 FOR UPDATE SKIP LOCKED;
             END IF;
-            IF jid IS NULL THEN
-                idle := idle + 1;
-                CONTINUE;
-            END IF;
-            idle := 0;
+            CONTINUE WHEN jid IS NULL;
+            took := true;
             ids := ids || jid;
             cursor_u := uid;
             taken := taken || jsonb_build_object(uid::text, jseq);
-            counts := counts || jsonb_build_object(uid::text, COALESCE((counts ->> uid::text)::integer, 0) + 1);
+            IF per_user THEN
+                counts := counts || jsonb_build_object(uid::text, COALESCE((counts ->> uid::text)::integer, 0) + 1);
+            END IF;
         END LOOP;
     END LOOP;
     IF cursor_u IS DISTINCT FROM f.fair_cursor THEN
@@ -138,7 +181,10 @@ BEGIN
         RETURN;
     END IF;
     SELECT max_running INTO fleet FROM type_limits WHERE type = job_type FOR UPDATE;
-    room := jobdesk_type_room(worker, job_type, fleet, own_cap, want, done_ids, done_attempts);
+    room := want;
+    IF fleet IS NOT NULL OR own_cap IS NOT NULL THEN
+        room := jobdesk_type_room(worker, job_type, fleet, own_cap, want, done_ids, done_attempts);
+    END IF;
     IF f.rate_max IS NOT NULL THEN
         rate := jobdesk_rate_room(f.starts, f.rate_max, f.rate_period);
         IF rate <= 0 THEN
@@ -154,7 +200,9 @@ BEGIN
     IF f.user_max_running IS NOT NULL THEN
         running := jobdesk_user_running(job_type, done_ids, done_attempts);
     END IF;
-    IF f.fair_share THEN
+    IF f.fair_share AND f.user_max_running IS NULL AND f.user_rate_max IS NULL THEN
+        ids := jobdesk_flow_round_robin(f, room);
+    ELSIF f.fair_share THEN
         ids := jobdesk_flow_fair(f, room, running);
     ELSIF f.user_max_running IS NOT NULL OR f.user_rate_max IS NOT NULL THEN
         ids := jobdesk_flow_by_user(f, room, running);
@@ -185,6 +233,53 @@ BEGIN
         ON CONFLICT (type, user_id) DO UPDATE
            SET starts = jobdesk_rate_log(s.starts, cardinality(EXCLUDED.starts), f.user_rate_max);
     END IF;
+END $$;
+
+
+--
+-- Name: jobdesk_flow_round_robin(public.flow_limits, integer); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.jobdesk_flow_round_robin(f public.flow_limits, room integer) RETURNS character varying[]
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    ids      varchar[] := '{}';
+    prio     integer;
+    after    integer;
+    took     boolean;   -- whether this round took a job
+    wrapped  boolean;
+    t        record;
+    cursor_u integer := f.fair_cursor;
+BEGIN
+    LOOP
+        EXIT WHEN cardinality(ids) >= room;
+        prio := jobdesk_ready_priority(f.type, prio);
+        EXIT WHEN prio IS NULL;
+        after := COALESCE(cursor_u, -2147483648);
+        took := false;
+        wrapped := false;
+        WHILE cardinality(ids) < room LOOP
+            SELECT * INTO t FROM jobdesk_fair_turn(f.type, prio, after, room - cardinality(ids), ids);
+            IF cardinality(t.ids) > 0 THEN
+                ids := ids || t.ids;
+                cursor_u := t.last_taken;
+                took := true;
+            END IF;
+            IF t.users_seen < room - cardinality(ids) + cardinality(t.ids) THEN  -- past the last user
+                EXIT WHEN wrapped AND NOT took;
+                wrapped := true;
+                took := false;
+                after := -2147483648;
+            ELSE
+                after := t.last_user;
+            END IF;
+        END LOOP;
+    END LOOP;
+    IF cursor_u IS DISTINCT FROM f.fair_cursor THEN
+        UPDATE flow_limits SET fair_cursor = cursor_u WHERE type = f.type;
+    END IF;
+    RETURN ids;
 END $$;
 
 

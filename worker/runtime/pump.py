@@ -156,10 +156,9 @@ class Pumps:
         while True:
             kick.clear()  # a kick from now on is for the round below, or ends its wait
             limits = self.limits if self.limits.fleet or self.limits.local or self.limits.flow else None
-            solo = bool(limits.limited(self.types)) if limits is not None else False
-            solo = solo or PUMPS == 1
-            types = self._claimable()
+            types = self._claimable()  # a held type is left out, and while it is, both pumps claim
             limited = limits.limited(types) if limits is not None else []
+            solo = bool(limited) or PUMPS == 1
             if solo and index > 0:
                 if self.stop.is_set():
                     return
