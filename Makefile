@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 # The core's dependencies as wheels: the suite installs the built package from here, offline.
 WHEELHOUSE := $(VENV)/wheelhouse
 
-.PHONY: run test venv worker demo db bench bench-backlog bench-enqueue bench-console bench-dag bench-pipelines bench-bulk bench-failures bench-metrics bench-list lint clean screenshots dist dist-pypi schema docs docs-check
+.PHONY: run test venv worker demo db bench bench-backlog bench-enqueue bench-console bench-dag bench-pipelines bench-bulk bench-failures bench-metrics bench-list bench-flow lint clean screenshots dist dist-pypi schema docs docs-check
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -99,6 +99,10 @@ bench-metrics: $(STAMP)
 ## bench-list: the job list's pages and counts over a million jobs, as the API, the console and the CLI read them (prints figures)
 bench-list: $(STAMP)
 	$(PY) benchmarks/list_bench.py
+
+## bench-flow: what rate limits and fair share cost, as shares of the same run's baseline (prints figures)
+bench-flow: $(STAMP)
+	$(PY) benchmarks/flow_bench.py
 
 ## docs: regenerate the settings and HTTP API reference pages, then build the site into site/
 docs: $(STAMP)
