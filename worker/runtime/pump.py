@@ -114,6 +114,7 @@ class Pumps:
         self._free_idle_since: float | None = None  # the unlimited types had nothing to claim (see _round)
         self._starved = False  # a pump found every free slot reserved by another (see _pump)
         self._held: dict[str, float] = {}  # flow-controlled types held back: until when (monotonic)
+        self._held_by_limits: set[str] = set()  # those held by a limit a job's end lifts (not a rate)
 
     def start(self) -> list[asyncio.Task[None]]:
         self.tasks = [asyncio.create_task(self._pump(i), name=f"jobdesk-pump-{i + 1}") for i in range(PUMPS)]
@@ -156,7 +157,9 @@ class Pumps:
         while True:
             kick.clear()  # a kick from now on is for the round below, or ends its wait
             limits = self.limits if self.limits.fleet or self.limits.local or self.limits.flow else None
-            types = self._claimable()  # a held type is left out, and while it is, both pumps claim
+            # A held type is left out (and while it is, both pumps claim), unless a job of it
+            # that ends now frees a slot of its limits.
+            types = self._claimable({j.type for j, _ in outcomes.plain_done})
             limited = limits.limited(types) if limits is not None else []
             solo = bool(limited) or PUMPS == 1
             if solo and index > 0:
@@ -196,14 +199,16 @@ class Pumps:
                 except TimeoutError:
                     pass
 
-    def _claimable(self) -> list[str]:
+    def _claimable(self, ending: set[str]) -> list[str]:
         """The worker's types less the flow-controlled ones held back (their rate allows no start
         yet, or their limits leave no room): a claim of those would find nothing, so neither new
-        work nor a finished job sends one until the time comes."""
+        work nor a finished job sends one until the time comes. A type held by its limits and
+        of which a job is `ending` is claimed again."""
         if not self._held:
             return self.types
         now = time.monotonic()
-        self._held = {t: until for t, until in self._held.items() if until > now}
+        self._held = {t: until for t, until in self._held.items()
+                      if until > now and not (t in ending and t in self._held_by_limits)}
         return [t for t in self.types if t not in self._held]
 
     def _wait_s(self) -> float:
@@ -219,6 +224,10 @@ class Pumps:
         now = time.monotonic()
         for job_type, seconds in held.items():
             self._held[job_type] = now + (seconds if math.isfinite(seconds) else self.poll)
+            if math.isfinite(seconds):
+                self._held_by_limits.discard(job_type)
+            else:
+                self._held_by_limits.add(job_type)
 
     async def _round(self, finished: list[Finished], free: int, types: list[str], limits: ClaimLimits | None,
                      limited: list[str], lane: transitions.Lane) -> list[Job]:
