@@ -49,10 +49,12 @@ LANGUAGE sql STABLE AS $$
     SELECT max_n - count(*)::integer FROM unnest(starts) s WHERE s > now() - period
 $$;
 
--- When a log allows its next start: NULL when it allows one now.
-CREATE FUNCTION jobdesk_rate_next(starts timestamptz[], max_n integer, period interval) RETURNS timestamptz
+-- When a log allows `k` more starts (its next one, by default): NULL when it allows them now.
+CREATE FUNCTION jobdesk_rate_next(starts timestamptz[], max_n integer, period interval, k integer DEFAULT 1)
+RETURNS timestamptz
 LANGUAGE sql STABLE AS $$
-    SELECT s + period FROM unnest(starts) s WHERE s > now() - period ORDER BY s DESC OFFSET max_n - 1 LIMIT 1
+    SELECT s + period FROM unnest(starts) s WHERE s > now() - period
+     ORDER BY s DESC OFFSET max_n - LEAST(k, max_n) LIMIT 1
 $$;
 
 -- The log with `n` more starts now, kept to its last `max_n` entries, oldest first.
@@ -291,7 +293,8 @@ END $$;
 -- concurrency limit (type_limits, locked) and the worker's own cap (see jobdesk_type_room),
 -- its rate, and its limits per user; in fair-share order or oldest first. Locks the type's
 -- flow_limits row and the jobs it returns, and logs their starts. `next_at`: when the rate
--- allows the next start, if the rate held jobs back; 'infinity' when runnable jobs are held by
+-- allows `want` more starts, if the rate held jobs back (a worker then claims them in one go,
+-- not one statement per start as each old start leaves the window); 'infinity' when runnable jobs are held by
 -- a limit that a job's end lifts (concurrency, per user); NULL otherwise.
 CREATE FUNCTION jobdesk_flow_pick(worker varchar, job_type text, want integer, own_cap integer,
                                   done_ids text[] DEFAULT '{}', done_attempts integer[] DEFAULT '{}',
@@ -317,7 +320,7 @@ BEGIN
     IF f.rate_max IS NOT NULL THEN
         rate := jobdesk_rate_room(f.starts, f.rate_max, f.rate_period);
         IF rate <= 0 THEN
-            next_at := jobdesk_rate_next(f.starts, f.rate_max, f.rate_period);
+            next_at := jobdesk_rate_next(f.starts, f.rate_max, f.rate_period, want);
             RETURN;
         END IF;
         room := LEAST(room, rate);
@@ -351,7 +354,7 @@ BEGIN
         f.starts := jobdesk_rate_log(f.starts, cardinality(ids), f.rate_max);
         UPDATE flow_limits SET starts = f.starts WHERE type = job_type;
         IF cardinality(ids) >= rate THEN
-            next_at := jobdesk_rate_next(f.starts, f.rate_max, f.rate_period);
+            next_at := jobdesk_rate_next(f.starts, f.rate_max, f.rate_period, want);
         END IF;
     END IF;
     IF f.user_rate_max IS NOT NULL THEN

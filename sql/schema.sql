@@ -188,7 +188,7 @@ BEGIN
     IF f.rate_max IS NOT NULL THEN
         rate := jobdesk_rate_room(f.starts, f.rate_max, f.rate_period);
         IF rate <= 0 THEN
-            next_at := jobdesk_rate_next(f.starts, f.rate_max, f.rate_period);
+            next_at := jobdesk_rate_next(f.starts, f.rate_max, f.rate_period, want);
             RETURN;
         END IF;
         room := LEAST(room, rate);
@@ -222,7 +222,7 @@ BEGIN
         f.starts := jobdesk_rate_log(f.starts, cardinality(ids), f.rate_max);
         UPDATE flow_limits SET starts = f.starts WHERE type = job_type;
         IF cardinality(ids) >= rate THEN
-            next_at := jobdesk_rate_next(f.starts, f.rate_max, f.rate_period);
+            next_at := jobdesk_rate_next(f.starts, f.rate_max, f.rate_period, want);
         END IF;
     END IF;
     IF f.user_rate_max IS NOT NULL THEN
@@ -471,13 +471,14 @@ $$;
 
 
 --
--- Name: jobdesk_rate_next(timestamp with time zone[], integer, interval); Type: FUNCTION; Schema: public; Owner: -
+-- Name: jobdesk_rate_next(timestamp with time zone[], integer, interval, integer); Type: FUNCTION; Schema: public; Owner: -
 --
 
-CREATE FUNCTION public.jobdesk_rate_next(starts timestamp with time zone[], max_n integer, period interval) RETURNS timestamp with time zone
+CREATE FUNCTION public.jobdesk_rate_next(starts timestamp with time zone[], max_n integer, period interval, k integer DEFAULT 1) RETURNS timestamp with time zone
     LANGUAGE sql STABLE
     AS $$
-    SELECT s + period FROM unnest(starts) s WHERE s > now() - period ORDER BY s DESC OFFSET max_n - 1 LIMIT 1
+    SELECT s + period FROM unnest(starts) s WHERE s > now() - period
+     ORDER BY s DESC OFFSET max_n - LEAST(k, max_n) LIMIT 1
 $$;
 
 

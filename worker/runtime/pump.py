@@ -161,7 +161,7 @@ class Pumps:
             # that ends now frees a slot of its limits.
             types = self._claimable({j.type for j, _ in outcomes.plain_done})
             limited = limits.limited(types) if limits is not None else []
-            solo = bool(limited) or PUMPS == 1
+            solo = any(t in self.limits.fleet or t in self.limits.local for t in limited) or PUMPS == 1
             if solo and index > 0:
                 if self.stop.is_set():
                     return

@@ -190,7 +190,9 @@ def claim_statement(n_types: int, lane: Lane = None, *, exchange: bool = False, 
 # row (and its type_limits row), and returns the ids it may start, locked, with their starts
 # logged; this statement starts them. Due jobs are made runnable for the next claim. A last row
 # without an id (`claimed` false) tells the worker how long the type is held back: seconds until
-# its rate allows the next start, or infinity while its limits leave no room.
+# its rate allows as many starts as were asked for, or infinity while its limits leave no room.
+# A type that takes its turns only then, in one claim, costs a busy worker a statement per
+# batch of starts, not one per start as each old start leaves the window.
 _FLOW_PICK = """pick AS MATERIALIZED (
     SELECT * FROM jobdesk_flow_pick($1::varchar, ($2::text[])[1], $3::int, {own}::int{done})
 )"""
