@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 # The core's dependencies as wheels: the suite installs the built package from here, offline.
 WHEELHOUSE := $(VENV)/wheelhouse
 
-.PHONY: run test venv worker demo db bench bench-backlog bench-trickle bench-enqueue bench-console bench-dag bench-pipelines bench-bulk bench-failures bench-metrics bench-list bench-durable lint clean screenshots dist dist-pypi schema docs docs-check
+.PHONY: run test venv worker demo db bench bench-backlog bench-trickle bench-enqueue bench-console bench-dag bench-pipelines bench-bulk bench-failures bench-metrics bench-list bench-durable bench-flow lint clean screenshots dist dist-pypi schema docs docs-check
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -107,6 +107,10 @@ bench-list: $(STAMP)
 ## bench-durable: what a durable step costs, a worker's claim behind 100,000 suspended jobs, and 10,000 waiting jobs woken by one INSERT of events (prints figures; --quick for small sizes)
 bench-durable: $(STAMP)
 	$(PY) benchmarks/durable_bench.py
+
+## bench-flow: what rate limits and fair share cost, as shares of the same run's baseline (prints figures)
+bench-flow: $(STAMP)
+	$(PY) benchmarks/flow_bench.py
 
 ## docs: regenerate the settings and HTTP API reference pages, then build the site into site/
 docs: $(STAMP)

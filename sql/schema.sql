@@ -50,6 +50,284 @@ END $$;
 
 
 --
+-- Name: jobdesk_fair_turn(text, integer, integer, integer, character varying[]); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.jobdesk_fair_turn(job_type text, prio integer, after integer, want integer, skip character varying[], OUT ids character varying[], OUT users_seen integer, OUT last_user integer, OUT last_taken integer) RETURNS record
+    LANGUAGE sql
+    AS $$
+    WITH RECURSIVE u(uid, n) AS (
+        SELECT (SELECT COALESCE(user_id, 0) FROM jobs
+                 WHERE type = job_type AND priority = prio AND COALESCE(user_id, 0) > after
+                   AND status = 'queued' AND pending_deps = 0 AND is_active AND run_at IS NULL
+                 ORDER BY COALESCE(user_id, 0) LIMIT 1), 1
+        UNION ALL
+        SELECT (SELECT COALESCE(user_id, 0) FROM jobs
+                 WHERE type = job_type AND priority = prio AND COALESCE(user_id, 0) > u.uid
+                   AND status = 'queued' AND pending_deps = 0 AND is_active AND run_at IS NULL
+                 ORDER BY COALESCE(user_id, 0) LIMIT 1), u.n + 1
+          FROM u WHERE u.uid IS NOT NULL AND u.n < want
+    )
+    SELECT COALESCE(array_agg(j.id ORDER BY u.n) FILTER (WHERE j.id IS NOT NULL), '{}'),
+           count(u.uid)::integer, max(u.uid),
+           (array_agg(u.uid ORDER BY u.n DESC) FILTER (WHERE j.id IS NOT NULL))[1]
+      FROM u LEFT JOIN LATERAL (
+            SELECT id FROM jobs
+             WHERE type = job_type AND priority = prio AND COALESCE(user_id, 0) = u.uid
+               AND status = 'queued' AND pending_deps = 0 AND is_active AND run_at IS NULL
+               AND NOT id = ANY(skip)
+             ORDER BY seq LIMIT 1 FOR UPDATE SKIP LOCKED) j ON true
+     WHERE u.uid IS NOT NULL
+$$;
+
+
+--
+-- Name: flow_limits; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.flow_limits (
+    type character varying(255) NOT NULL,
+    rate_max integer,
+    rate_period interval,
+    user_rate_max integer,
+    user_rate_period interval,
+    user_max_running integer,
+    fair_share boolean DEFAULT false NOT NULL,
+    starts timestamp with time zone[] DEFAULT '{}'::timestamp with time zone[] NOT NULL,
+    fair_cursor integer,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT flow_limits_check CHECK (((rate_max IS NULL) = (rate_period IS NULL))),
+    CONSTRAINT flow_limits_check1 CHECK (((user_rate_max IS NULL) = (user_rate_period IS NULL))),
+    CONSTRAINT flow_limits_rate_max_check CHECK ((rate_max >= 1)),
+    CONSTRAINT flow_limits_rate_period_check CHECK ((rate_period > '00:00:00'::interval)),
+    CONSTRAINT flow_limits_user_max_running_check CHECK ((user_max_running >= 1)),
+    CONSTRAINT flow_limits_user_rate_max_check CHECK ((user_rate_max >= 1)),
+    CONSTRAINT flow_limits_user_rate_period_check CHECK ((user_rate_period > '00:00:00'::interval))
+);
+
+
+--
+-- Name: jobdesk_flow_by_user(public.flow_limits, integer, jsonb); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.jobdesk_flow_by_user(f public.flow_limits, room integer, running jsonb) RETURNS character varying[]
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    ids   varchar[] := '{}';
+    prio  integer;
+    users integer[];
+    rooms integer[];
+BEGIN
+    LOOP
+        EXIT WHEN cardinality(ids) >= room;
+        prio := jobdesk_ready_priority(f.type, prio);
+        EXIT WHEN prio IS NULL;
+        SELECT COALESCE(array_agg(u), '{}'), COALESCE(array_agg(r), '{}') INTO users, rooms
+          FROM (SELECT u, jobdesk_user_room(f, u, running, 0) AS r
+                  FROM unnest(jobdesk_ready_users(f.type, prio)) u) x WHERE r > 0;
+        ids := ids || ARRAY(
+            SELECT c.id FROM unnest(users, rooms) AS x(u, r)
+             CROSS JOIN LATERAL (
+                SELECT id, seq FROM jobs
+                 WHERE type = f.type AND priority = prio AND COALESCE(user_id, 0) = x.u
+                   AND status = 'queued' AND pending_deps = 0 AND is_active AND run_at IS NULL
+                 ORDER BY seq LIMIT x.r FOR UPDATE SKIP LOCKED) c
+             ORDER BY c.seq LIMIT room - cardinality(ids));
+    END LOOP;
+    RETURN ids;
+END $$;
+
+
+--
+-- Name: jobdesk_flow_fair(public.flow_limits, integer, jsonb); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.jobdesk_flow_fair(f public.flow_limits, room integer, running jsonb) RETURNS character varying[]
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    ids       varchar[] := '{}';
+    taken     jsonb := '{}';  -- user -> the seq of the last job taken from them
+    counts    jsonb := '{}';  -- user -> how many taken
+    per_user  boolean := f.user_max_running IS NOT NULL OR f.user_rate_max IS NOT NULL;
+    prio      integer;
+    uid       integer;
+    nxt       integer;
+    took      boolean;        -- whether this pass over the users took a job
+    passes    integer;
+    jid       varchar;
+    jseq      bigint;
+    cursor_u  integer := f.fair_cursor;
+BEGIN
+    LOOP
+        EXIT WHEN cardinality(ids) >= room;
+        prio := jobdesk_ready_priority(f.type, prio);
+        EXIT WHEN prio IS NULL;
+        uid := COALESCE(cursor_u, -2147483648);
+        took := false;
+        passes := 0;
+        WHILE cardinality(ids) < room LOOP
+            SELECT COALESCE(user_id, 0) INTO nxt FROM jobs
+             WHERE type = f.type AND priority = prio AND COALESCE(user_id, 0) > uid
+               AND status = 'queued' AND pending_deps = 0 AND is_active AND run_at IS NULL
+             ORDER BY COALESCE(user_id, 0) LIMIT 1;
+            IF nxt IS NULL THEN  -- past the last user: the next pass starts from the first
+                EXIT WHEN passes > 0 AND NOT took;
+                passes := passes + 1;
+                took := false;
+                uid := -2147483648;
+                CONTINUE;
+            END IF;
+            uid := nxt;
+            jid := NULL;
+            IF NOT per_user OR jobdesk_user_room(f, uid, running, COALESCE((counts ->> uid::text)::integer, 0)) > 0 THEN
+                SELECT id, seq INTO jid, jseq FROM jobs
+                 WHERE type = f.type AND priority = prio AND COALESCE(user_id, 0) = uid
+                   AND seq > COALESCE((taken ->> uid::text)::bigint, 0)
+                   AND status = 'queued' AND pending_deps = 0 AND is_active AND run_at IS NULL
+                 ORDER BY seq LIMIT 1 FOR UPDATE SKIP LOCKED;
+            END IF;
+            CONTINUE WHEN jid IS NULL;
+            took := true;
+            ids := ids || jid;
+            cursor_u := uid;
+            taken := taken || jsonb_build_object(uid::text, jseq);
+            IF per_user THEN
+                counts := counts || jsonb_build_object(uid::text, COALESCE((counts ->> uid::text)::integer, 0) + 1);
+            END IF;
+        END LOOP;
+    END LOOP;
+    IF cursor_u IS DISTINCT FROM f.fair_cursor THEN
+        UPDATE flow_limits SET fair_cursor = cursor_u WHERE type = f.type;
+    END IF;
+    RETURN ids;
+END $$;
+
+
+--
+-- Name: jobdesk_flow_pick(character varying, text, integer, integer, text[], integer[]); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.jobdesk_flow_pick(worker character varying, job_type text, want integer, own_cap integer, done_ids text[] DEFAULT '{}'::text[], done_attempts integer[] DEFAULT '{}'::integer[], OUT ids character varying[], OUT next_at timestamp with time zone) RETURNS record
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    f       flow_limits%ROWTYPE;
+    fleet   integer;
+    room    integer;
+    rate    integer;
+    running jsonb := '{}';
+BEGIN
+    ids := '{}';
+    SELECT * INTO f FROM flow_limits WHERE type = job_type FOR UPDATE;
+    IF NOT FOUND OR want <= 0 THEN
+        RETURN;
+    END IF;
+    SELECT max_running INTO fleet FROM type_limits WHERE type = job_type FOR UPDATE;
+    room := want;
+    IF fleet IS NOT NULL OR own_cap IS NOT NULL THEN
+        room := jobdesk_type_room(worker, job_type, fleet, own_cap, want, done_ids, done_attempts);
+    END IF;
+    IF f.rate_max IS NOT NULL THEN
+        rate := jobdesk_rate_room(f.starts, f.rate_max, f.rate_period);
+        IF rate <= 0 THEN
+            next_at := jobdesk_rate_next(f.starts, f.rate_max, f.rate_period, want);
+            RETURN;
+        END IF;
+        room := LEAST(room, rate);
+    END IF;
+    IF room <= 0 THEN
+        next_at := 'infinity';  -- held by the type's concurrency limit or the worker's cap
+        RETURN;
+    END IF;
+    IF f.user_max_running IS NOT NULL THEN
+        running := jobdesk_user_running(job_type, done_ids, done_attempts);
+    END IF;
+    IF f.fair_share AND f.user_max_running IS NULL AND f.user_rate_max IS NULL THEN
+        ids := jobdesk_flow_round_robin(f, room);
+    ELSIF f.fair_share THEN
+        ids := jobdesk_flow_fair(f, room, running);
+    ELSIF f.user_max_running IS NOT NULL OR f.user_rate_max IS NOT NULL THEN
+        ids := jobdesk_flow_by_user(f, room, running);
+    ELSE
+        ids := ARRAY(SELECT id FROM jobs
+                      WHERE type = job_type
+                        AND status = 'queued' AND pending_deps = 0 AND is_active AND run_at IS NULL
+                      ORDER BY priority DESC, seq LIMIT room FOR UPDATE SKIP LOCKED);
+    END IF;
+    IF cardinality(ids) = 0 THEN
+        IF jobdesk_ready_priority(job_type, NULL) IS NOT NULL THEN
+            next_at := 'infinity';  -- runnable jobs, all held by their users' limits
+        END IF;
+        RETURN;
+    END IF;
+    IF f.rate_max IS NOT NULL THEN
+        f.starts := jobdesk_rate_log(f.starts, cardinality(ids), f.rate_max);
+        UPDATE flow_limits SET starts = f.starts WHERE type = job_type;
+        IF cardinality(ids) >= rate THEN
+            next_at := jobdesk_rate_next(f.starts, f.rate_max, f.rate_period, want);
+        END IF;
+    END IF;
+    IF f.user_rate_max IS NOT NULL THEN
+        INSERT INTO flow_user_starts AS s (type, user_id, starts)
+        SELECT job_type, c.u, jobdesk_rate_log('{}', c.n, f.user_rate_max)
+          FROM (SELECT COALESCE(user_id, 0) AS u, count(*)::integer AS n FROM jobs
+                 WHERE id = ANY(ids) GROUP BY 1) c
+        ON CONFLICT (type, user_id) DO UPDATE
+           SET starts = jobdesk_rate_log(s.starts, cardinality(EXCLUDED.starts), f.user_rate_max);
+    END IF;
+END $$;
+
+
+--
+-- Name: jobdesk_flow_round_robin(public.flow_limits, integer); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.jobdesk_flow_round_robin(f public.flow_limits, room integer) RETURNS character varying[]
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    ids      varchar[] := '{}';
+    prio     integer;
+    after    integer;
+    took     boolean;   -- whether this round took a job
+    wrapped  boolean;
+    t        record;
+    cursor_u integer := f.fair_cursor;
+BEGIN
+    LOOP
+        EXIT WHEN cardinality(ids) >= room;
+        prio := jobdesk_ready_priority(f.type, prio);
+        EXIT WHEN prio IS NULL;
+        after := COALESCE(cursor_u, -2147483648);
+        took := false;
+        wrapped := false;
+        WHILE cardinality(ids) < room LOOP
+            SELECT * INTO t FROM jobdesk_fair_turn(f.type, prio, after, room - cardinality(ids), ids);
+            IF cardinality(t.ids) > 0 THEN
+                ids := ids || t.ids;
+                cursor_u := t.last_taken;
+                took := true;
+            END IF;
+            IF t.users_seen < room - cardinality(ids) + cardinality(t.ids) THEN  -- past the last user
+                EXIT WHEN wrapped AND NOT took;
+                wrapped := true;
+                took := false;
+                after := -2147483648;
+            ELSE
+                after := t.last_user;
+            END IF;
+        END LOOP;
+    END LOOP;
+    IF cursor_u IS DISTINCT FROM f.fair_cursor THEN
+        UPDATE flow_limits SET fair_cursor = cursor_u WHERE type = f.type;
+    END IF;
+    RETURN ids;
+END $$;
+
+
+--
 -- Name: jobdesk_jobs_after_insert_edges(); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -248,6 +526,79 @@ END $$;
 
 
 --
+-- Name: jobdesk_rate_log(timestamp with time zone[], integer, integer); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.jobdesk_rate_log(starts timestamp with time zone[], n integer, max_n integer) RETURNS timestamp with time zone[]
+    LANGUAGE sql STABLE
+    AS $$
+    SELECT COALESCE(array_agg(s ORDER BY s), '{}') FROM (
+        SELECT s FROM (SELECT unnest(starts) UNION ALL SELECT now() FROM generate_series(1, n)) AS x(s)
+         ORDER BY s DESC LIMIT max_n) y
+$$;
+
+
+--
+-- Name: jobdesk_rate_next(timestamp with time zone[], integer, interval, integer); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.jobdesk_rate_next(starts timestamp with time zone[], max_n integer, period interval, k integer DEFAULT 1) RETURNS timestamp with time zone
+    LANGUAGE sql STABLE
+    AS $$
+    SELECT s + period FROM unnest(starts) s WHERE s > now() - period
+     ORDER BY s DESC OFFSET max_n - LEAST(k, max_n) LIMIT 1
+$$;
+
+
+--
+-- Name: jobdesk_rate_room(timestamp with time zone[], integer, interval); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.jobdesk_rate_room(starts timestamp with time zone[], max_n integer, period interval) RETURNS integer
+    LANGUAGE sql STABLE
+    AS $$
+    SELECT max_n - count(*)::integer FROM unnest(starts) s WHERE s > now() - period
+$$;
+
+
+--
+-- Name: jobdesk_ready_priority(text, integer); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.jobdesk_ready_priority(job_type text, above integer) RETURNS integer
+    LANGUAGE sql STABLE
+    AS $$
+    SELECT priority FROM jobs
+     WHERE type = job_type AND (above IS NULL OR priority < above)
+       AND status = 'queued' AND pending_deps = 0 AND is_active AND run_at IS NULL
+     ORDER BY priority DESC, seq LIMIT 1
+$$;
+
+
+--
+-- Name: jobdesk_ready_users(text, integer); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.jobdesk_ready_users(job_type text, prio integer) RETURNS integer[]
+    LANGUAGE sql STABLE
+    AS $$
+    WITH RECURSIVE u(uid) AS (
+        (SELECT COALESCE(user_id, 0) FROM jobs
+          WHERE type = job_type AND priority = prio
+            AND status = 'queued' AND pending_deps = 0 AND is_active AND run_at IS NULL
+          ORDER BY COALESCE(user_id, 0) LIMIT 1)
+        UNION ALL
+        SELECT (SELECT COALESCE(user_id, 0) FROM jobs
+                 WHERE type = job_type AND priority = prio AND COALESCE(user_id, 0) > u.uid
+                   AND status = 'queued' AND pending_deps = 0 AND is_active AND run_at IS NULL
+                 ORDER BY COALESCE(user_id, 0) LIMIT 1)
+          FROM u WHERE u.uid IS NOT NULL
+    )
+    SELECT COALESCE(array_agg(uid), '{}') FROM u WHERE uid IS NOT NULL
+$$;
+
+
+--
 -- Name: jobdesk_stats_bin(double precision); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -340,6 +691,43 @@ END $$;
 
 
 --
+-- Name: jobdesk_user_room(public.flow_limits, integer, jsonb, integer); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.jobdesk_user_room(f public.flow_limits, uid integer, running jsonb, taken integer) RETURNS integer
+    LANGUAGE plpgsql STABLE
+    AS $$
+DECLARE
+    room integer := 2147483647;
+    log  timestamptz[];
+BEGIN
+    IF f.user_max_running IS NOT NULL THEN
+        room := f.user_max_running - COALESCE((running ->> uid::text)::integer, 0);
+    END IF;
+    IF f.user_rate_max IS NOT NULL THEN
+        SELECT starts INTO log FROM flow_user_starts WHERE type = f.type AND user_id = uid;
+        room := LEAST(room, jobdesk_rate_room(COALESCE(log, '{}'), f.user_rate_max, f.user_rate_period));
+    END IF;
+    RETURN room - taken;
+END $$;
+
+
+--
+-- Name: jobdesk_user_running(text, text[], integer[]); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.jobdesk_user_running(job_type text, done_ids text[], done_attempts integer[]) RETURNS jsonb
+    LANGUAGE sql
+    AS $$
+    SELECT COALESCE(jsonb_object_agg(u, n), '{}') FROM (
+        SELECT COALESCE(user_id, 0) AS u, count(*) AS n FROM jobs j
+         WHERE status = 'in_progress' AND type = job_type
+           AND (j.id, j.attempts) NOT IN (SELECT * FROM unnest(done_ids, done_attempts))
+         GROUP BY 1) c
+$$;
+
+
+--
 -- Name: jobdesk_uuid7(); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -419,6 +807,17 @@ ALTER TABLE public.audit_log ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
     NO MINVALUE
     NO MAXVALUE
     CACHE 1
+);
+
+
+--
+-- Name: flow_user_starts; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.flow_user_starts (
+    type character varying(255) NOT NULL,
+    user_id integer NOT NULL,
+    starts timestamp with time zone[] NOT NULL
 );
 
 
@@ -773,6 +1172,22 @@ ALTER TABLE ONLY public.audit_log
 
 
 --
+-- Name: flow_limits flow_limits_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.flow_limits
+    ADD CONSTRAINT flow_limits_pkey PRIMARY KEY (type);
+
+
+--
+-- Name: flow_user_starts flow_user_starts_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.flow_user_starts
+    ADD CONSTRAINT flow_user_starts_pkey PRIMARY KEY (type, user_id);
+
+
+--
 -- Name: job_attempts job_attempts_pkey; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -1032,6 +1447,13 @@ CREATE INDEX jobs_status_idx ON public.jobs USING btree (status, seq);
 --
 
 CREATE UNIQUE INDEX jobs_unique_key_idx ON public.jobs USING btree (unique_key) WHERE ((unique_key IS NOT NULL) AND ((status)::text = ANY ((ARRAY['queued'::character varying, 'in_progress'::character varying, 'waiting_approval'::character varying])::text[])));
+
+
+--
+-- Name: jobs_user_ready_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX jobs_user_ready_idx ON public.jobs USING btree (type, priority DESC, COALESCE(user_id, 0), seq) WHERE (((status)::text = 'queued'::text) AND (pending_deps = 0) AND is_active AND (run_at IS NULL));
 
 
 --

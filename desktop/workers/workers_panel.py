@@ -1,6 +1,6 @@
 """The Workers panel: every worker in the `workers` table, live, with pause, resume, drain and
-stop for any of them (on any host) through the control channel, and a warning for each queued
-job type that no live worker serves."""
+stop for any of them (on any host) through the control channel, a warning for each queued job
+type that no live worker serves, and the limits on the claims (`limits_table`)."""
 
 from __future__ import annotations
 
@@ -26,6 +26,7 @@ from desktop.errors import EXPECTED
 from desktop.list_table import list_table
 from desktop.tasks import spawn
 from desktop.workers.job_links_delegate import JobLinksDelegate
+from desktop.workers.limits_table import LimitsTable
 from desktop.workers.worker_table_model import COL_JOBS, COLUMNS, WorkerTableModel
 from worker.core.errors import JobdeskError
 from worker.core.rules import worker_command_is_legal
@@ -85,6 +86,8 @@ class WorkersPanel(QWidget):
         layout.addWidget(self.warning_box)
         layout.addLayout(buttons)
         layout.addWidget(self.table, 1)
+        self.limits = LimitsTable()
+        layout.addWidget(self.limits)
 
         self._poll = QTimer(self, interval=POLL_MS)
         self._poll.timeout.connect(lambda: spawn(self.refresh(), "workers-poll"))
@@ -166,6 +169,7 @@ class WorkersPanel(QWidget):
         try:
             view = await self.connection.run(
                 lambda jobs: jobs.workers_view(lease, served_before=served, with_unserved=due))
+            uses = await self.connection.run(lambda jobs: jobs.limits()) if due else None
         except EXPECTED as exc:  # expected failures are messages; bugs reach the error hook
             log.warning("cannot list workers: %s", exc)
             self.summary.setText("cannot list workers")
@@ -177,6 +181,8 @@ class WorkersPanel(QWidget):
         if view.unserved is not None:
             self._unserved_at = time.monotonic()
             self._show_unserved(view.unserved)
+        if uses is not None:
+            self.limits.show_uses(uses)
         self._update_summary()
         self.update_buttons()
         self.workers_loaded.emit(view.workers)

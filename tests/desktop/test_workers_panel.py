@@ -330,3 +330,30 @@ def test_the_log_dock_filters_by_level_and_text_while_lines_keep_coming(  # type
     dock.set_filter(level="DEBUG", search="")
     assert len(dock.shown_lines()) == 8 and dock.shown_lines()[6].endswith("claimed 3 job(s)")
     assert dock.highlighter.document() is dock.view.document()
+
+
+def test_the_limits_table_shows_each_limit_its_use_and_what_it_holds_back(  # type: ignore[no-untyped-def]
+        qapp: QApplication, qtbot, test_db: str) -> None:
+    async def scenario() -> None:
+        conn = await asyncpg.connect(test_db)
+        await conn.execute("INSERT INTO users (id, name) VALUES (42, 'u42')")
+        await conn.execute("INSERT INTO flow_limits (type, user_max_running) VALUES ('video.render', 1)")
+        await conn.execute("INSERT INTO flow_limits (type, rate_max, rate_period, starts) "
+                           "VALUES ('image.generate', 2, '1 hour', ARRAY[now(), now()])")
+        await conn.execute("INSERT INTO jobs (type, input_data, user_id, status, started_at, worker_id) "
+                           "VALUES ('video.render', '{}', 42, 'in_progress', now(), 'w')")
+        await conn.execute("INSERT INTO jobs (type, input_data, user_id) VALUES ('video.render', '{}', 42), "
+                           "('video.render', '{}', 42), ('image.generate', '{}', 1)")
+        window = open_window(qtbot, test_db, JOB_LEASE_TIMEOUT=60)
+        table = window.workers.panel.limits
+        await until(lambda: table.rowCount() == 2, what="the limits")
+        rows = {r[0]: r for r in table.rows()}
+        assert rows["image.generate"][1:4] == ("2/h (rate)", "2 in the last 3600 s", "1")
+        assert rows["image.generate"][4].startswith("in ")
+        assert rows["video.render"][1:4] == ("1 running per user (running per user)",
+                                             "1 running, 1 user(s) at the limit", "2")
+        assert table.isVisibleTo(window.workers.panel)
+        await conn.close()
+        await close(window)
+
+    run_qasync(qapp, scenario())

@@ -23,6 +23,9 @@ class ApiMetrics:
                                  buckets=(.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10))
         self.jobs = Gauge("jobdesk_jobs", f"Queued, running and failed jobs per type (each status counted "
                           f"up to {JOB_COUNT_CAP})", ["type", "status"], registry=self.registry)
+        self.held = Gauge("jobdesk_jobs_held_back", "Runnable jobs a limit keeps from starting now, per type and "
+                          "limit (rate, user_rate, user_running, type_running)", ["type", "limit"],
+                          registry=self.registry)
         self._jobs_read_at = 0.0
 
     async def render(self, service: JobService) -> bytes:
@@ -32,6 +35,10 @@ class ApiMetrics:
             self.jobs.clear()
             for (type_, status), n in counts.items():
                 self.jobs.labels(type_, status).set(n)
+            self.held.clear()
+            for use in await service.limits():
+                if use.kind != "fair_share":
+                    self.held.labels(use.type, use.kind).set(use.held)
             self._jobs_read_at = now
         return generate_latest(self.registry)
 

@@ -91,11 +91,14 @@ async def create_job(request: Request) -> Response:
     job = JobCreate(body.type, body.input_data, dependent_on_jobs=list(body.dependent_on_jobs),
                     user_id=caller.user_id if caller.user_id is not None else body.user_id,
                     pipeline_id=body.pipeline_id, priority=body.priority, scheduled_at=body.scheduled_at,
-                    unique_key=body.unique_key)
+                    unique_key=body.unique_key, debounce=body.debounce, debounce_max=body.debounce_max)
 
     def created(record: JobRecord) -> JsonObject:
         # A new job keeps the id it was given; a duplicate is answered with the job holding its key.
-        return {**job_json(record), "duplicate": record.id != job.id}
+        out: JsonObject = {**job_json(record), "duplicate": record.id != job.id}
+        if job.debounce is not None:  # a duplicate left queued was debounced (the enqueue updated it)
+            out["debounced"] = record.id != job.id and record.status == Status.QUEUED
+        return out
 
     try:
         if idempotency_key:
@@ -111,11 +114,15 @@ async def create_job(request: Request) -> Response:
     except InvalidJob as exc:
         raise locate(exc, "body") from None
     # `job_document.with_key(document, "duplicate", ...)`, its tail encoded once, not per request.
-    return Response(placed.document[:-1] + _DUPLICATE_TAIL[placed.duplicate],
+    tail = _DUPLICATE_TAIL[placed.duplicate]
+    if job.debounce is not None:
+        tail = tail[:-1] + _DEBOUNCED_TAIL[placed.debounced]
+    return Response(placed.document[:-1] + tail,
                     status_code=200 if placed.duplicate else 201, media_type="application/json")
 
 
 _DUPLICATE_TAIL = {dup: job_document.with_key("{}", "duplicate", dup)[1:] for dup in (False, True)}
+_DEBOUNCED_TAIL = {deb: job_document.with_key("{}", "debounced", deb)[1:] for deb in (False, True)}
 
 
 def _cursor(text: str | None) -> int | None:

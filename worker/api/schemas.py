@@ -6,6 +6,8 @@ from typing import Any
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
+from worker.core.validation import MAX_DEBOUNCE_S
+
 
 class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -20,6 +22,10 @@ class JobIn(Strict):
     priority: int = Field(0, ge=-(2**31), le=2**31 - 1)
     scheduled_at: AwareDatetime | None = None  # runs no earlier than this (ISO 8601 with an offset)
     unique_key: str | None = Field(None, min_length=1, max_length=255)
+    # Seconds (needs unique_key): a queued job holding the key that has not started takes this
+    # input_data and starts this long from now; `debounce_max` caps the move from its first enqueue.
+    debounce: float | None = Field(None, gt=0, le=MAX_DEBOUNCE_S)
+    debounce_max: float | None = Field(None, gt=0, le=MAX_DEBOUNCE_S)
 
 
 class PipelineJobIn(Strict):
@@ -78,6 +84,7 @@ class JobOut(BaseModel):
 
 class JobCreatedOut(JobOut):
     duplicate: bool  # true: an unfinished job held the unique key; this is that job, nothing was created
+    debounced: bool = False  # true (with debounce): that queued job took this input and its new start
 
 
 class DurableStepOut(BaseModel):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 
 from worker.cli.arguments import ArgumentParser, Subparsers, json_arg, status_arg
@@ -13,7 +13,7 @@ from worker.cli.output import ago, print_json, print_rows
 from worker.cli.session import Command, Invocation
 from worker.core.durations import parse_seconds
 from worker.core.errors import InvalidJob
-from worker.core.models import JobRecord, Status, new_job_id, short_id
+from worker.core.models import JobCreate, JobRecord, Status, short_id
 from worker.core.rules import BULK_ACTIONS
 from worker.service.read_models import Attempt, StepRow
 from worker.store.jobs import JobFilter
@@ -37,6 +37,19 @@ def _in_arg(text: str) -> float:
         raise argparse.ArgumentTypeError(f"--in {exc}") from None
 
 
+def _seconds_arg(flag: str) -> Callable[[str], float]:
+    """A duration above 0 (`5s`, `2m`, or seconds) for `flag`."""
+    def parse(text: str) -> float:
+        try:
+            seconds = parse_seconds(text)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(f"{flag} {exc}") from None
+        if seconds <= 0:
+            raise argparse.ArgumentTypeError(f"{flag} must be longer than 0 s")
+        return seconds
+    return parse
+
+
 def add_parsers(sub: Subparsers, common: ArgumentParser) -> None:
     """demo, submit, jobs, show, cancel, retry, approve, reject."""
     p = sub.add_parser("demo", parents=[common], help="enqueue the demo 'generate video' pipeline")
@@ -58,6 +71,10 @@ def add_parsers(sub: Subparsers, common: ArgumentParser) -> None:
                       help="run no earlier than this long from now (10m)")
     p.add_argument("--unique-key", metavar="KEY",
                    help="create nothing if an unfinished job has this key; print that job's id")
+    p.add_argument("--debounce", type=_seconds_arg("--debounce"), metavar="DURATION",
+                   help="with --unique-key: a queued job with the key takes this input, starts this long from now (5s)")
+    p.add_argument("--debounce-max", type=_seconds_arg("--debounce-max"), metavar="DURATION",
+                   help="with --debounce: the start moves at most this far from the first enqueue (1m)")
     p.add_argument("--processors", action="extend", nargs="+", default=[], metavar="MODULE",
                    help="modules with a PROCESSOR_MAP whose input models check --input (one or more)")
 
@@ -198,19 +215,21 @@ async def cmd_submit(inv: Invocation) -> int:
     modules = [*settings.JOB_PROCESSOR_MODULES, *args.processors]
     make_validator(load_processor_classes(modules, settings.JOB_PROCESSOR_PATH))(args.type, args.input)
     scheduled_at = args.at if args.in_ is None else datetime.now(UTC) + timedelta(seconds=args.in_)
-    new_id = new_job_id()
+    job = JobCreate(args.type, args.input, dependent_on_jobs=list(args.depends_on), user_id=args.user,
+                    pipeline_id=args.pipeline, priority=args.priority, scheduled_at=scheduled_at,
+                    unique_key=args.unique_key, debounce=args.debounce, debounce_max=args.debounce_max)
     async with inv.service() as jobs:
-        job_id = await jobs.enqueue(args.type, args.input, depends_on=args.depends_on, user_id=args.user,
-                                    pipeline_id=args.pipeline, priority=args.priority, id=new_id,
-                                    scheduled_at=scheduled_at, unique_key=args.unique_key)
+        job_id, outcome = await jobs.place(job)
         record = await jobs.get_job(job_id)
-    duplicate = job_id != new_id  # the unfinished job holding the unique key stands for it
+    duplicate = outcome != "created"  # the unfinished job holding the unique key stands for it
     if args.json:
-        print_json({**record.to_json(), "duplicate": duplicate})
+        extra = {"debounced": outcome == "debounced"} if args.debounce is not None else {}
+        print_json({**record.to_json(), "duplicate": duplicate, **extra})
     else:
         when = f" (scheduled for {_when(record.scheduled_at)})" if _is_scheduled(record) else ""
-        note = f" (duplicate: job {job_id} holds key {args.unique_key!r}; nothing created)" if duplicate else ""
-        print(f"{job_id} {record.status.value}{when}{note}")
+        notes = {"duplicate": f" (duplicate: job {job_id} holds key {args.unique_key!r}; nothing created)",
+                 "debounced": f" (debounced: job {job_id} holds key {args.unique_key!r}; it took this input)"}
+        print(f"{job_id} {record.status.value}{when}{notes.get(outcome, '')}")
     return 0
 
 

@@ -74,13 +74,21 @@ class JobCreate:
     priority: int = 0
     scheduled_at: datetime | None = None  # runs no earlier than this (timezone-aware)
     unique_key: str | None = None  # at most one unfinished job per key
+    # Seconds: while the queued job holding unique_key has not started, an enqueue with the key
+    # replaces its input_data and moves its start to now plus this.
+    debounce: float | None = None
+    debounce_max: float | None = None  # seconds from the first enqueue that the start may move to at most
 
     def to_json(self) -> dict[str, Any]:
-        return {"type": self.type, "input_data": self.input_data, "id": self.id,
-                "dependent_on_jobs": list(self.dependent_on_jobs), "user_id": self.user_id,
-                "pipeline_id": self.pipeline_id, "priority": self.priority,
-                "scheduled_at": self.scheduled_at.isoformat() if self.scheduled_at else None,
-                "unique_key": self.unique_key}
+        out: dict[str, Any] = {
+            "type": self.type, "input_data": self.input_data, "id": self.id,
+            "dependent_on_jobs": list(self.dependent_on_jobs), "user_id": self.user_id,
+            "pipeline_id": self.pipeline_id, "priority": self.priority,
+            "scheduled_at": self.scheduled_at.isoformat() if self.scheduled_at else None,
+            "unique_key": self.unique_key}
+        if self.debounce is not None:
+            out.update(debounce=self.debounce, debounce_max=self.debounce_max)
+        return out
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> JobCreate:

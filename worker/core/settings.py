@@ -9,7 +9,7 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from worker.core.durations import parse_duration, parse_seconds
 from worker.core.errors import SettingsError
-from worker.core.limits import parse_type_limits
+from worker.core.limits import Rate, parse_rates, parse_type_limits, parse_type_names
 
 
 def _duration_seconds(value: object) -> object:
@@ -52,6 +52,14 @@ class Settings(BaseSettings):
     MAX_CONCURRENT_JOBS: int = Field(10, ge=1, le=10_000)
     # Most jobs of a type in progress at once across every worker: `video.render=2,image.generate=4`.
     JOB_TYPE_LIMITS: Annotated[dict[str, int], NoDecode] = {}
+    # Most jobs of a type started per period across every worker: `image.generate=10/s,video.render=100/m`.
+    JOB_RATE_LIMITS: Annotated[dict[str, Rate], NoDecode] = {}
+    # Most jobs of a type started per period for one user_id: `image.generate=2/s`.
+    JOB_USER_RATE_LIMITS: Annotated[dict[str, Rate], NoDecode] = {}
+    # Most jobs of a type in progress at once for one user_id, across every worker: `video.render=1`.
+    JOB_USER_LIMITS: Annotated[dict[str, int], NoDecode] = {}
+    # Types claimed round-robin across user_id (oldest first within each user): `video.render,image.generate` or `*`.
+    JOB_FAIR_SHARE: Annotated[list[str], NoDecode] = []
     # Seconds to wait before each retry; N intervals mean N retries.
     JOB_RETRY_INTERVALS: Annotated[list[float], NoDecode] = [10, 30, 60, 120, 240, 240, 240, 240, 240, 240]
     # Connections in each process's pool.
@@ -115,10 +123,20 @@ class Settings(BaseSettings):
             raise ValueError("intervals must be zero or more seconds")
         return value
 
-    @field_validator("JOB_TYPE_LIMITS", mode="before")
+    @field_validator("JOB_TYPE_LIMITS", "JOB_USER_LIMITS", mode="before")
     @classmethod
     def _parse_type_limits(cls, value: object) -> object:
         return parse_type_limits(value) if isinstance(value, str) else value
+
+    @field_validator("JOB_RATE_LIMITS", "JOB_USER_RATE_LIMITS", mode="before")
+    @classmethod
+    def _parse_rates(cls, value: object) -> object:
+        return parse_rates(value) if isinstance(value, str) else value
+
+    @field_validator("JOB_FAIR_SHARE", mode="before")
+    @classmethod
+    def _parse_fair_share(cls, value: object) -> object:
+        return parse_type_names(value) if isinstance(value, str) else value
 
     @field_validator("JOBDESK_EMBEDDED_IDLE_STOP", mode="before")
     @classmethod

@@ -93,3 +93,27 @@ def check_new_job(job: JobCreate) -> None:
     if job.unique_key is not None and (not isinstance(job.unique_key, str) or not 1 <= len(job.unique_key) <= 255):
         raise InvalidJob(f"unique_key of job {job.id} must be a string of 1 to 255 characters", job_id=job.id,
                          field="unique_key")
+    if job.debounce is not None or job.debounce_max is not None:
+        _check_debounce(job)
+
+
+MAX_DEBOUNCE_S = 366 * 86400  # a debounce (or its cap) of at most a year
+
+
+def _check_debounce(job: JobCreate) -> None:
+    """`debounce` needs a unique_key and a duration above 0; `debounce_max` needs a debounce and
+    is no shorter than it."""
+    for name in ("debounce", "debounce_max"):
+        value = getattr(job, name)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
+                                  or not 0 < value <= MAX_DEBOUNCE_S):
+            raise InvalidJob(f"{name} of job {job.id} must be a number of seconds above 0 and at most a year",
+                             job_id=job.id, field=name)
+    if job.debounce is None:
+        raise InvalidJob(f"debounce_max of job {job.id} needs a debounce", job_id=job.id, field="debounce_max")
+    if job.unique_key is None:
+        raise InvalidJob(f"debounce of job {job.id} needs a unique_key: the key of the jobs it gathers",
+                         job_id=job.id, field="debounce")
+    if job.debounce_max is not None and job.debounce_max < job.debounce:
+        raise InvalidJob(f"debounce_max of job {job.id} is shorter than its debounce", job_id=job.id,
+                         field="debounce_max")

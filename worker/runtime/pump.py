@@ -6,15 +6,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import time
 from dataclasses import replace
 
-from worker.core.limits import ClaimLimits
+from worker.core.limits import ClaimLimits, describe
 from worker.core.models import Job
 from worker.runtime.dblink import DbLink
 from worker.runtime.execution import Execution
 from worker.runtime.outcomes import Finished, Outcomes
-from worker.store import transitions, type_limits
+from worker.store import flow_limits, transitions, type_limits
 
 log = logging.getLogger("jobdesk.worker")
 
@@ -112,6 +113,8 @@ class Pumps:
         self._reserved = 0  # slots a claim in flight may fill
         self._free_idle_since: float | None = None  # the unlimited types had nothing to claim (see _round)
         self._starved = False  # a pump found every free slot reserved by another (see _pump)
+        self._held: dict[str, float] = {}  # flow-controlled types held back: until when (monotonic)
+        self._held_by_limits: set[str] = set()  # those held by a limit a job's end lifts (not a rate)
 
     def start(self) -> list[asyncio.Task[None]]:
         self.tasks = [asyncio.create_task(self._pump(i), name=f"jobdesk-pump-{i + 1}") for i in range(PUMPS)]
@@ -130,6 +133,11 @@ class Pumps:
             self.limits = replace(self.limits, fleet=frozenset(fleet))
             if fleet:
                 log.info("type limits: %s", ", ".join(f"{t}={n}" for t, n in sorted(fleet.items())))
+        flows = await self.db.call(lambda c: flow_limits.flow_limits(c, self.types))
+        if frozenset(flows) != self.limits.flow:
+            self.limits = replace(self.limits, flow=frozenset(flows))
+            if flows:
+                log.info("flow control: %s", "; ".join(f"{t} {describe(f)}" for t, f in flows.items()))
 
     async def _pump(self, index: int) -> None:
         """Record plain results and claim more work (of this pump's lane), one statement per round.
@@ -148,9 +156,12 @@ class Pumps:
         execution, outcomes = self.execution, self.outcomes
         while True:
             kick.clear()  # a kick from now on is for the round below, or ends its wait
-            limits = self.limits if self.limits.fleet or self.limits.local else None
-            limited = limits.limited(self.types) if limits is not None else []
-            solo = bool(limited) or PUMPS == 1
+            limits = self.limits if self.limits.fleet or self.limits.local or self.limits.flow else None
+            # A held type is left out (and while it is, both pumps claim), unless a job of it
+            # that ends now frees a slot of its limits.
+            types = self._claimable({j.type for j, _ in outcomes.plain_done})
+            limited = limits.limited(types) if limits is not None else []
+            solo = any(t in self.limits.fleet or t in self.limits.local for t in limited) or PUMPS == 1
             if solo and index > 0:
                 if self.stop.is_set():
                     return
@@ -171,7 +182,7 @@ class Pumps:
                 await self.kicks.wait(index)
                 continue
             free = max(free, 0)
-            jobs = await self._round(finished, free, limits, limited, lane)
+            jobs = await self._round(finished, free, types, limits, limited, lane)
             if len(jobs) < free and self._starved:
                 self._starved = False
                 self.kicks.set(but=index)  # slots this pump held and did not fill: another's lane may fill them
@@ -184,11 +195,41 @@ class Pumps:
             # under a trickle of jobs its claim found nothing: a third of all round trips.
             if len(jobs) < free and not outcomes.plain_done:
                 try:
-                    await self.kicks.wait(index, self.poll)
+                    await self.kicks.wait(index, self._wait_s())
                 except TimeoutError:
                     pass
 
-    async def _round(self, finished: list[Finished], free: int, limits: ClaimLimits | None,
+    def _claimable(self, ending: set[str]) -> list[str]:
+        """The worker's types less the flow-controlled ones held back (their rate allows no start
+        yet, or their limits leave no room): a claim of those would find nothing, so neither new
+        work nor a finished job sends one until the time comes. A type held by its limits and
+        of which a job is `ending` is claimed again."""
+        if not self._held:
+            return self.types
+        now = time.monotonic()
+        self._held = {t: until for t, until in self._held.items()
+                      if until > now and not (t in ending and t in self._held_by_limits)}
+        return [t for t in self.types if t not in self._held]
+
+    def _wait_s(self) -> float:
+        """How long a pump with nothing to do waits: the poll interval, or less when a held type's
+        next start comes sooner."""
+        if not self._held:
+            return self.poll
+        return max(0.0, min(self.poll, min(self._held.values()) - time.monotonic()))
+
+    def _hold(self, held: dict[str, float]) -> None:
+        """Hold back the types a claim said are held: until their next start, or for the poll
+        interval when a job's end elsewhere lifts the hold (no notification tells of it)."""
+        now = time.monotonic()
+        for job_type, seconds in held.items():
+            self._held[job_type] = now + (seconds if math.isfinite(seconds) else self.poll)
+            if math.isfinite(seconds):
+                self._held_by_limits.discard(job_type)
+            else:
+                self._held_by_limits.add(job_type)
+
+    async def _round(self, finished: list[Finished], free: int, types: list[str], limits: ClaimLimits | None,
                      limited: list[str], lane: transitions.Lane) -> list[Job]:
         """One round trip: write `finished` and claim up to `free` jobs, which start as slots allow."""
         self._reserved += free
@@ -198,8 +239,11 @@ class Pumps:
         try:
             skip_free = (self._free_idle_since is not None and bool(limited) and free > 0
                          and time.monotonic() - self._free_idle_since < self.poll)
+            held: dict[str, float] = {}
             written, jobs = await self.db.call(lambda c: transitions.complete_and_claim(
-                c, self.worker_id, self.types, free, finished, limits, free_idle=skip_free, lane=lane))
+                c, self.worker_id, types, free, finished, limits, free_idle=skip_free, lane=lane, held=held))
+            if held:
+                self._hold(held)
             if limited and free > 0 and not skip_free:
                 # The unlimited types gave nothing: leave them out until new work is announced
                 # or the poll interval passes (jobs whose retry time comes wake nobody).

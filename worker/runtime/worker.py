@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 import asyncpg
 
-from worker.core.limits import ClaimLimits
+from worker.core.limits import ClaimLimits, flow_configs
 from worker.core.processor import BaseProcessor
 from worker.core.settings import Settings
 from worker.observe.alerts import Alert, AlertSender
@@ -36,8 +36,8 @@ from worker.runtime.outcomes import Outcomes
 from worker.runtime.pump import PUMPS, Kicks, Pumps
 from worker.runtime.retention import Pruner
 from worker.runtime.supervisor import Supervisor
+from worker.store import flow_limits, transitions, type_limits
 from worker.store import rollup as stats_rollup
-from worker.store import transitions, type_limits
 from worker.store.listen_supervisor import ListenerSupervisor
 from worker.store.listener import NEW_JOBS_CHANNEL
 
@@ -214,6 +214,9 @@ class Worker:
         self.alerts.start()
         await self.supervisor.start()
         await self.db.call(lambda c: type_limits.declare(c, self.settings.JOB_TYPE_LIMITS))
+        s = self.settings
+        flows = flow_configs(self.types, s.JOB_RATE_LIMITS, s.JOB_USER_RATE_LIMITS, s.JOB_USER_LIMITS, s.JOB_FAIR_SHARE)
+        await self.db.call(lambda c: flow_limits.declare(c, flows))
         await self.refresh_limits()
         log.info("worker %s ready: %d slot(s), types %s", self.worker_id, self.concurrency,
                  ", ".join(self.types) or "(none)")

@@ -19,14 +19,32 @@ class Enqueueing(ServiceBase):
     async def enqueue(self, type: str, input_data: dict[str, Any], *, depends_on: Sequence[str] = (),
                       user_id: int | None = None, pipeline_id: str | None = None, priority: int = 0,
                       id: str | None = None, scheduled_at: datetime | None = None,
-                      unique_key: str | None = None) -> str:
-        """Enqueue one job; return its id (that of the unfinished job holding `unique_key`, if one does)."""
+                      unique_key: str | None = None, debounce: float | None = None,
+                      debounce_max: float | None = None) -> str:
+        """Enqueue one job; return its id (that of the unfinished job holding `unique_key`, if one does).
+
+        With `debounce` (seconds; needs `unique_key`), a queued job holding the key that has not
+        started takes this `input_data` instead, and starts `debounce` seconds from now, but no
+        later than `debounce_max` seconds after its first enqueue (see `place`)."""
         job = JobCreate(type, input_data, dependent_on_jobs=list(depends_on), user_id=user_id,
                         pipeline_id=pipeline_id, priority=priority, scheduled_at=scheduled_at,
-                        unique_key=unique_key)
+                        unique_key=unique_key, debounce=debounce, debounce_max=debounce_max)
         if id is not None:
             job.id = id
-        return (await self.enqueue_many([job]))[0]
+        return (await self.place(job))[0]
+
+    async def place(self, job: JobCreate) -> tuple[str, str]:
+        """Enqueue one job; return the id that stands for it and what happened: `created`,
+        `duplicate` (an unfinished job holds its unique key; nothing changed) or `debounced`
+        (the queued job holding its key took its input and its new start)."""
+        if self.user_id is not None:
+            job.user_id = self.user_id
+        debounced: set[str] = set()
+        async with self.pool.acquire() as conn, conn.transaction():
+            if self.user_id is not None:
+                await self._check_visible(conn, list(job.dependent_on_jobs))
+            [(job_id, dup)] = await transitions.enqueue_detailed(conn, [job], debounced)
+        return job_id, "debounced" if debounced else "duplicate" if dup else "created"
 
     async def enqueue_many(self, jobs: Sequence[JobCreate]) -> list[str]:
         """Enqueue jobs (which may depend on each other) atomically; return their ids."""

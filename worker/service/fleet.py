@@ -1,4 +1,4 @@
-"""The fleet: workers, their commands, pruning, and whether this role may write."""
+"""The fleet: workers, their commands, the limits on their claims, pruning, and whether this role may write."""
 
 from __future__ import annotations
 
@@ -7,10 +7,11 @@ import socket
 from collections.abc import Sequence
 
 from worker.core.errors import InvalidJob
+from worker.core.limits import LimitUse
 from worker.runtime import retention
 from worker.service.base import ServiceBase
 from worker.service.read_models import WorkersView
-from worker.store import fleet
+from worker.store import fleet, flow_limits
 from worker.store.fleet import WorkerRecord
 
 
@@ -20,6 +21,12 @@ class FleetControl(ServiceBase):
     async def workers(self, *, include_stopped: bool = True) -> list[WorkerRecord]:
         async with self.pool.acquire() as conn:
             return await fleet.list_workers(conn, include_stopped=include_stopped)
+
+    async def limits(self) -> list[LimitUse]:
+        """Every limit on the claims (rates, per user, fair share, per type), its use now and how
+        many runnable jobs it holds back."""
+        async with self.pool.acquire() as conn:
+            return await flow_limits.limit_uses(conn)
 
     async def workers_view(self, lease_timeout_s: float, *, served_before: frozenset[str] | None = None,
                            with_unserved: bool = False) -> WorkersView:

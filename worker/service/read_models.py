@@ -16,11 +16,13 @@ from worker.store.waiting import WaitingReason
 
 class Enqueued(NamedTuple):
     """A job `enqueue_batch` placed: the id that stands for it, whether it was a duplicate (an
-    unfinished job held its unique key, so nothing was created), and that job as JSON text."""
+    unfinished job held its unique key, so nothing was created), that job as JSON text, and
+    whether the duplicate debounced that queued job (it took the new input and start)."""
 
     id: str
     duplicate: bool
     document: str
+    debounced: bool = False
 
 
 @dataclass

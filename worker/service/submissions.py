@@ -49,24 +49,27 @@ class Submissions(ServiceBase):
                 async with self.pool.acquire() as conn:
                     rows = await transitions.enqueue_audited(conn, entries, job_document.job_object("ins"))
                 return [Enqueued(job.id, False, rows[job.id][1]) for job in jobs]
+            debounced: set[str] = set()
             async with self.pool.acquire() as conn, conn.transaction():
-                placed = await transitions.enqueue_detailed(conn, jobs)
+                placed = await transitions.enqueue_detailed(conn, jobs, debounced)
                 # A duplicate created nothing: only the jobs inserted are audited as submitted.
                 await transitions.audit_submissions(conn, [(actor, [job_id]) for (actor, _), (job_id, dup)
                                                            in zip(entries, placed) if not dup])
                 texts = await job_document.fetch_job_texts(conn, list({i for i, _ in placed}))
-                return [Enqueued(job_id, dup, texts[job_id]) for job_id, dup in placed]
+                return [Enqueued(job_id, dup, texts[job_id], job.id in debounced)
+                        for job, (job_id, dup) in zip(jobs, placed, strict=True)]
         except InvalidJob:
             if len(entries) == 1:
                 raise
         out: list[Enqueued | InvalidJob] = []
         for actor, job in entries:
             try:
+                debounced = set()
                 async with self.pool.acquire() as conn, conn.transaction():
-                    [(job_id, dup)] = await transitions.enqueue_detailed(conn, [job])
+                    [(job_id, dup)] = await transitions.enqueue_detailed(conn, [job], debounced)
                     await transitions.audit_submissions(conn, [] if dup else [(actor, [job_id])])
                     texts = await job_document.fetch_job_texts(conn, [job_id])
-                    out.append(Enqueued(job_id, dup, texts[job_id]))
+                    out.append(Enqueued(job_id, dup, texts[job_id], bool(debounced)))
             except InvalidJob as exc:
                 out.append(exc)
         return out

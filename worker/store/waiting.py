@@ -2,8 +2,9 @@
 
 Checked in the order a job would meet them: unfinished dependencies, a durable processor's
 suspension (a sleep, a wait for an event or for child jobs), a time to wait for (its scheduled
-time or its retry), then whether any live worker would claim it (none serves its
-type, or every one that does is paused), a global limit that is full, and else it is ready.
+time or its retry), then whether any live worker would claim it (none serves its type, or every
+one that does is paused), a global limit that is full, flow control (a rate, a limit per user,
+fair share: `worker.store.flow_limits`), and else it is ready.
 """
 
 from __future__ import annotations
@@ -16,13 +17,16 @@ import asyncpg
 from worker.core.timefmt import until
 from worker.store.durable import WaitRow, wait_of
 from worker.store.fleet import LIVE_STATES
+from worker.store.flow_limits import flow_reason
 
 AHEAD_CAP = 1000  # ready jobs ahead in line counted at most
 
 
 @dataclass(frozen=True)
 class WaitingReason:
-    kind: str  # dependencies, sleeping, event, children, scheduled, retrying, type_limit, no_worker, paused, ready
+    # dependencies, sleeping, event, children, scheduled, retrying, type_limit, no_worker, paused,
+    # ready; flow control: rate_limit, user_rate_limit, user_limit, fair_share
+    kind: str
     text: str
     dependencies: list[str] = field(default_factory=list)  # unfinished ones, in enqueue order
     at: datetime | None = None  # for scheduled and retrying, and a suspension's wake time or timeout
@@ -54,7 +58,7 @@ async def waiting_reason(conn: asyncpg.Connection, job_id: str, lease_timeout_s:
     """Why this job is queued and not running; None if it is not queued (or not found)."""
     job = await conn.fetchrow("""
         SELECT type, status, is_active, pending_deps, run_at, scheduled_at, next_retry_at, retry_count,
-               priority, seq, now() AS now
+               priority, seq, user_id, now() AS now
           FROM jobs WHERE id = $1""", job_id)
     if job is None or job["status"] != "queued" or not job["is_active"]:
         return None
@@ -93,6 +97,9 @@ async def waiting_reason(conn: asyncpg.Connection, job_id: str, lease_timeout_s:
           FROM type_limits l WHERE l.type = $1""", job_type)
     if limit is not None and limit["running"] >= limit["max_running"]:
         return WaitingReason("type_limit", f"type limit reached ({limit['running']} of {limit['max_running']} running)")
+    flow = await flow_reason(conn, job_type, job["user_id"], job["priority"])
+    if flow is not None:
+        return WaitingReason(*flow)
     ahead = await conn.fetchval("""
         SELECT count(*) FROM (SELECT 1 FROM jobs
          WHERE type = $1 AND status = 'queued' AND pending_deps = 0 AND is_active AND run_at IS NULL

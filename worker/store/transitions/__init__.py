@@ -51,6 +51,7 @@ from worker.store.transitions.claim import (
     claim_limited,
     claim_statement,
     complete_and_claim,
+    flow_claim_statement,
 )
 from worker.store.transitions.inserts import (
     DEFAULT_USER_ID,
@@ -83,7 +84,7 @@ __all__ = [
     "enqueue_detailed",
     # claim
     "DUE_BATCH", "TYPE_LIMIT_LOCK", "UNION_MAX_TYPES", "Lane", "claim_limited", "claim_statement",
-    "complete_and_claim",
+    "complete_and_claim", "flow_claim_statement",
     # the worker's outcomes
     "FailOutcome", "complete_batch", "fail_attempt", "inactive_among", "mark_cancelled", "put_back",
     "release_orphans", "rescue_lost_jobs", "unclaim",

@@ -185,6 +185,53 @@ def claim_statement(n_types: int, lane: Lane = None, *, exchange: bool = False, 
     return f"\nWITH {', '.join(ctes)}\n{final}\n"
 
 
+# A flow-controlled type (a row in flow_limits: a rate, limits per user, fair share) is claimed
+# apart too, one statement per type: jobdesk_flow_pick (sql/022) locks the type's flow_limits
+# row (and its type_limits row), and returns the ids it may start, locked, with their starts
+# logged; this statement starts them. Due jobs are made runnable for the next claim. A last row
+# without an id (`claimed` false) tells the worker how long the type is held back: seconds until
+# its rate allows as many starts as were asked for, or infinity while its limits leave no room.
+# A type that takes its turns only then, in one claim, costs a busy worker a statement per
+# batch of starts, not one per start as each old start leaves the window.
+_FLOW_PICK = """pick AS MATERIALIZED (
+    SELECT * FROM jobdesk_flow_pick($1::varchar, ($2::text[])[1], $3::int, {own}::int{done})
+)"""
+_FLOW_PROMOTE = f"""promoted AS (
+    UPDATE jobs SET run_at = NULL
+     WHERE id = ANY(ARRAY(SELECT id FROM jobs WHERE {_WAITING} AND run_at <= now()
+                           ORDER BY run_at LIMIT {DUE_BATCH} FOR UPDATE SKIP LOCKED))
+       AND NOT id = ANY((SELECT ids FROM pick)::text[])
+    RETURNING id
+)"""
+_FLOW_CLAIMED = f"""claimed AS (
+    UPDATE jobs AS j
+       SET {_CLAIM_SET}
+     WHERE j.id = ANY((SELECT ids FROM pick)::text[]){{commit}}
+    RETURNING {_CLAIM_RETURNING}
+)"""
+_FLOW_HELD = """
+UNION ALL
+SELECT false, NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0,
+       GREATEST(extract(epoch FROM p.next_at - now()), 0)::float8
+  FROM pick p WHERE p.next_at IS NOT NULL"""
+
+
+@functools.lru_cache(maxsize=4)
+def flow_claim_statement(*, exchange: bool = False) -> str:
+    """The claim of up to $3 jobs of one flow-controlled type ($2, one type) for worker $1, with
+    the worker's own cap of the type ($4; NULL for none). With `exchange`, it first completes
+    the finished jobs ($5 ids, $6 results, $7 attempts)."""
+    pick = _FLOW_PICK.format(own="$4", done=", $5::text[], $7::int[]" if exchange else "")
+    if exchange:
+        ctes = [_DONE_CTE, pick, _FLOW_PROMOTE, _FLOW_CLAIMED.format(commit="")]
+        final = _EXCHANGED
+    else:
+        ctes = [_ASYNC_COMMIT, pick, _FLOW_PROMOTE,
+                _FLOW_CLAIMED.format(commit="\n       AND (SELECT setting FROM async_commit) = 'off'")]
+        final = _EXCHANGED.split("UNION ALL\n", 1)[1].replace("SELECT true,", "SELECT true AS claimed,", 1)
+    return f"\nWITH {', '.join(ctes)}\n{final}{_FLOW_HELD}\n"
+
+
 def _done_args(finished: Sequence[tuple[Job, ProcessorResult]]) -> tuple[list[str], list[str], list[int]]:
     """The ids, results (JSON text) and attempts of finished jobs, as `_done` reads them."""
     return ([j.id for j, _ in finished], [json_text(r.result_data) for _, r in finished],
@@ -199,24 +246,35 @@ def _walk_limit(limit: int) -> int:
 
 async def claim_limited(conn: asyncpg.Connection, worker_id: str, types: Sequence[str], limit: int,
                         own_caps: Mapping[str, int],
-                        finished: Sequence[tuple[Job, ProcessorResult]] = ()) -> tuple[set[str], list[asyncpg.Record]]:
+                        finished: Sequence[tuple[Job, ProcessorResult]] = (), *,
+                        flow: frozenset[str] = frozenset(),
+                        held: dict[str, float] | None = None) -> tuple[set[str], list[asyncpg.Record]]:
     """Record plain results (with the first type's claim) and claim up to `limit` jobs of
-    limited types, within their limits. Returns the ids completed and the rows claimed."""
+    limited types, within their limits. Returns the ids completed and the rows claimed. Types
+    in `flow` are flow-controlled; those held back are put in `held`, with the seconds until
+    their next start is allowed (infinity: until a job ends)."""
     rows: list[asyncpg.Record] = []
     written: set[str] = set()
-    if finished and types:
-        first = types[0]
-        out = await conn.fetch(claim_statement(1, exchange=True, limited=True), worker_id, [first], limit,
-                               _walk_limit(limit), *_done_args(finished), own_caps.get(first))
-        written = {r["id"] for r in out if not r["claimed"]}
-        rows = [r for r in out if r["claimed"]]
-        types = types[1:]
     for job_type in types:
         left = limit - len(rows)
-        if left <= 0:
+        if left <= 0 and not finished:
             break
-        rows.extend(await conn.fetch(claim_statement(1, limited=True), worker_id, [job_type], left, _walk_limit(left),
-                                     own_caps.get(job_type)))
+        done = _done_args(finished) if finished else ()
+        if job_type in flow:
+            statement = flow_claim_statement(exchange=bool(finished))
+            args = [worker_id, [job_type], left, own_caps.get(job_type), *done]
+        else:
+            statement = claim_statement(1, exchange=bool(finished), limited=True)
+            args = [worker_id, [job_type], left, _walk_limit(left), *done, own_caps.get(job_type)]
+        finished = ()
+        out = await conn.fetch(statement, *args)
+        for r in out:
+            if r["claimed"]:
+                rows.append(r)
+            elif r["id"] is not None:
+                written.add(r["id"])
+            elif held is not None:
+                held[job_type] = r["waited_s"]
     return written, rows
 
 
@@ -230,7 +288,8 @@ def _claimed_jobs(claimed: list[asyncpg.Record]) -> list[Job]:
 async def complete_and_claim(conn: asyncpg.Connection, worker_id: str, types: Sequence[str], limit: int,
                              finished: Sequence[tuple[Job, ProcessorResult]] = (),
                              limits: ClaimLimits | None = None, *,
-                             free_idle: bool = False, lane: Lane = None) -> tuple[set[str], list[Job]]:
+                             free_idle: bool = False, lane: Lane = None,
+                             held: dict[str, float] | None = None) -> tuple[set[str], list[Job]]:
     """Record plain results (no next jobs, no approval) and claim up to `limit` runnable jobs
     of the given types, oldest first, atomically. Returns the ids completed and the jobs claimed.
 
@@ -238,7 +297,8 @@ async def complete_and_claim(conn: asyncpg.Connection, worker_id: str, types: Se
     `limits` names are claimed within their limits, after the others (see `claim_limited`).
     With `free_idle` (the unlimited types had nothing last time, and nothing new came since),
     only the limited types are claimed: one statement per round instead of two. `lane` keeps
-    the claim of unlimited types to that lane's share of the jobs (see `Lane`).
+    the claim of unlimited types to that lane's share of the jobs (see `Lane`). Flow-controlled
+    types that are held back are put in `held` (see `claim_limited`).
     """
     limited = limits.limited(types) if limits is not None and limit > 0 else []
     if limited and limits is not None:
@@ -249,7 +309,8 @@ async def complete_and_claim(conn: asyncpg.Connection, worker_id: str, types: Se
             written, jobs = await complete_and_claim(conn, worker_id, free, limit, finished, lane=lane)
             finished = ()
         if len(jobs) < limit or finished:
-            done, rows = await claim_limited(conn, worker_id, limited, limit - len(jobs), limits.local, finished)
+            done, rows = await claim_limited(conn, worker_id, limited, limit - len(jobs), limits.local, finished,
+                                             flow=limits.flow, held=held)
             written |= done
             more = _claimed_jobs(rows)
             jobs = sorted([*jobs, *more], key=lambda j: -j.priority) if jobs else more

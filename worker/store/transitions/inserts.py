@@ -8,6 +8,7 @@ import contextlib
 import functools
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
+from datetime import timedelta
 
 import asyncpg
 
@@ -74,11 +75,14 @@ async def enqueue(conn: asyncpg.Connection, jobs: Sequence[JobCreate]) -> list[s
 KEY_RACE_ATTEMPTS = 5
 
 
-async def enqueue_detailed(conn: asyncpg.Connection, jobs: Sequence[JobCreate]) -> list[tuple[str, bool]]:
+async def enqueue_detailed(conn: asyncpg.Connection, jobs: Sequence[JobCreate],
+                           debounced: set[str] | None = None) -> list[tuple[str, bool]]:
     """`enqueue`, telling duplicates apart: per job given, (the id that stands for it, whether
     it was a duplicate of an unfinished job with the same unique key, so nothing was created).
 
     Jobs of the batch that depend on a duplicate depend on the job that holds the key instead.
+    A duplicate with a `debounce` whose key a queued job holds updates that job instead (see
+    `_debounce`); the ids given of those go in `debounced`.
     """
     if not jobs:
         return []
@@ -91,22 +95,28 @@ async def enqueue_detailed(conn: asyncpg.Connection, jobs: Sequence[JobCreate]) 
         try:
             # A savepoint (or a transaction): a lost race leaves nothing behind.
             async with conn.transaction():
-                return await _enqueue_unique(conn, jobs, last=attempt == KEY_RACE_ATTEMPTS - 1)
+                return await _enqueue_unique(conn, jobs, last=attempt == KEY_RACE_ATTEMPTS - 1,
+                                             debounced=debounced)
         except _KeyRace:
             continue
     raise InvalidJob("unique keys kept changing hands while enqueueing; try again", field="unique_key")
 
 
-async def _enqueue_unique(conn: asyncpg.Connection, jobs: Sequence[JobCreate], *, last: bool) -> list[tuple[str, bool]]:
+async def _enqueue_unique(conn: asyncpg.Connection, jobs: Sequence[JobCreate], *, last: bool,
+                          debounced: set[str] | None = None) -> list[tuple[str, bool]]:
     keys = sorted({j.unique_key for j in jobs if j.unique_key is not None})
     holders = {r["unique_key"]: r["id"] for r in await conn.fetch(
         f"SELECT unique_key, id FROM jobs WHERE unique_key = ANY($1::text[]) AND status IN {UNFINISHED}", keys)}
     stands: dict[str, str] = {}  # id of a duplicate -> id of the job that holds its key
     fresh: list[JobCreate] = []
+    if any(j.debounce is not None for j in jobs):
+        jobs = await _debounce_starts(conn, jobs)
     for job in jobs:
         key = job.unique_key
         if key is not None and key in holders:
             stands[job.id] = holders[key]
+            if job.debounce is not None and await _debounce(conn, holders[key], job) and debounced is not None:
+                debounced.add(job.id)
             continue
         if key is not None:
             holders[key] = job.id  # a later job of the batch with this key is its duplicate
@@ -124,6 +134,43 @@ async def _enqueue_unique(conn: asyncpg.Connection, jobs: Sequence[JobCreate], *
         if inserted is not None and len(inserted) < len(fresh):
             raise _KeyRace
     return [(stands.get(j.id, j.id), j.id in stands) for j in jobs]
+
+
+# Debounce: the queued job holding the key, not started yet, takes the new input, and its start
+# moves to now plus the debounce, no later than its first enqueue plus debounce_max. A start
+# that has come is cleared (the job is runnable); a later one waits in jobs_waiting_idx.
+_DEBOUNCE = """
+WITH moved AS (
+    SELECT id, LEAST(now() + make_interval(secs => $3), created_at + make_interval(secs => $4)) AS start_at
+      FROM jobs WHERE id = $1 AND status = 'queued' AND is_active FOR UPDATE
+)
+UPDATE jobs AS j
+   SET input_data = $2::text::jsonb, scheduled_at = m.start_at,
+       run_at = CASE WHEN m.start_at > now() THEN m.start_at END, updated_at = now()
+  FROM moved m
+ WHERE j.id = m.id
+RETURNING j.id"""
+
+
+async def _debounce(conn: asyncpg.Connection, holder: str, job: JobCreate) -> bool:
+    """Debounce the queued job `holder` with this enqueue of its key; False when it has started
+    (or waits for approval): then this enqueue is a plain duplicate."""
+    updated = await conn.fetchval(_DEBOUNCE, holder, json_text(job.input_data, "input_data", job_id=job.id,
+                                                               field="input_data"),
+                                  job.debounce, job.debounce_max)
+    return updated is not None
+
+
+async def _debounce_starts(conn: asyncpg.Connection, jobs: Sequence[JobCreate]) -> list[JobCreate]:
+    """Jobs with a debounce start no earlier than now (the database's clock) plus their debounce."""
+    now = await conn.fetchval("SELECT now()")
+    out = []
+    for job in jobs:
+        if job.debounce is not None:
+            start = now + timedelta(seconds=job.debounce)
+            job = replace(job, scheduled_at=max(start, job.scheduled_at) if job.scheduled_at else start)
+        out.append(job)
+    return out
 
 
 def _insert_args(ordered: Sequence[JobCreate]) -> list[object]:
