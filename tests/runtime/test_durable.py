@@ -167,3 +167,20 @@ async def test_a_wait_for_jobs_it_did_not_spawn_ends_too(conn: asyncpg.Connectio
     finally:
         await worker.stop()
     assert await result(conn, waiter) == {"statuses": ["completed"]}
+
+
+async def test_durable_jobs_of_flow_controlled_types(conn: asyncpg.Connection, dsn: str) -> None:
+    """A sleep and a wait for an event end as well when their types are claimed under flow
+    control (a rate limit, fair share), which takes them apart from the other types."""
+    await conn.execute("INSERT INTO users (id, name) VALUES (2, 'b') ON CONFLICT DO NOTHING")
+    ids = await transitions.enqueue(conn, [JobCreate("durable.sleep", {"seconds": 0.5}, user_id=u) for u in (1, 2)]
+                                    + [JobCreate("durable.wait", {"key": "flow"})])
+    worker = RunningWorker(dsn, PROCESSORS, JOB_RATE_LIMITS="durable.sleep=50/s", JOB_FAIR_SHARE="durable.wait")
+    try:
+        await wait_for(lambda: conn.fetchval("SELECT count(*) = 1 FROM job_waits WHERE event_key = 'flow'"),
+                       what="the wait")
+        await durable.emit_event(conn, "flow", {"ok": True})
+        await wait_for(lambda: ended(conn, *ids), what="the sleeps and the wait")
+    finally:
+        await worker.stop()
+    assert await result(conn, ids[2]) == {"payload": {"ok": True}}
