@@ -106,8 +106,15 @@ async def _on_data_error(request: Request, exc: Exception) -> JSONResponse:
     return error_response(422, "invalid", f"{request.url.path}: the database refused a value: {first}")
 
 
-async def _on_unavailable(_: Request, exc: Exception) -> JSONResponse:
-    log.warning("database unavailable: %s", str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+async def _on_unavailable(request: Request, exc: Exception) -> JSONResponse:
+    reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    outage = getattr(getattr(request.app.state.ctx.service, "pool", None), "outage", None)
+    if outage is not None and not isinstance(exc, TimeoutError):
+        # The database away: said once for the whole outage (and once when it is back) by the
+        # pool's log, not once per request answered 503.
+        outage.down(reason)
+    else:
+        log.warning("database unavailable: %s", reason)
     return unavailable()
 
 
