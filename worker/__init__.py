@@ -7,7 +7,8 @@ The public Python API is what `__all__` names, importable from here:
   `PermanentJobError`;
 - the models a client reads: `JobRecord`, `Status`;
 - the errors it may raise: `JobdeskError` (the base of them all), `JobNotFound`, `InvalidJob`,
-  `IllegalTransition`, `JobWaitTimeout`, `NoJobResult`;
+  `IllegalTransition`, `JobWaitTimeout`, `NoJobResult`, `DatabaseUnavailable` (the database
+  cannot be reached, or was lost before a write was confirmed);
 - `__version__`.
 
     from worker import BaseProcessor, Job, JobClient, JobCreate, PermanentJobError, ProcessorResult
@@ -18,6 +19,7 @@ release to the next.
 """
 
 from worker.core.errors import (
+    DatabaseUnavailable,
     IllegalTransition,
     InvalidJob,
     JobdeskError,
@@ -40,6 +42,7 @@ __all__ = [
     # what a client reads
     "JobRecord", "Status",
     # errors
-    "IllegalTransition", "InvalidJob", "JobNotFound", "JobWaitTimeout", "JobdeskError", "NoJobResult",
+    "DatabaseUnavailable", "IllegalTransition", "InvalidJob", "JobNotFound", "JobWaitTimeout", "JobdeskError",
+    "NoJobResult",
     "__version__",
 ]
