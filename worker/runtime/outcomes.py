@@ -156,8 +156,9 @@ class Outcomes:
                     task.add_done_callback(self._side_tasks.discard)
 
     async def _not_written(self, job: Job) -> None:
-        """A finished job whose completion did not apply: cancelled meanwhile, already recorded
-        (the answer to a write was lost with the connection), or no longer ours."""
+        """A finished job whose completion did not apply: cancelled meanwhile by an operator
+        (recorded so only then), already recorded (the answer to a write was lost with the
+        connection), or no longer ours (its claim was lost in a failover, or taken back)."""
         if await self.record_cancelled(job):
             log.info("job %s finished after it was cancelled; recorded as cancelled", job.id)
             return
