@@ -92,3 +92,18 @@ async def test_the_worker_link_reconnects_off_a_read_only_server(conn: asyncpg.C
 
 async def _down(link: DbLink) -> bool:
     return link.down
+
+
+async def test_a_result_whose_claim_was_lost_is_written_once(conn: asyncpg.Connection) -> None:
+    lost, taken = JobCreate("t", {}), JobCreate("t", {})
+    await transitions.enqueue(conn, [lost, taken])
+    # `taken` was claimed by another worker since; `lost` is queued as before the lost claim.
+    await conn.execute("UPDATE jobs SET status = 'in_progress', worker_id = 'w2', attempts = 1 WHERE id = $1",
+                       taken.id)
+    ran = [(Job(i, "t", {}, None, None, 0, attempt=1), ProcessorResult(result_data={"ok": i}))
+           for i in (lost.id, taken.id)]
+    assert await transitions.complete_lost_claims(conn, ran) == {lost.id}
+    assert await transitions.complete_lost_claims(conn, ran) == set()
+    row = await conn.fetchrow("SELECT status, attempts, result_data FROM jobs WHERE id = $1", lost.id)
+    assert (row["status"], row["attempts"], row["result_data"]) == ("completed", 1, {"ok": lost.id})
+    assert await _status(conn, taken.id) == "in_progress"

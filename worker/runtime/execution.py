@@ -91,24 +91,23 @@ class Execution:
         return self.concurrency * 3 if short else self.concurrency
 
     def add_claimed(self, jobs: list[Job]) -> None:
-        """Queue jobs just claimed. A job this worker already holds (running, queued, or finished
-        with its result not written yet) is not run twice: its claim was made again, because the
-        first was lost (a claim commits asynchronously, so a failover or a crash may undo it) or
-        the lease rescue took the job back meanwhile. The copy held takes the new claim's attempt,
-        so that its result is written under the claim that stands."""
+        """Queue jobs just claimed. A job this worker already holds (running, queued, finished
+        with its result being written or not written) is not run twice: its claim was made
+        again, because the first was lost (a claim commits asynchronously, so a failover or a
+        crash may undo it) or the lease rescue took the job back meanwhile. The copy held takes
+        the new claim's attempt, so that its result is written under the claim that stands."""
         held: dict[str, Job] = {job.id: job for job, _ in self.running.values()}
         held.update((job.id, job) for job in self.ready)
         held.update((job.id, job) for job, _ in (*self.outcomes.plain_done, *self.outcomes.done))
-        writing = self.outcomes.writing
         for job in jobs:
             mine = held.get(job.id)
-            if mine is None and job.id not in writing:
+            if mine is not None:
+                mine.attempt = job.attempt
+            elif not self.outcomes.claimed_again(job):
                 self.ready.append(job)
                 continue
-            if mine is not None and mine.attempt != job.attempt:
-                mine.attempt = job.attempt
-            log.warning("job %s was claimed again while this worker still holds it (a claim lost in a "
-                        "failover or taken back); it is not run twice", job.id)
+            log.warning("job %s was claimed again while this worker holds it (its claim was lost in a "
+                        "failover, or taken back); it is not run twice", job.id)
 
     def start_ready(self) -> None:
         while self.ready and len(self.running) < self.concurrency and not self.stop.is_set():
