@@ -190,3 +190,25 @@ async def test_jobs_claimed_just_before_the_kill_run_once_and_complete(pair: Pai
     finally:
         await conn.close()
     assert processor.runs == {job_id: 1 for job_id in ids}
+
+
+async def test_doctor_shows_the_primary_and_each_standby(pair: Pair) -> None:
+    url = pair.url()
+    assert run_cli("migrate", dsn=url).returncode == 0
+    healthy = run_cli("doctor", dsn=url)
+    assert healthy.returncode == 0, healthy.stdout + healthy.stderr
+    lines = healthy.stdout.splitlines()
+    assert f"{pair.primary.host}  primary  accepts writes" in lines
+    assert any(line.startswith(f"{pair.standby.host}  standby  replay delay") and "bytes behind" in line
+               for line in lines), lines
+    assert any(line.startswith("standby ") and "streaming, sync" in line for line in lines), lines
+    assert "schema: migration" in healthy.stdout and "up to date" in healthy.stdout
+    assert "workers: 0 alive, 0 lost" in lines
+    await asyncio.to_thread(pair.primary.kill)
+    no_primary = run_cli("doctor", dsn=url)
+    assert no_primary.returncode == 1 and "problem: no host accepts writes" in no_primary.stdout
+    assert any(line.startswith(f"{pair.primary.host}  down") for line in no_primary.stdout.splitlines())
+    await asyncio.to_thread(pair.standby.promote)
+    promoted = run_cli("doctor", dsn=url)
+    assert f"{pair.standby.host}  primary  accepts writes" in promoted.stdout.splitlines()
+    assert promoted.returncode == 1 and f"problem: {pair.primary.host} does not answer" in promoted.stdout
