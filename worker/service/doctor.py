@@ -16,6 +16,9 @@ from worker.store.db import CONNECT_FAILURES, Database, connect
 from worker.store.migrations import available_migrations, pending_migrations
 from worker.store.outage import reason
 
+# A host that cannot be reached: the driver's failures, or `connect`'s own error for them.
+_UNREACHABLE: tuple[type[BaseException], ...] = (*CONNECT_FAILURES, DatabaseUnavailable)
+
 
 @dataclass
 class Diagnosis:
@@ -52,7 +55,7 @@ async def diagnose(database: Database, settings: Settings, *, timeout: float = 5
     primary = primaries[0]
     try:
         conn = await connect(cluster.host_dsn(database.dsn, primary.host), timeout=timeout)
-    except (*CONNECT_FAILURES, DatabaseUnavailable) as exc:
+    except _UNREACHABLE as exc:
         out.problems.append(f"the primary {primary.host} stopped answering: {reason(exc)}")
         return out
     try:

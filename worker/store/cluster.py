@@ -34,6 +34,10 @@ def host_dsn(dsn: str, host: str) -> str:
     return urlunsplit(parts._replace(netloc=netloc, query=urlencode(query, safe="/")))
 
 
+# A host that cannot be reached: the driver's failures, or `connect`'s own error for them.
+_UNREACHABLE: tuple[type[BaseException], ...] = (*CONNECT_FAILURES, DatabaseUnavailable)
+
+
 @dataclass(frozen=True)
 class HostState:
     """One host of the URL, as it answered."""
@@ -84,7 +88,7 @@ async def probe(dsn: str, host: str, *, timeout: float = 5) -> HostState:
     """Ask one host of `dsn` its role (never raises for a host that does not answer)."""
     try:
         conn = await connect(host_dsn(dsn, host), timeout=timeout)
-    except (*CONNECT_FAILURES, DatabaseUnavailable) as exc:
+    except _UNREACHABLE as exc:
         text = reason(exc)
         return HostState(host, None, error=text.split(": ", 1)[1] if text.startswith("cannot connect") else text)
     try:
