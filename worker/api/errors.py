@@ -16,6 +16,7 @@ from starlette.routing import Match
 from worker.core.errors import DatabaseUnavailable, IllegalTransition, InvalidJob, JobNotFound
 from worker.store.db import CONNECTION_ERRORS
 from worker.store.idempotency import IdempotencyConflict
+from worker.store.outage import reason
 
 log = logging.getLogger("worker.api")
 
@@ -107,14 +108,14 @@ async def _on_data_error(request: Request, exc: Exception) -> JSONResponse:
 
 
 async def _on_unavailable(request: Request, exc: Exception) -> JSONResponse:
-    reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    why = reason(exc)
     outage = getattr(getattr(request.app.state.ctx.service, "pool", None), "outage", None)
     if outage is not None and not isinstance(exc, TimeoutError):
         # The database away: said once for the whole outage (and once when it is back) by the
         # pool's log, not once per request answered 503.
-        outage.down(reason)
+        outage.down(why)
     else:
-        log.warning("database unavailable: %s", reason)
+        log.warning("database unavailable: %s", why)
     return unavailable()
 
 

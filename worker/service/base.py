@@ -16,6 +16,7 @@ from worker.core.settings import Settings, load_settings
 from worker.store import transitions
 from worker.store.db import CONNECTION_ERRORS, Database, describe
 from worker.store.jobs import JobFilter
+from worker.store.outage import reason
 
 # What a write that cannot be confirmed raises: the database away, or read-only (a standby).
 WRITE_FAILURES: tuple[type[BaseException], ...] = (*CONNECTION_ERRORS, TimeoutError,
@@ -66,14 +67,14 @@ class ServiceBase:
         server (a standby, or an old primary after a failover) wrote nothing: the pool's
         connections are dropped, so that the next ones find the writable primary."""
         where = describe(self.database.dsn) if self.database is not None else "the database"
-        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        why = reason(exc)
         if isinstance(exc, asyncpg.ReadOnlySQLTransactionError):
             await self.pool.expire_connections()
-            return DatabaseUnavailable(f"PostgreSQL at {where} is read-only ({reason}); {what} was not written; "
+            return DatabaseUnavailable(f"PostgreSQL at {where} is read-only ({why}); {what} was not written; "
                                        "try again once a writable primary answers")
         if not reached:
-            return DatabaseUnavailable(f"cannot reach PostgreSQL at {where} ({reason}); {what} was not written")
-        return DatabaseUnavailable(f"lost PostgreSQL at {where} before the write was confirmed ({reason}); {what} "
+            return DatabaseUnavailable(f"cannot reach PostgreSQL at {where} ({why}); {what} was not written")
+        return DatabaseUnavailable(f"lost PostgreSQL at {where} before the write was confirmed ({why}); {what} "
                                    "may or may not have been written. A retry with the same unique key or "
                                    "idempotency key is safe")
 

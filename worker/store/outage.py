@@ -62,7 +62,10 @@ def outage(where: str) -> Outage:
 
 
 def reason(exc: BaseException) -> str:
-    """An exception as one short line."""
+    """An exception as one short line. asyncpg's own state errors on a connection that broke
+    mid-query ("cannot switch to state 15") say it in words."""
+    if type(exc).__name__ == "InternalClientError" and "cannot switch to state" in str(exc):
+        return "the connection broke during a query"
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
 
