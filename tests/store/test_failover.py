@@ -5,14 +5,18 @@ goes on through a failover (the primary killed with SIGKILL, the standby promote
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import subprocess
 import time
+from collections import Counter
 from collections.abc import Iterator, Sequence
 
 import asyncpg
+import httpx
 import pytest
 
-from tests.helpers import RunningWorker, run_cli
-from tests.replication import Pair
+from tests.helpers import JOBDESK, ROOT, RunningWorker, cli_env, run_cli
+from tests.replication import Pair, free_port
 from worker import DatabaseUnavailable, JobClient
 from worker.core.models import Job, JobCreate, ProcessorResult
 from worker.core.processor import BaseProcessor
@@ -212,3 +216,66 @@ async def test_doctor_shows_the_primary_and_each_standby(pair: Pair) -> None:
     promoted = run_cli("doctor", dsn=url)
     assert f"{pair.standby.host}  primary  accepts writes" in promoted.stdout.splitlines()
     assert promoted.returncode == 1 and f"problem: {pair.primary.host} does not answer" in promoted.stdout
+
+
+async def test_the_api_loses_no_accepted_job_through_a_failover(pair: Pair) -> None:
+    """`jobdesk api` on the two-host URL, posting jobs while the primary is killed and the
+    standby promoted: every job answered 2xx is on the new primary; the others got 503."""
+    url = pair.url()
+    assert run_cli("migrate", dsn=url).returncode == 0
+    port = free_port()
+    proc = subprocess.Popen([*JOBDESK, "api", "--no-auth", "--port", str(port)], env=cli_env(url), text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=ROOT)
+    accepted: list[str] = []
+    refused: Counter[int] = Counter()
+    stop = asyncio.Event()
+
+    async def post(client: httpx.AsyncClient) -> None:
+        while not stop.is_set():
+            try:
+                answer = await client.post("/api/jobs", json={"type": "echo", "input_data": {}})
+            except httpx.HTTPError:
+                refused[0] += 1
+                await asyncio.sleep(0.05)
+                continue
+            if answer.status_code < 300:
+                accepted.append(answer.json()["id"])
+            else:
+                refused[answer.status_code] += 1
+                await asyncio.sleep(0.05)
+
+    try:
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=30) as client:
+            deadline = time.monotonic() + 30
+            while True:
+                with contextlib.suppress(httpx.HTTPError):
+                    if (await client.get("/healthz")).status_code == 200:
+                        break
+                assert proc.poll() is None and time.monotonic() < deadline, "the API did not start"
+                await asyncio.sleep(0.1)
+            posters = [asyncio.create_task(post(client)) for _ in range(4)]
+            while len(accepted) < 200:
+                await asyncio.sleep(0.02)
+            await asyncio.to_thread(pair.primary.kill)
+            killed_at = len(accepted)
+            await asyncio.sleep(1)
+            await asyncio.to_thread(pair.standby.promote)
+            deadline = time.monotonic() + 30
+            while len(accepted) < killed_at + 200:
+                assert time.monotonic() < deadline, f"the API did not recover ({dict(refused)})"
+                await asyncio.sleep(0.05)
+            stop.set()
+            await asyncio.gather(*posters)
+    finally:
+        proc.terminate()
+        output = proc.communicate(timeout=30)[0]
+    assert set(refused) <= {0, 503}, refused
+    assert "Traceback" not in output, output
+    # One line when the database went away, one when it was back (and the listener's own pair).
+    assert output.count("is unreachable") == 1 and output.count("is reachable again") == 1, output
+    conn = await asyncpg.connect(pair.standby.dsn())
+    try:
+        found = await conn.fetchval("SELECT count(*) FROM jobs WHERE id = ANY($1::text[])", accepted)
+    finally:
+        await conn.close()
+    assert found == len(set(accepted)), "every job answered 2xx is on the new primary"
