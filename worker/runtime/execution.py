@@ -96,6 +96,8 @@ class Execution:
         again, because the first was lost (a claim commits asynchronously, so a failover or a
         crash may undo it) or the lease rescue took the job back meanwhile. The copy held takes
         the new claim's attempt, so that its result is written under the claim that stands."""
+        if not jobs:
+            return
         held: dict[str, Job] = {job.id: job for job, _ in self.running.values()}
         held.update((job.id, job) for job in self.ready)
         held.update((job.id, job) for job, _ in (*self.outcomes.plain_done, *self.outcomes.done))
