@@ -119,6 +119,15 @@ async def _on_unavailable(request: Request, exc: Exception) -> JSONResponse:
     return unavailable()
 
 
+async def _on_read_only(request: Request, exc: Exception) -> JSONResponse:
+    """A write refused by a read-only server (a standby, or an old primary): nothing was written.
+    The pool's connections are dropped, so that the next ones find the writable host."""
+    pool = getattr(request.app.state.ctx.service, "pool", None)
+    if pool is not None:
+        await pool.expire_connections()
+    return await _on_unavailable(request, exc)
+
+
 async def _on_internal(request: Request, exc: Exception) -> JSONResponse:
     log.error("unexpected error on %s %s", request.method, request.url.path, exc_info=exc)
     return error_response(500, "internal", "internal error; it has been logged")
@@ -134,6 +143,7 @@ def install(app: FastAPI) -> None:
     app.add_exception_handler(IdempotencyConflict, _on_idempotency)
     app.add_exception_handler(InvalidJob, _on_invalid)
     app.add_exception_handler(asyncpg.DataError, _on_data_error)
+    app.add_exception_handler(asyncpg.ReadOnlySQLTransactionError, _on_read_only)
     kinds: list[type[Exception]] = [DatabaseUnavailable, TimeoutError, asyncio.TimeoutError,
                                     *(k for k in CONNECTION_ERRORS if issubclass(k, Exception))]
     for kind in kinds:
