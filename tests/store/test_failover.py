@@ -22,6 +22,7 @@ from worker.core.models import Job, JobCreate, ProcessorResult
 from worker.core.processor import BaseProcessor
 from worker.runtime.outcomes import Finished
 from worker.store import transitions
+from worker.store.db import CONNECTION_ERRORS
 from worker.store.migrations import migrate
 
 JOBS = 5000
@@ -43,7 +44,17 @@ async def test_cli_and_client_on_two_hosts(pair: Pair) -> None:
     async with await JobClient.connect(url) as client:
         job_id = await client.enqueue("echo", {"x": 1})
         assert (await client.get_job(job_id)).status == "queued"
-    await asyncio.to_thread(pair.primary.kill)
+        await asyncio.to_thread(pair.primary.kill)
+        # A client already connected: its reads and writes say the database is away, in one line.
+        raised: list[BaseException] = []
+        for _ in range(3):  # the first may meet a connection that broke; the next ones must reconnect
+            try:
+                await client.get_job(job_id)
+            except (*CONNECTION_ERRORS, DatabaseUnavailable) as exc:
+                raised.append(exc)
+        assert len(raised) == 3 and isinstance(raised[-1], DatabaseUnavailable), raised
+        with pytest.raises(DatabaseUnavailable, match="was not written"):
+            await client.enqueue("echo", {})
     # Only the standby answers now, and it is read-only: a connection error, not a ValueError.
     with pytest.raises(DatabaseUnavailable) as caught:
         await JobClient.connect(url)

@@ -73,7 +73,8 @@ class ServiceBase:
             return DatabaseUnavailable(f"PostgreSQL at {where} is read-only ({why}); {what} was not written; "
                                        "try again once a writable primary answers")
         if not reached:
-            return DatabaseUnavailable(f"cannot reach PostgreSQL at {where} ({why}); {what} was not written")
+            said = str(exc) if isinstance(exc, DatabaseUnavailable) else f"cannot reach PostgreSQL at {where} ({why})"
+            return DatabaseUnavailable(f"{said}; {what} was not written")
         return DatabaseUnavailable(f"lost PostgreSQL at {where} before the write was confirmed ({why}); {what} "
                                    "may or may not have been written. A retry with the same unique key or "
                                    "idempotency key is safe")

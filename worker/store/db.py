@@ -320,6 +320,8 @@ async def create_pool(dsn: str, *, size: int, timeout: float = 10, statement_tim
                               init=_init_connection, server_settings=settings or None,
                               max_inactive_connection_lifetime=300, reset=_keep_session,
                               where=describe(dsn) if report_outages else None, **options)
+    except DatabaseUnavailable:
+        raise
     except CONNECT_FAILURES as exc:
         raise _unavailable(dsn, exc) from exc
     assert pool is not None

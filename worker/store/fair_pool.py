@@ -18,7 +18,7 @@ from typing import Any
 import asyncpg
 from asyncpg.pool import PoolConnectionProxy
 
-from worker.store.outage import Outage, outage, reason
+from worker.store.outage import UNREACHABLE, Outage, Unreachable, outage, reason
 
 # What asyncpg.create_pool passes its Pool when not told otherwise; the Pool itself has no defaults.
 _CREATE_POOL_DEFAULTS: dict[str, Any] = {"max_queries": 50_000, "loop": None, "connection_class": asyncpg.Connection,
@@ -30,8 +30,9 @@ class FairPool(asyncpg.Pool):
 
     def __init__(self, *args: Any, max_size: int, where: str | None = None,  # noqa: ANN401
                  **kwargs: Any) -> None:  # noqa: ANN401
-        """`where` (the database in words) to log when it goes away and comes back; None for a
-        pool whose owner says so itself (the worker's)."""
+        """`where` (the database in words) for a front door's pool: it logs when the database goes
+        away and comes back, and a connection it cannot make raises DatabaseUnavailable (also a
+        ConnectionError). None for a pool whose owner handles both itself (the worker's)."""
         super().__init__(*args, max_size=max_size, **{**_CREATE_POOL_DEFAULTS, **kwargs})
         self.outage: Outage | None = outage(where) if where is not None else None
         self._turns = asyncio.Semaphore(max_size)  # taken by every acquire, given back on release
@@ -55,9 +56,12 @@ class FairPool(asyncpg.Pool):
     async def _get_new_connection(self) -> asyncpg.Connection:
         try:
             conn: asyncpg.Connection = await super()._get_new_connection()
-        except Exception as exc:  # re-raised: only noted for the log on the way
-            if self.outage is not None and not self.is_closing():
-                self.outage.down(reason(exc))
+        except Exception as exc:  # re-raised: noted for the log on the way
+            if self.outage is None or self.is_closing():
+                raise
+            self.outage.down(reason(exc))
+            if isinstance(exc, UNREACHABLE) and not isinstance(exc, Unreachable):
+                raise Unreachable(f"cannot connect to PostgreSQL at {self.outage.where}: {reason(exc)}") from exc
             raise
         if self.outage is not None:
             self.outage.up()

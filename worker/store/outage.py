@@ -15,6 +15,10 @@ from __future__ import annotations
 import logging
 import threading
 
+import asyncpg
+
+from worker.core.errors import DatabaseUnavailable
+
 log = logging.getLogger("jobdesk.db")
 
 _ASYNCPG_RETRY = "Failed to restore the pool connection floor"
@@ -46,6 +50,17 @@ class Outage:
         if self.is_down:
             self.is_down = False
             log.warning("PostgreSQL at %s is reachable again", self.where)
+
+
+class Unreachable(DatabaseUnavailable, ConnectionError):
+    """A front door's pool could not connect: a `DatabaseUnavailable` for its callers, and a
+    ConnectionError for code that tells a lost database by the connection errors."""
+
+
+# What a failed connection attempt raises when the database (not the request) is the trouble.
+UNREACHABLE: tuple[type[BaseException], ...] = (
+    OSError, TimeoutError, asyncpg.InternalClientError, asyncpg.CannotConnectNowError,
+    asyncpg.TooManyConnectionsError, asyncpg.ConnectionFailureError)
 
 
 _outages: dict[str, Outage] = {}
