@@ -14,7 +14,7 @@ from PySide6.QtCore import QObject, Signal
 
 from desktop.errors import EXPECTED
 from desktop.tasks import spawn
-from worker.core.errors import JobdeskError
+from worker.core.errors import DatabaseUnavailable, JobdeskError
 from worker.core.settings import Settings
 from worker.service.jobs import JobService, prepare_schema
 from worker.store.db import CONNECTION_ERRORS, Database, describe, is_starting_up
@@ -92,7 +92,7 @@ class ConsoleConnection(QObject):
         except Exception as exc:  # re-raised: this only notes a lost connection on the way
             if self._closing:
                 raise asyncio.CancelledError("the console is closing") from exc
-            if isinstance(exc, CONNECTION_ERRORS):
+            if isinstance(exc, (*CONNECTION_ERRORS, DatabaseUnavailable)):  # an enqueue says DatabaseUnavailable
                 self._lost(exc)
             raise
 

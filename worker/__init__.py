@@ -7,8 +7,9 @@ The public Python API is what `__all__` names, importable from here:
   `PermanentJobError`;
 - the models a client reads: `JobRecord`, `Status`;
 - the errors it may raise: `JobdeskError` (the base of them all), `JobNotFound`, `InvalidJob`,
-  `IllegalTransition`, `JobWaitTimeout`, `NoJobResult`; and a durable processor's: `EventTimeout`
-  (`job.wait_for_event` timed out), `StepError` (a step misused);
+  `IllegalTransition`, `JobWaitTimeout`, `NoJobResult`, `DatabaseUnavailable` (the database
+  cannot be reached, or was lost before a write was confirmed); and a durable processor's:
+  `EventTimeout` (`job.wait_for_event` timed out), `StepError` (a step misused);
 - `__version__`.
 
     from worker import BaseProcessor, Job, JobClient, JobCreate, PermanentJobError, ProcessorResult
@@ -19,6 +20,7 @@ release to the next.
 """
 
 from worker.core.errors import (
+    DatabaseUnavailable,
     EventTimeout,
     IllegalTransition,
     InvalidJob,
@@ -43,7 +45,7 @@ __all__ = [
     # what a client reads
     "JobRecord", "Status",
     # errors
-    "IllegalTransition", "InvalidJob", "JobNotFound", "JobWaitTimeout", "JobdeskError", "NoJobResult",
-    "EventTimeout", "StepError",
+    "DatabaseUnavailable", "IllegalTransition", "InvalidJob", "JobNotFound", "JobWaitTimeout", "JobdeskError",
+    "NoJobResult", "EventTimeout", "StepError",
     "__version__",
 ]

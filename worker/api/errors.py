@@ -16,6 +16,7 @@ from starlette.routing import Match
 from worker.core.errors import DatabaseUnavailable, IllegalTransition, InvalidJob, JobNotFound
 from worker.store.db import CONNECTION_ERRORS
 from worker.store.idempotency import IdempotencyConflict
+from worker.store.outage import reason
 
 log = logging.getLogger("worker.api")
 
@@ -106,9 +107,25 @@ async def _on_data_error(request: Request, exc: Exception) -> JSONResponse:
     return error_response(422, "invalid", f"{request.url.path}: the database refused a value: {first}")
 
 
-async def _on_unavailable(_: Request, exc: Exception) -> JSONResponse:
-    log.warning("database unavailable: %s", str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+async def _on_unavailable(request: Request, exc: Exception) -> JSONResponse:
+    why = reason(exc)
+    outage = getattr(getattr(request.app.state.ctx.service, "pool", None), "outage", None)
+    if outage is not None and not isinstance(exc, TimeoutError):
+        # The database away: said once for the whole outage (and once when it is back) by the
+        # pool's log, not once per request answered 503.
+        outage.down(why)
+    else:
+        log.warning("database unavailable: %s", why)
     return unavailable()
+
+
+async def _on_read_only(request: Request, exc: Exception) -> JSONResponse:
+    """A write refused by a read-only server (a standby, or an old primary): nothing was written.
+    The pool's connections are dropped, so that the next ones find the writable host."""
+    pool = getattr(request.app.state.ctx.service, "pool", None)
+    if pool is not None:
+        await pool.expire_connections()
+    return await _on_unavailable(request, exc)
 
 
 async def _on_internal(request: Request, exc: Exception) -> JSONResponse:
@@ -126,6 +143,7 @@ def install(app: FastAPI) -> None:
     app.add_exception_handler(IdempotencyConflict, _on_idempotency)
     app.add_exception_handler(InvalidJob, _on_invalid)
     app.add_exception_handler(asyncpg.DataError, _on_data_error)
+    app.add_exception_handler(asyncpg.ReadOnlySQLTransactionError, _on_read_only)
     kinds: list[type[Exception]] = [DatabaseUnavailable, TimeoutError, asyncio.TimeoutError,
                                     *(k for k in CONNECTION_ERRORS if issubclass(k, Exception))]
     for kind in kinds:

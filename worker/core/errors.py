@@ -12,7 +12,9 @@ class SettingsError(JobdeskError):
 
 
 class DatabaseUnavailable(JobdeskError):
-    """PostgreSQL cannot be reached or refused the connection."""
+    """PostgreSQL cannot be reached, refused the connection, or was lost before a write was
+    confirmed. For an enqueue, the message says whether the job was not written or may or may
+    not have been: then a retry is safe for a job with a unique key or an idempotency key."""
 
 
 class EmbeddedDatabaseError(JobdeskError):

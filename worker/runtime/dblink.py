@@ -41,7 +41,7 @@ class DbLink:
         self._next_revive = 0.0
 
     async def open(self, size: int) -> asyncpg.Pool:
-        self.pool = await create_pool(self.dsn, size=size, indexes_only=True)
+        self.pool = await create_pool(self.dsn, size=size, indexes_only=True, report_outages=False)
         return self.pool
 
     async def notify(self, channel: str, payload: str) -> object:
@@ -50,8 +50,8 @@ class DbLink:
         return await self.pool.execute("SELECT pg_notify($1, $2)", channel, payload)
 
     async def call(self, fn: Callable[[asyncpg.Connection], Awaitable[T]]) -> T:
-        """Run fn(conn), retrying with backoff while the database is unreachable, and after a
-        deadlock or serialization failure (the transaction was rolled back whole)."""
+        """Run fn(conn), retrying with backoff while the database is unreachable or read-only,
+        and after a deadlock or serialization failure (the transaction was rolled back whole)."""
         assert self.pool is not None
         delay = 0.1
         while True:
@@ -72,9 +72,14 @@ class DbLink:
                 log.warning("database rolled back a transaction (%s); trying again", str(exc).splitlines()[0])
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, MAX_BACKOFF_S)
-            except CONNECTION_ERRORS as exc:
+            except (*CONNECTION_ERRORS, asyncpg.ReadOnlySQLTransactionError) as exc:
                 if self.metrics is not None:
                     self.metrics.db_errors += 1
+                if isinstance(exc, asyncpg.ReadOnlySQLTransactionError):
+                    # Connected to a standby, or to an old primary that became one: like a lost
+                    # connection. The pool's connections are dropped, and the next ones go to
+                    # whichever host of DATABASE_URL is writable now.
+                    await self.pool.expire_connections()
                 if not self.down:
                     self.down = True
                     log.warning("database unreachable (%s); retrying", exc)

@@ -96,6 +96,27 @@ class Execution:
         short = self.avg_run_s is not None and self.avg_run_s < PREFETCH_BELOW_S
         return self.concurrency * 3 if short else self.concurrency
 
+    def add_claimed(self, jobs: list[Job]) -> None:
+        """Queue jobs just claimed. A job this worker already holds (running, queued, finished
+        with its result being written or not written) is not run twice: its claim was made
+        again, because the first was lost (a claim commits asynchronously, so a failover or a
+        crash may undo it) or the lease rescue took the job back meanwhile. The copy held takes
+        the new claim's attempt, so that its result is written under the claim that stands."""
+        if not jobs:
+            return
+        held: dict[str, Job] = {job.id: job for job, _ in self.running.values()}
+        held.update((job.id, job) for job in self.ready)
+        held.update((job.id, job) for job, _ in (*self.outcomes.plain_done, *self.outcomes.done))
+        for job in jobs:
+            mine = held.get(job.id)
+            if mine is not None:
+                mine.attempt = job.attempt
+            elif not self.outcomes.claimed_again(job):
+                self.ready.append(job)
+                continue
+            log.warning("job %s was claimed again while this worker holds it (its claim was lost in a "
+                        "failover, or taken back); it is not run twice", job.id)
+
     def start_ready(self) -> None:
         while self.ready and len(self.running) < self.concurrency and not self.stop.is_set():
             self._start(self.ready.popleft())

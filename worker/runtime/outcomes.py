@@ -49,6 +49,11 @@ class Outcomes:
         self.done: list[Finished] = []  # with next jobs or approval: own transaction
         self.done_event = asyncio.Event()
         self.writing: set[str] = set()  # finished jobs whose results are being written
+        # Finished jobs whose completion did not apply, while `_not_written` finds out why: one
+        # claimed again meanwhile gets its result written under that claim (`take_unwritten`).
+        self.unwritten: dict[str, Finished] = {}
+        # Jobs being written (`writing`) that a claim took again meanwhile, with that claim's attempt.
+        self.reclaimed: dict[str, int] = {}
         self._side_tasks: set[asyncio.Task[None]] = set()
 
     def finished(self, job: Job, result: ProcessorResult) -> None:
@@ -162,23 +167,65 @@ class Outcomes:
                 self.rollup.attempt_ended(job.type, job.waited_s, job.run_s, completed=not result.requires_approval)
                 if self.metrics is not None:
                     self.metrics.of(job.type).completed += 1
-        if len(written) < len(batch):
-            for job, _ in batch:
-                if job.id not in written:
-                    task = asyncio.create_task(self._not_written(job), name=f"unwritten-{job.id}")
-                    self._side_tasks.add(task)
-                    task.add_done_callback(self._side_tasks.discard)
+        if len(written) < len(batch) or self.reclaimed:
+            for job, result in batch:
+                again = self.reclaimed.pop(job.id, None)
+                if job.id in written:
+                    continue
+                if again is not None:  # claimed again while this write was on its way: write it under that claim
+                    job.attempt = again
+                    self.finished(job, result)
+                    continue
+                self.unwritten[job.id] = (job, result)
+                task = asyncio.create_task(self._not_written(job), name=f"unwritten-{job.id}")
+                self._side_tasks.add(task)
+                task.add_done_callback(self._side_tasks.discard)
 
     async def _not_written(self, job: Job) -> None:
-        """A finished job whose completion did not apply: cancelled meanwhile, already recorded
-        (the answer to a write was lost with the connection), or no longer ours."""
-        if await self.record_cancelled(job):
-            log.info("job %s finished after it was cancelled; recorded as cancelled", job.id)
-            return
-        status: str | None = await self.db.call(
-            lambda c: c.fetchval("SELECT status FROM jobs WHERE id = $1", job.id))
-        if status not in ("completed", "waiting_approval"):
-            log.warning("job %s finished, but this worker no longer owns it; result dropped", job.id)
+        """A finished job whose completion did not apply: cancelled meanwhile by an operator
+        (recorded so only then), already recorded (the answer to a write was lost with the
+        connection), queued again with its claim lost in a failover (its result is written
+        now), or no longer ours (taken back, and claimed by another)."""
+        try:
+            if await self.record_cancelled(job):
+                log.info("job %s finished after it was cancelled; recorded as cancelled", job.id)
+                return
+            held = self.unwritten.get(job.id)
+            completed: set[str] = set()
+            if held is not None:
+                completed = await self.db.call(lambda c: transitions.complete_lost_claims(c, [held]))
+            if held is not None and completed:
+                log.warning("job %s: its claim was lost (a failover?) while it ran; its result is written now",
+                            job.id)
+                self.account([held], {job.id})
+                return
+            status: str | None = await self.db.call(
+                lambda c: c.fetchval("SELECT status FROM jobs WHERE id = $1", job.id))
+            if job.id not in self.unwritten:
+                return  # claimed again meanwhile: its result is written under that claim
+            if status not in ("completed", "waiting_approval"):
+                log.warning("job %s finished, but this worker no longer owns it; result dropped", job.id)
+        finally:
+            self.unwritten.pop(job.id, None)
+
+    def claimed_again(self, claimed: Job) -> bool:
+        """A job claimed again whose result this worker holds: written under the new claim,
+        not run again. Whether it was one."""
+        if claimed.id in self.writing:
+            self.reclaimed[claimed.id] = claimed.attempt
+            return True
+        return self.take_unwritten(claimed)
+
+    def take_unwritten(self, claimed: Job) -> bool:
+        """A job claimed again whose result this worker holds, unwritten: queue the result to be
+        written under the new claim (instead of running the job again); whether it was one."""
+        held = self.unwritten.pop(claimed.id, None)
+        if held is None:
+            return False
+        job, result = held
+        job.attempt = claimed.attempt
+        self.finished(job, result)
+        return True
 
     async def settle(self) -> None:
         """Wait for the checks of finished jobs whose completion did not apply."""

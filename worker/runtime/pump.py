@@ -255,6 +255,6 @@ class Pumps:
         if finished:
             outcomes.account(finished, written)
         self.stats["claimed"] += len(jobs)
-        self.execution.ready.extend(jobs)
+        self.execution.add_claimed(jobs)
         self.execution.start_ready()
         return jobs

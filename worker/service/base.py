@@ -10,12 +10,17 @@ from typing import Self
 
 import asyncpg
 
-from worker.core.errors import JobNotFound
+from worker.core.errors import DatabaseUnavailable, JobNotFound
 from worker.core.models import JobRecord
 from worker.core.settings import Settings, load_settings
 from worker.store import transitions
-from worker.store.db import Database
+from worker.store.db import CONNECTION_ERRORS, Database, describe
 from worker.store.jobs import JobFilter
+from worker.store.outage import reason
+
+# What a write that cannot be confirmed raises: the database away, or read-only (a standby).
+WRITE_FAILURES: tuple[type[BaseException], ...] = (*CONNECTION_ERRORS, TimeoutError,
+                                                   asyncpg.ReadOnlySQLTransactionError)
 
 
 class ServiceBase:
@@ -55,6 +60,24 @@ class ServiceBase:
     async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                         tb: TracebackType | None) -> None:
         await self.close()
+
+    async def _write_failed(self, exc: BaseException, *, reached: bool, what: str) -> DatabaseUnavailable:
+        """The error for a write that met a lost or read-only database. `reached`: the write
+        had a connection, so it may have committed before the answer was lost. A read-only
+        server (a standby, or an old primary after a failover) wrote nothing: the pool's
+        connections are dropped, so that the next ones find the writable primary."""
+        where = describe(self.database.dsn) if self.database is not None else "the database"
+        why = reason(exc)
+        if isinstance(exc, asyncpg.ReadOnlySQLTransactionError):
+            await self.pool.expire_connections()
+            return DatabaseUnavailable(f"PostgreSQL at {where} is read-only ({why}); {what} was not written; "
+                                       "try again once a writable primary answers")
+        if not reached:
+            said = str(exc) if isinstance(exc, DatabaseUnavailable) else f"cannot reach PostgreSQL at {where} ({why})"
+            return DatabaseUnavailable(f"{said}; {what} was not written")
+        return DatabaseUnavailable(f"lost PostgreSQL at {where} before the write was confirmed ({why}); {what} "
+                                   "may or may not have been written. A retry with the same unique key or "
+                                   "idempotency key is safe")
 
     # -- visibility -------------------------------------------------------------------------
 

@@ -9,7 +9,7 @@ from datetime import datetime
 from typing import Any
 
 from worker.core.models import JobCreate
-from worker.service.base import ServiceBase
+from worker.service.base import WRITE_FAILURES, ServiceBase
 from worker.store import transitions
 
 
@@ -47,15 +47,26 @@ class Enqueueing(ServiceBase):
         return job_id, "debounced" if debounced else "duplicate" if dup else "created"
 
     async def enqueue_many(self, jobs: Sequence[JobCreate]) -> list[str]:
-        """Enqueue jobs (which may depend on each other) atomically; return their ids."""
+        """Enqueue jobs (which may depend on each other) atomically; return their ids.
+
+        DatabaseUnavailable when the database cannot be reached, or is lost before the commit
+        is confirmed: then the jobs may or may not have been written, and a retry is safe only
+        for jobs that carry a `unique_key` (or, over HTTP, an idempotency key)."""
         if self.user_id is not None:
             for job in jobs:
                 job.user_id = self.user_id
-        async with self.pool.acquire() as conn, conn.transaction():
-            if self.user_id is not None:
-                await self._check_visible(conn, [d for j in jobs for d in j.dependent_on_jobs
-                                                 if d not in {x.id for x in jobs}])
-            return await transitions.enqueue(conn, jobs)
+        reached = False
+        try:
+            async with self.pool.acquire() as conn:
+                reached = True
+                async with conn.transaction():
+                    if self.user_id is not None:
+                        await self._check_visible(conn, [d for j in jobs for d in j.dependent_on_jobs
+                                                         if d not in {x.id for x in jobs}])
+                    return await transitions.enqueue(conn, jobs)
+        except WRITE_FAILURES as exc:
+            raise await self._write_failed(exc, reached=reached, what="the job" if len(jobs) == 1 else "the jobs"
+                                           ) from exc
 
     async def create_pipeline(self, jobs: Sequence[JobCreate], *, pipeline_id: str | None = None) -> str:
         """Enqueue a DAG of jobs as one pipeline; return the pipeline id."""

@@ -104,13 +104,31 @@ def is_starting_up(exc: BaseException) -> bool:
 
 
 def describe(dsn: str) -> str:
-    """Where a DSN points, in words: host and database, or the socket folder."""
+    """Where a DSN points, in words: database and host(s), or the socket folder. A libpq URL may
+    name several hosts (`postgresql://u@h1:5432,h2:5433/db`); each is listed."""
+    return f"{_database_name(dsn)} on {','.join(hosts(dsn))}"
+
+
+def _database_name(dsn: str) -> str:
     parts = urlsplit(dsn)
-    query = dict(p.split("=", 1) for p in parts.query.split("&") if "=" in p)
-    host = parts.hostname or query.get("host") or os.environ.get("PGHOST") or "localhost"
-    port = parts.port or query.get("port") or 5432
-    db = parts.path.lstrip("/") or parts.username or "postgres"
-    return f"{db} on {host}:{port}"
+    return parts.path.lstrip("/") or parts.username or "postgres"
+
+
+def hosts(dsn: str) -> list[str]:
+    """Each `host:port` a DSN names, in order (one, unless it names several for failover)."""
+    parts = urlsplit(dsn)
+    query = dict(parse_qsl(parts.query))
+    default_port = query.get("port") or os.environ.get("PGPORT") or "5432"
+    listed = parts.netloc.rpartition("@")[2]
+    if not listed:
+        named = query.get("host") or os.environ.get("PGHOST") or "localhost"
+        ports = default_port.split(",")
+        return [f"{h}:{ports[min(i, len(ports) - 1)]}" for i, h in enumerate(named.split(","))]
+    found = []
+    for host in listed.split(","):
+        bare = host.rsplit("]", 1)[-1] if host.startswith("[") else host
+        found.append(host if ":" in bare else f"{host}:{default_port}")
+    return found
 
 
 @dataclass(frozen=True)
@@ -259,8 +277,10 @@ async def _keep_session(_conn: asyncpg.Connection) -> None:
 
 async def create_pool(dsn: str, *, size: int, timeout: float = 10, statement_timeout: float | None = None,
                       application_name: str | None = None, indexes_only: bool = False,
-                      plan_each_call: bool = False) -> asyncpg.Pool:
+                      plan_each_call: bool = False, report_outages: bool = True) -> asyncpg.Pool:
     """A pool of `size` connections with jobdesk's codecs; `statement_timeout` in seconds.
+    `report_outages`: log one line when the database goes away and one when it is back
+    (`worker.store.outage`); off for an owner that says so itself (the worker).
 
     `indexes_only` (the worker's pool and the HTTP API's) keeps the planner off sequential
     scans wherever an index serves. A statement prepared on a connection is planned once for all
@@ -298,7 +318,10 @@ async def create_pool(dsn: str, *, size: int, timeout: float = 10, statement_tim
     try:
         pool = await FairPool(clean, min_size=min(2, size), max_size=size, timeout=timeout,
                               init=_init_connection, server_settings=settings or None,
-                              max_inactive_connection_lifetime=300, reset=_keep_session, **options)
+                              max_inactive_connection_lifetime=300, reset=_keep_session,
+                              where=describe(dsn) if report_outages else None, **options)
+    except DatabaseUnavailable:
+        raise
     except CONNECT_FAILURES as exc:
         raise _unavailable(dsn, exc) from exc
     assert pool is not None

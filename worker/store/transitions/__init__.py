@@ -6,6 +6,7 @@ as `from worker.store import transitions; transitions.enqueue(conn, jobs)`. By r
 - `inserts`: enqueueing jobs (unique keys, the insert audited in the same statement);
 - `claim`: the claim statement and the calls that claim and complete in one round trip;
 - `outcomes`: what a worker records: completed, failed, put back, unclaimed, cancelled, lost;
+- `lost_claims`: the result of a job whose claim a failover undid;
 - `actions`: operator actions (cancel, retry, approve, reject, downstream, pipelines) and audit;
 - `bulk`: an action on every job a filter matches, a chunk at a time;
 - `cascade`: cancelling what depends on a cancelled job.
@@ -62,6 +63,7 @@ from worker.store.transitions.inserts import (
     enqueue_audited,
     enqueue_detailed,
 )
+from worker.store.transitions.lost_claims import complete_lost_claims
 from worker.store.transitions.outcomes import (
     FailOutcome,
     complete_batch,
@@ -87,7 +89,7 @@ __all__ = [
     "complete_and_claim", "flow_claim_statement",
     # the worker's outcomes
     "FailOutcome", "complete_batch", "fail_attempt", "inactive_among", "mark_cancelled", "put_back",
-    "release_orphans", "rescue_lost_jobs", "unclaim",
+    "release_orphans", "rescue_lost_jobs", "unclaim", "complete_lost_claims",
     # operator actions
     "CONTROL_CHANNEL", "approve", "audit", "audit_submissions", "cancel", "cancel_downstream", "cancel_pipeline",
     "reject", "retry", "retry_downstream", "retry_plan",

@@ -168,7 +168,7 @@ WITH upd AS (
     UPDATE jobs SET status = 'cancelled', worker_id = NULL, updated_at = now(),
                     error_fingerprint = CASE WHEN error_message IS NULL THEN $4 ELSE error_fingerprint END,
                     error_message = COALESCE(error_message, 'cancelled while running')
-     WHERE id = $1 AND worker_id = $2 AND attempts = $3 AND status = 'in_progress'
+     WHERE id = $1 AND worker_id = $2 AND attempts = $3 AND status = 'in_progress' AND NOT is_active
     RETURNING id, type, started_at
 )
 INSERT INTO job_attempts (job_id, attempt, worker_id, started_at, outcome, error_message, error_fingerprint,
@@ -179,7 +179,9 @@ RETURNING job_id
 
 
 async def mark_cancelled(conn: asyncpg.Connection, worker_id: str, job: Job) -> bool:
-    """Record that a running job stopped because an operator cancelled it; cascade downstream."""
+    """Record that a running job stopped because an operator cancelled it; cascade downstream.
+    Only a job whose cancel was asked for (`is_active` false) is recorded so: a result that
+    could not be written for another reason (the claim lost in a failover, say) cancels nothing."""
     async with conn.transaction():
         row = await conn.fetchrow(_MARK_CANCELLED, job.id, worker_id, job.attempt,
                                   fingerprint("cancelled while running"))
