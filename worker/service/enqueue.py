@@ -4,9 +4,12 @@ The HTTP API's ways (audited submissions, idempotency keys, group commit) are in
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
 from datetime import datetime
 from typing import Any
+
+import asyncpg
 
 from worker.core.models import JobCreate
 from worker.service.base import WRITE_FAILURES, ServiceBase
@@ -40,11 +43,25 @@ class Enqueueing(ServiceBase):
         if self.user_id is not None:
             job.user_id = self.user_id
         debounced: set[str] = set()
-        async with self.pool.acquire() as conn, conn.transaction():
+        async with self._writing("the job") as conn:
             if self.user_id is not None:
                 await self._check_visible(conn, list(job.dependent_on_jobs))
             [(job_id, dup)] = await transitions.enqueue_detailed(conn, [job], debounced)
         return job_id, "debounced" if debounced else "duplicate" if dup else "created"
+
+    @asynccontextmanager
+    async def _writing(self, what: str) -> AsyncIterator[asyncpg.Connection]:
+        """A connection in a transaction, for an enqueue: DatabaseUnavailable, saying whether
+        `what` may have been written, when the database cannot be reached or is lost before
+        the commit is confirmed."""
+        reached = False
+        try:
+            async with self.pool.acquire() as conn:
+                reached = True
+                async with conn.transaction():
+                    yield conn
+        except WRITE_FAILURES as exc:
+            raise await self._write_failed(exc, reached=reached, what=what) from exc
 
     async def enqueue_many(self, jobs: Sequence[JobCreate]) -> list[str]:
         """Enqueue jobs (which may depend on each other) atomically; return their ids.
@@ -55,18 +72,11 @@ class Enqueueing(ServiceBase):
         if self.user_id is not None:
             for job in jobs:
                 job.user_id = self.user_id
-        reached = False
-        try:
-            async with self.pool.acquire() as conn:
-                reached = True
-                async with conn.transaction():
-                    if self.user_id is not None:
-                        await self._check_visible(conn, [d for j in jobs for d in j.dependent_on_jobs
-                                                         if d not in {x.id for x in jobs}])
-                    return await transitions.enqueue(conn, jobs)
-        except WRITE_FAILURES as exc:
-            raise await self._write_failed(exc, reached=reached, what="the job" if len(jobs) == 1 else "the jobs"
-                                           ) from exc
+        async with self._writing("the job" if len(jobs) == 1 else "the jobs") as conn:
+            if self.user_id is not None:
+                await self._check_visible(conn, [d for j in jobs for d in j.dependent_on_jobs
+                                                 if d not in {x.id for x in jobs}])
+            return await transitions.enqueue(conn, jobs)
 
     async def create_pipeline(self, jobs: Sequence[JobCreate], *, pipeline_id: str | None = None) -> str:
         """Enqueue a DAG of jobs as one pipeline; return the pipeline id."""
