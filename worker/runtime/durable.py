@@ -5,7 +5,6 @@ pump when a job this worker suspended is due again."""
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
@@ -75,7 +74,7 @@ class WorkerSteps:
         return await self.db.call(lambda c: durable.spawn(c, self.worker_id, job, children, name, started))
 
     async def emit(self, key: str, payload: JsonValue) -> bool:
-        json.dumps(payload)  # a payload that is not JSON fails here, in the processor, with its TypeError
+        """A payload that is not JSON fails in the processor, with json's TypeError."""
         return await self.db.call(lambda c: durable.emit_event(c, key, payload))
 
 

@@ -15,7 +15,7 @@ from worker.core.models import JobRecord
 from worker.core.settings import Settings, load_settings
 from worker.store import transitions
 from worker.store.db import CONNECTION_ERRORS, Database, describe
-from worker.store.jobs import JobFilter
+from worker.store.jobs import JobFilter, fetch_records
 from worker.store.outage import reason
 
 # What a write that cannot be confirmed raises: the database away, or read-only (a standby).
@@ -86,8 +86,7 @@ class ServiceBase:
 
     async def _records(self, conn: asyncpg.Connection, ids: Sequence[str]) -> list[JobRecord]:
         """These jobs' records in the order given, leaving out those missing or not visible."""
-        rows = await conn.fetch(f"SELECT {JobRecord.COLUMNS} FROM jobs WHERE id = ANY($1::text[])", list(ids))
-        by_id = {r["id"]: JobRecord.from_row(r) for r in rows}
+        by_id = await fetch_records(conn, ids)
         return [by_id[i] for i in ids if i in by_id and self._owns(by_id[i].user_id)]
 
     def _scope(self, filt: JobFilter) -> JobFilter:

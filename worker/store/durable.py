@@ -18,6 +18,7 @@ from worker.core.durable import Wait
 from worker.core.errors import JobNotFound
 from worker.core.json_value import JsonValue
 from worker.core.models import Job, JobCreate, JobRecord
+from worker.store.jobs import fetch_records
 from worker.store.transitions.inserts import enqueue
 
 _LOAD = "SELECT job_id, name, result FROM job_steps WHERE job_id = ANY($1::varchar[])"
@@ -137,8 +138,7 @@ async def emit_event(conn: asyncpg.Connection, key: str, payload: JsonValue) -> 
 
 async def records(conn: asyncpg.Connection, ids: Sequence[str]) -> list[JobRecord]:
     """The jobs of these ids, in the order given; JobNotFound names the first unknown one."""
-    rows = await conn.fetch(f"SELECT {JobRecord.COLUMNS} FROM jobs WHERE id = ANY($1::text[])", list(ids))
-    by_id = {r["id"]: JobRecord.from_row(r) for r in rows}
+    by_id = await fetch_records(conn, ids)
     missing = [i for i in ids if i not in by_id]
     if missing:
         raise JobNotFound(f"no job {missing[0]}")

@@ -258,6 +258,12 @@ def _literal(status: Status) -> str:
     return f"'{status.value}'"
 
 
+async def fetch_records(conn: asyncpg.Connection, job_ids: Sequence[str]) -> dict[str, JobRecord]:
+    """The full records of these jobs, by id; missing ids are left out."""
+    rows = await conn.fetch(f"SELECT {JobRecord.COLUMNS} FROM jobs WHERE id = ANY($1::text[])", list(job_ids))
+    return {r["id"]: JobRecord.from_row(r) for r in rows}
+
+
 async def fetch_rows(conn: asyncpg.Connection, job_ids: Sequence[str]) -> list[JobRow]:
     """The current list rows of these jobs (for live updates); missing ids were deleted."""
     rows = await conn.fetch(f"SELECT {ROW_COLUMNS} FROM jobs WHERE id = ANY($1::text[])", list(job_ids))
