@@ -159,7 +159,7 @@ class Pumps:
             limits = self.limits if self.limits.fleet or self.limits.local or self.limits.flow else None
             # A held type is left out (and while it is, both pumps claim), unless a job of it
             # that ends now frees a slot of its limits.
-            types = self._claimable({j.type for j, _ in outcomes.plain_done})
+            types = self._claimable(outcomes.plain_done)
             limited = limits.limited(types) if limits is not None else []
             solo = any(t in self.limits.fleet or t in self.limits.local for t in limited) or PUMPS == 1
             if solo and index > 0:
@@ -199,16 +199,17 @@ class Pumps:
                 except TimeoutError:
                     pass
 
-    def _claimable(self, ending: set[str]) -> list[str]:
+    def _claimable(self, ending: list[Finished]) -> list[str]:
         """The worker's types less the flow-controlled ones held back (their rate allows no start
         yet, or their limits leave no room): a claim of those would find nothing, so neither new
         work nor a finished job sends one until the time comes. A type held by its limits and
         of which a job is `ending` is claimed again."""
-        if not self._held:
+        if not self._held:  # the usual case, every round: nothing more to look at
             return self.types
         now = time.monotonic()
+        ending_types = {job.type for job, _ in ending}
         self._held = {t: until for t, until in self._held.items()
-                      if until > now and not (t in ending and t in self._held_by_limits)}
+                      if until > now and not (t in ending_types and t in self._held_by_limits)}
         return [t for t in self.types if t not in self._held]
 
     def _wait_s(self) -> float:
