@@ -68,23 +68,25 @@ async def test_one_line_down_one_line_back(private: EmbeddedServer, caplog: pyte
 async def test_enqueue_lost_mid_write_may_or_may_not_be_written(private: EmbeddedServer) -> None:
     admin = await asyncpg.connect(private.dsn)
     try:
-        # A job type whose insert takes a while, so that its connection can be cut mid-write.
+        # A job type whose insert waits for an advisory lock this connection holds, so that its
+        # connection can be cut mid-write, however slow the machine: the insert cannot finish first.
         await admin.execute("""
             CREATE FUNCTION slow_insert() RETURNS trigger LANGUAGE plpgsql AS
-            $$ BEGIN PERFORM pg_sleep(3); RETURN NEW; END $$;
+            $$ BEGIN PERFORM pg_advisory_xact_lock(4242); RETURN NEW; END $$;
             CREATE TRIGGER slow_insert BEFORE INSERT ON jobs FOR EACH ROW
               WHEN (NEW.type = 'slow') EXECUTE FUNCTION slow_insert();""")
+        await admin.execute("SELECT pg_advisory_lock(4242)")
         async with await JobClient.connect(private.dsn, pool_size=2) as client:
             enqueue = asyncio.create_task(client.enqueue("slow", {}, unique_key="k1"))
-            deadline = time.monotonic() + 10
-            while not await admin.fetchval("SELECT count(*) FROM pg_stat_activity WHERE state = 'active' "
-                                            "AND query LIKE '%INSERT INTO jobs%' AND pid <> pg_backend_pid()"):
-                assert time.monotonic() < deadline
+            deadline = time.monotonic() + 20
+            while not (blocked := await admin.fetchval(
+                    "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND objid = 4242 AND NOT granted")):
+                assert time.monotonic() < deadline, "the insert never reached the trigger"
                 await asyncio.sleep(0.05)
-            await admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                                "WHERE query LIKE '%INSERT INTO jobs%' AND pid <> pg_backend_pid()")
+            assert await admin.fetchval("SELECT pg_terminate_backend($1, 10000)", blocked)
             with pytest.raises(DatabaseUnavailable, match="may or may not have been written"):
                 await enqueue
+            await admin.execute("SELECT pg_advisory_unlock(4242)")
             # The retry with the same unique key is safe: one job, whether or not the first one was written.
             await admin.execute("DROP TRIGGER slow_insert ON jobs")
             first = await client.enqueue("slow", {}, unique_key="k1")
