@@ -6,6 +6,26 @@
 -- migration, then run `make schema`. tests/store/test_schema_file.py fails while this file is out of date.
 
 --
+-- Name: jobdesk_check_job_user(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.jobdesk_check_job_user() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    PERFORM 1 FROM users WHERE id = NEW.user_id FOR KEY SHARE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'insert or update on table "jobs" violates the owner check: user % does not exist',
+            NEW.user_id
+            USING ERRCODE = 'foreign_key_violation',
+                  DETAIL = format('Key (user_id)=(%s) is not present in table "users".', NEW.user_id),
+                  TABLE = 'jobs', COLUMN = 'user_id';
+    END IF;
+    RETURN NEW;
+END $$;
+
+
+--
 -- Name: jobdesk_event_lock(text); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -457,6 +477,36 @@ BEGIN
         PERFORM pg_notify('jobdesk_new_jobs', '');
     END IF;
     RETURN NULL;
+END $$;
+
+
+--
+-- Name: jobdesk_keep_job_owners(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.jobdesk_keep_job_owners() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    IF TG_OP = 'UPDATE' AND NEW.id = OLD.id THEN
+        RETURN NEW;
+    END IF;
+    IF OLD.id = 1 THEN
+        RAISE EXCEPTION 'the default user (id 1) owns every job enqueued without a user; it cannot be %',
+            CASE TG_OP WHEN 'DELETE' THEN 'deleted' ELSE 'renumbered' END
+            USING ERRCODE = 'foreign_key_violation', TABLE = 'users';
+    END IF;
+    IF EXISTS (SELECT 1 FROM jobs WHERE user_id = OLD.id) THEN
+        RAISE EXCEPTION 'user % owns jobs; it cannot be %', OLD.id,
+            CASE TG_OP WHEN 'DELETE' THEN 'deleted' ELSE 'renumbered' END
+            USING ERRCODE = 'foreign_key_violation',
+                  DETAIL = format('Key (id)=(%s) is still referenced from table "jobs".', OLD.id),
+                  TABLE = 'users';
+    END IF;
+    IF TG_OP = 'DELETE' THEN
+        RETURN OLD;
+    END IF;
+    RETURN NEW;
 END $$;
 
 
@@ -1548,10 +1598,24 @@ CREATE TRIGGER jobs_rescheduled AFTER UPDATE OF scheduled_at ON public.jobs FOR 
 
 
 --
+-- Name: jobs jobs_user_check; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER jobs_user_check BEFORE INSERT OR UPDATE OF user_id ON public.jobs FOR EACH ROW WHEN ((new.user_id <> 1)) EXECUTE FUNCTION public.jobdesk_check_job_user();
+
+
+--
 -- Name: jobs jobs_wake_parent; Type: TRIGGER; Schema: public; Owner: -
 --
 
 CREATE TRIGGER jobs_wake_parent AFTER UPDATE OF status ON public.jobs FOR EACH ROW WHEN (((new.spawned_by IS NOT NULL) AND ((new.status)::text = ANY ((ARRAY['completed'::character varying, 'failed'::character varying, 'cancelled'::character varying])::text[])) AND ((old.status)::text IS DISTINCT FROM (new.status)::text))) EXECUTE FUNCTION public.jobdesk_jobs_wake_parent();
+
+
+--
+-- Name: users users_keep_job_owners; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER users_keep_job_owners BEFORE DELETE OR UPDATE OF id ON public.users FOR EACH ROW EXECUTE FUNCTION public.jobdesk_keep_job_owners();
 
 
 --
@@ -1600,14 +1664,6 @@ ALTER TABLE ONLY public.job_steps
 
 ALTER TABLE ONLY public.job_waits
     ADD CONSTRAINT job_waits_job_id_fkey FOREIGN KEY (job_id) REFERENCES public.jobs(id) ON DELETE CASCADE;
-
-
---
--- Name: jobs jobs_user_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
---
-
-ALTER TABLE ONLY public.jobs
-    ADD CONSTRAINT jobs_user_id_fkey FOREIGN KEY (user_id) REFERENCES public.users(id);
 
 
 --
