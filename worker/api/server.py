@@ -67,9 +67,9 @@ async def connect_service(settings: Settings, *, database: Database | None = Non
     """The API's service on `database` (by default the one `settings` choose): its plans are
     kept across calls (planning the group commit each time cost a third more per batch) and kept
     on the indexes, so that none made while `jobs` was small stays a read of the whole table as
-    it grows (see `worker.store.db.create_pool`)."""
+    it grows (see `worker.store.db.create_pool`). Its GETs read DATABASE_READ_URL when set."""
     return await JobService.connect(database or Database.resolve(settings), settings=settings, source="api",
-                                    pool_size=pool_size, indexes_only=True)
+                                    pool_size=pool_size, indexes_only=True, read_replica=True)
 
 
 async def serve(settings: Settings, host: str, port: int, *, auth: bool,
