@@ -27,14 +27,14 @@ async def wal_position(conn: asyncpg.Connection) -> str:
 async def replayed_past(conn: asyncpg.Connection, lsn: str) -> bool:
     """Whether the replica has replayed the primary's WAL up to `lsn`."""
     return bool(await conn.fetchval(
-        "SELECT NOT pg_is_in_recovery() OR coalesce(pg_last_wal_replay_lsn() >= $1::pg_lsn, false)", lsn))
+        "SELECT NOT pg_is_in_recovery() OR coalesce(pg_last_wal_replay_lsn() >= $1::text::pg_lsn, false)", lsn))
 
 
 async def replay_state(conn: asyncpg.Connection, lsn: str) -> ReplayState:
     """The replica's replay against the primary's position `lsn`, in one statement."""
     row = await conn.fetchrow("""
 SELECT pg_is_in_recovery() AS standby,
-       NOT pg_is_in_recovery() OR coalesce(pg_last_wal_replay_lsn() >= $1::pg_lsn, false) AS caught_up,
+       NOT pg_is_in_recovery() OR coalesce(pg_last_wal_replay_lsn() >= $1::text::pg_lsn, false) AS caught_up,
        extract(epoch FROM clock_timestamp() - pg_last_xact_replay_timestamp())::float8 AS since_replayed""", lsn)
     since = row["since_replayed"]
     return ReplayState(bool(row["standby"]), bool(row["caught_up"]), None if since is None else max(0.0, since))
