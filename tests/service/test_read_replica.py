@@ -1,18 +1,23 @@
 """DATABASE_READ_URL against a real streaming standby (tests/read_replica.py): the service's and
 the HTTP API's reads are served by the standby, every write by the primary; a job not on the
 standby yet is found on the primary; fenced reads see the service's own writes; the lag reads
-0 when the standby has caught up and more than a second while its replay is paused."""
+0 when the standby has caught up and more than a second while its replay is paused, and a
+single write after a long idle time does not read as that long behind; `jobdesk doctor` names
+the read replica."""
 
 from __future__ import annotations
 
 import asyncio
+import json
+import time
 from collections.abc import AsyncIterator, Iterator
 
 import httpx
 import pytest
 
+from tests.helpers import run_cli
 from tests.read_replica import pause_replay, replica_settings, resume_replay, start_pair
-from tests.replication import Pair
+from tests.replication import Pair, free_port
 from worker.api import create_app
 from worker.api.server import connect_service
 from worker.core.errors import SettingsError
@@ -117,7 +122,30 @@ async def test_without_read_url_reads_stay_on_the_primary(pair: Pair) -> None:
         assert jobs.replica is None
 
 
+async def test_lag_after_an_idle_primary_is_not_the_idle_time(pair: Pair, service: JobService) -> None:
+    await asyncio.sleep(2.5)  # nothing written: the last transaction the standby replayed ages
+    started = time.monotonic()
+    assert (await service.replica_lag()).seconds == 0  # type: ignore[union-attr]
+    await pause_replay(pair)
+    await service.enqueue("echo", {})
+    lag = await service.replica_lag()
+    # The standby was caught up when the first lag was read: it is behind by no more than the time
+    # since then, although the last commit it replayed is at least 2.5 s older than that.
+    assert lag is not None and 0 < lag.seconds <= time.monotonic() - started, lag
+
+
 def test_read_url_needs_database_url() -> None:
     with pytest.raises(SettingsError, match="^invalid setting DATABASE_READ_URL: .*needs DATABASE_URL"):
         load_settings(DATABASE_URL=None, DATABASE_READ_URL="postgresql://replica/jobdesk")
     assert load_settings(DATABASE_URL="postgresql://p/j", DATABASE_READ_URL="").DATABASE_READ_URL is None
+
+
+def test_doctor_names_the_read_replica(pair: Pair) -> None:
+    out = run_cli("doctor", dsn=pair.primary.dsn(), DATABASE_READ_URL=pair.standby.dsn())
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert f"read replica (DATABASE_READ_URL): {pair.standby.host}  standby  replay delay" in out.stdout
+    found = json.loads(run_cli("doctor", "--json", dsn=pair.primary.dsn(), DATABASE_READ_URL=pair.standby.dsn()).stdout)
+    assert [h["role"] for h in found["read_replica"]] == ["standby"]
+    nowhere = f"postgresql://postgres@127.0.0.1:{free_port()}/jobdesk?sslmode=disable"
+    out = run_cli("doctor", dsn=pair.primary.dsn(), DATABASE_READ_URL=nowhere)
+    assert out.returncode == 1 and "problem: the read replica 127.0.0.1:" in out.stdout, out.stdout
