@@ -44,12 +44,21 @@ def replica_settings(pair: Pair, **more: object) -> Settings:
 
 
 async def pause_replay(pair: Pair) -> None:
-    await asyncio.to_thread(pair.standby.psql, "SELECT pg_wal_replay_pause()")
-    deadline = time.monotonic() + 10
-    while await asyncio.to_thread(pair.standby.psql, "SELECT pg_get_wal_replay_pause_state()") != "paused":
-        assert time.monotonic() < deadline, "the standby's replay did not pause"
-        await asyncio.sleep(0.02)
+    """Pause the standby's replay, and return once it has (no thread: the console's loop is qasync's)."""
+    conn = await asyncpg.connect(pair.standby.dsn())
+    try:
+        await conn.execute("SELECT pg_wal_replay_pause()")
+        deadline = time.monotonic() + 10
+        while await conn.fetchval("SELECT pg_get_wal_replay_pause_state()") != "paused":
+            assert time.monotonic() < deadline, "the standby's replay did not pause"
+            await asyncio.sleep(0.02)
+    finally:
+        await conn.close()
 
 
 async def resume_replay(pair: Pair) -> None:
-    await asyncio.to_thread(pair.standby.psql, "SELECT pg_wal_replay_resume()")
+    conn = await asyncpg.connect(pair.standby.dsn())
+    try:
+        await conn.execute("SELECT pg_wal_replay_resume()")
+    finally:
+        await conn.close()
