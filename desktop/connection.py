@@ -1,6 +1,11 @@
 """The console's link to PostgreSQL: a pool for queries, one LISTEN connection for pushed
 changes (kept by a ListenerSupervisor, with polling while it is away or deaf), and reconnection
-when the database goes away. Plain asyncio; Qt sees it through signals."""
+when the database goes away. Plain asyncio; Qt sees it through signals.
+
+With DATABASE_READ_URL the console reads a replica and still acts and LISTENs on the primary. It
+reads its own writes: `act` fences the service's reads after an action, and each refresh a
+notification asks for is fenced too, so that reads go to the primary until the replica has
+replayed the change (see `worker.service.replica`)."""
 
 from __future__ import annotations
 
@@ -31,6 +36,9 @@ BULK_COALESCE_S = 1.0
 POLL_S = 2.0  # without LISTEN, the console polls this often
 RETRY_MAX_S = 5.0
 RELISTEN_MAX_S = 60.0  # a deaf listener is tried again after a pause that doubles up to this
+# After an action or a notification, how long the console waits for the read replica to replay
+# the change before it reads the primary instead.
+FENCE_WAIT_S = 0.5
 
 
 class ConsoleConnection(QObject):
@@ -65,7 +73,9 @@ class ConsoleConnection(QObject):
         return self._listen is not None and self._listen.listening
 
     def describe(self) -> str:
-        return ("embedded " if self.embedded else "") + describe(self.dsn)
+        replica = self.replica
+        return ("embedded " if self.embedded else "") + describe(self.dsn) + \
+            (f" · reads from {replica}" if replica is not None else "")
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._keep_connected(), name="console-connection")
@@ -95,6 +105,21 @@ class ConsoleConnection(QObject):
             if isinstance(exc, (*CONNECTION_ERRORS, DatabaseUnavailable)):  # an enqueue says DatabaseUnavailable
                 self._lost(exc)
             raise
+
+    async def act(self, fn: Callable[[JobService], Awaitable[T]]) -> T:
+        """`run` for an action (a write): afterwards the console's reads see it, from the read
+        replica once it has replayed it, from the primary until then."""
+        result = await self.run(fn)
+        client = self.client
+        if client is not None and client.replica is not None:
+            await self._fence(client)
+        return result
+
+    @property
+    def replica(self) -> str | None:
+        """The read replica the console reads, in words; None when it reads the primary."""
+        client = self.client
+        return client.replica.describe() if client is not None and client.replica is not None else None
 
     @contextmanager
     def bulk_changes(self) -> Iterator[None]:
@@ -143,7 +168,7 @@ class ConsoleConnection(QObject):
         if self.embedded:  # a fresh embedded database is migrated on first use, as the CLI does
             await prepare_schema(self.dsn, embedded=True)
         self.client = await JobService.connect(self.dsn, settings=self.settings, source="console", pool_size=4,
-                                                 plan_each_call=True)
+                                                 plan_each_call=True, read_replica=True)
         try:
             await self._start_listening(self.client)
             self.writable = not self.forced_read_only and await self.client.can_write()
@@ -211,12 +236,31 @@ class ConsoleConnection(QObject):
         self._flush_handle = None
         if self._closing:
             return
+        ids: set[str] | None
         if self._reload:
-            self._reload, self._pending = False, set()
-            self.jobs_changed.emit(None)
+            self._reload, self._pending, ids = False, set(), None
         elif self._pending:
             ids, self._pending = self._pending, set()
+        else:
+            return
+        client = self.client
+        if client is None or client.replica is None:
             self.jobs_changed.emit(ids)
+        else:  # the change is on the primary: the refresh must not read a replica without it
+            spawn(self._fenced_refresh(client, ids), "console-fence")
+
+    async def _fenced_refresh(self, client: JobService, ids: set[str] | None) -> None:
+        await self._fence(client)
+        if not self._closing:
+            self.jobs_changed.emit(ids)
+
+    async def _fence(self, client: JobService) -> None:
+        """Fence the reads at the primary's position now (waiting a little for the replica). When
+        the primary cannot say, the refresh goes on; its reads report a lost database."""
+        try:
+            await client.fence_reads(wait=FENCE_WAIT_S)
+        except EXPECTED as exc:
+            log.warning("could not fence reads on the read replica: %s", _reason(exc))
 
 
 def _reason(exc: BaseException) -> str:

@@ -27,6 +27,7 @@ from desktop.metrics.metrics_tab import MetricsTab, TableSizeLabel
 from desktop.notify.notifier import Notice, NotificationSettings, Notifier
 from desktop.notify.tray import AttentionPresenter
 from desktop.pipelines.pipelines_tab import PipelinesTab
+from desktop.replica_lag import ReplicaLagLabel
 from desktop.schedules.schedules_tab import SchedulesTab
 from desktop.shortcuts import ShortcutsDialog, add_shortcut, move_in
 from desktop.tasks import spawn
@@ -53,7 +54,7 @@ class MainWindow(QMainWindow):
         self.jobs = JobsTab(connection)
         self.model = self.jobs.model  # the job table's model, which the toolbar's Refresh reloads
         self.detail = JobDetail()
-        self.job_actions = JobActions(self, connection.run)
+        self.job_actions = JobActions(self, connection.act)
         self.pipelines = PipelinesTab(connection, self.job_actions)
         self.schedules = SchedulesTab(connection)
         self.approvals = ApprovalsTab(connection, self.job_actions)
@@ -67,6 +68,8 @@ class MainWindow(QMainWindow):
         self.metrics = MetricsTab(connection)
         self.table_size = TableSizeLabel(connection)
         self.statusBar().addPermanentWidget(self.table_size)
+        self.replica_lag = ReplicaLagLabel(connection)  # "replica 3.2 s behind", with DATABASE_READ_URL
+        self.statusBar().addPermanentWidget(self.replica_lag)
         self.notification_settings = notification_settings or NotificationSettings(
             env_enabled=connection.settings.JOBDESK_NOTIFICATIONS)
         self.notifier = Notifier(connection, self.notification_settings)
@@ -174,6 +177,7 @@ class MainWindow(QMainWindow):
         self.failures.stop_timers()
         self.metrics.stop_timers()
         self.table_size.stop_timers()
+        self.replica_lag.stop_timers()
         self.notifier.stop_timers()
 
     # -- connection -------------------------------------------------------------------------
@@ -192,6 +196,7 @@ class MainWindow(QMainWindow):
         self.bulk.set_state(connected=True)
         self.metrics.set_active(True)
         self.table_size.set_active(True)
+        self.replica_lag.set_active(True)
         self.notifier.on_connected()
 
     def _on_disconnected(self, reason: str) -> None:
@@ -206,6 +211,7 @@ class MainWindow(QMainWindow):
         self.bulk.set_state(connected=False)
         self.metrics.set_active(False)
         self.table_size.set_active(False)
+        self.replica_lag.set_active(False)
 
     def _on_writable(self, writable: bool) -> None:
         self.job_actions.set_read_only(not writable)

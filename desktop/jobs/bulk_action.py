@@ -137,7 +137,7 @@ class BulkRun(QObject):
                     def apply(jobs: JobService) -> Awaitable[BulkChunk]:
                         return jobs.bulk_apply(action, filt, after_seq=start, upto_seq=upto)
 
-                    chunk = await self.connection.run(apply)
+                    chunk = await self.connection.act(apply)
                     self.done += len(chunk.picked)
                     self.changed += len(chunk.changed)
                     self.chunks += 1 if chunk.picked else 0

@@ -167,7 +167,7 @@ class NewJobDialog(QDialog):
         self.ok_button.setEnabled(False)
         self.submit_error.clear()
         try:
-            job_id = await self.connection.run(lambda jobs: jobs.enqueue(job_type, value, depends_on=deps,
+            job_id = await self.connection.act(lambda jobs: jobs.enqueue(job_type, value, depends_on=deps,
                                                                          pipeline_id=pipeline, priority=priority))
         except EXPECTED as exc:  # expected failures are messages; bugs reach the error hook
             self.submit_error.setText(f"not submitted: {reason(exc)}")

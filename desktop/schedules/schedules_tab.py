@@ -176,9 +176,9 @@ class SchedulesTab(QWidget):
         self._update_buttons()
         try:
             if paused:
-                await self.connection.run(lambda jobs: jobs.pause_schedule(name))
+                await self.connection.act(lambda jobs: jobs.pause_schedule(name))
             else:
-                await self.connection.run(lambda jobs: jobs.resume_schedule(name))
+                await self.connection.act(lambda jobs: jobs.resume_schedule(name))
         except EXPECTED as exc:
             self.message.emit(f"cannot {'pause' if paused else 'resume'} schedule {name}: {reason(exc)}")
             return False

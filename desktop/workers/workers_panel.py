@@ -272,7 +272,7 @@ class WorkersPanel(QWidget):
         self.busy = True
         self.update_buttons()
         try:
-            record = await self.connection.run(lambda jobs: jobs.worker_command(worker_id, command))
+            record = await self.connection.act(lambda jobs: jobs.worker_command(worker_id, command))
         except JobdeskError as exc:
             self._show_error(str(exc))
             return False

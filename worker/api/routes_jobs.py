@@ -193,8 +193,9 @@ async def get_job(request: Request) -> Response:
     wait, status = query.wait, query.status
     hub = request.app.state.ctx.hub
     deadline = time.monotonic() + wait
+    service = caller.service.on_primary()  # woken by the primary's notifications: read where they come from
     with hub.subscribe(job_id) as changed:
-        detail = await caller.service.job_detail(job_id)
+        detail = await service.job_detail(job_id)
         target = status or detail.job.status
         while detail.job.status == target and not hub.stopping.is_set():
             remaining = deadline - time.monotonic()
@@ -205,7 +206,7 @@ async def get_job(request: Request) -> Response:
                 await asyncio.wait_for(changed.wait(), min(remaining, 5.0))
             except TimeoutError:
                 pass
-            detail = await caller.service.job_detail(job_id)
+            detail = await service.job_detail(job_id)
     return _json(detail_json(detail))
 
 
@@ -216,7 +217,8 @@ async def job_events(job_id: str, request: Request, caller: Caller = Depends(req
     """Server-Sent Events: one `status` event with the job now and after every change; the
     stream ends after a terminal status. `Last-Event-ID` skips the state already seen."""
     hub = request.app.state.ctx.hub
-    first = await caller.service.job_detail(job_id)  # 404 before the stream starts
+    service = caller.service.on_primary()  # woken by the primary's notifications: read where they come from
+    first = await service.job_detail(job_id)  # 404 before the stream starts
 
     async def stream() -> AsyncIterator[str]:
         seen = last_event_id
@@ -234,7 +236,7 @@ async def job_events(job_id: str, request: Request, caller: Caller = Depends(req
                     yield ": keep-alive\n\n"
                 changed.clear()
                 try:
-                    detail = await caller.service.job_detail(job_id)
+                    detail = await service.job_detail(job_id)
                 except Exception as exc:  # noqa: BLE001 - the stream ends; the client reconnects
                     log.debug("job %s: event stream ended, its state could not be read: %s", job_id, exc)
                     return
@@ -244,7 +246,8 @@ async def job_events(job_id: str, request: Request, caller: Caller = Depends(req
 
 
 async def _detail_after(caller: Caller, job_id: str) -> Response:
-    return _json(detail_json(await caller.service.job_detail(job_id)))
+    """The job after an action, read on the primary: a read replica may not have the change yet."""
+    return _json(detail_json(await caller.service.on_primary().job_detail(job_id)))
 
 
 @router.post("/{job_id}/cancel", response_model=JobDetailOut, responses=ERRORS)

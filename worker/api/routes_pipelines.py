@@ -63,8 +63,10 @@ async def get_pipeline(pipeline_id: str, caller: Caller = Depends(require("read"
 
 
 async def _changed(caller: Caller, job_ids: list[str]) -> Response:
-    """The jobs an action changed: their ids, and each job as it is now."""
-    return _json({"job_ids": job_ids, "jobs": [job_json(r) for r in await caller.service.job_records(job_ids)]})
+    """The jobs an action changed: their ids, and each job as it is now (read on the primary,
+    which has the change; a read replica may not have it yet)."""
+    records = await caller.service.on_primary().job_records(job_ids)
+    return _json({"job_ids": job_ids, "jobs": [job_json(r) for r in records]})
 
 
 @router.post("/{pipeline_id}/cancel", response_model=ChangedJobs, responses=ERRORS)
@@ -74,5 +76,5 @@ async def cancel_pipeline(pipeline_id: str, caller: Caller = Depends(require("op
 
 @router.post("/{pipeline_id}/retry-failed", response_model=ChangedJobs, responses=ERRORS)
 async def retry_failed(pipeline_id: str, caller: Caller = Depends(require("operate"))) -> Response:
-    await caller.service.pipeline_steps(pipeline_id)  # 404 for an unknown pipeline
+    await caller.service.on_primary().pipeline_steps(pipeline_id)  # 404 for an unknown pipeline
     return await _changed(caller, await caller.service.retry_pipeline(pipeline_id))

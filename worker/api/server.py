@@ -20,7 +20,7 @@ from worker.api.app import InputValidator, accept_any_input, create_app
 from worker.core.errors import JobdeskError
 from worker.core.settings import Settings
 from worker.service.jobs import JobService
-from worker.store.db import Database
+from worker.store.db import Database, describe
 
 
 def is_loopback(host: str) -> bool:
@@ -67,9 +67,9 @@ async def connect_service(settings: Settings, *, database: Database | None = Non
     """The API's service on `database` (by default the one `settings` choose): its plans are
     kept across calls (planning the group commit each time cost a third more per batch) and kept
     on the indexes, so that none made while `jobs` was small stays a read of the whole table as
-    it grows (see `worker.store.db.create_pool`)."""
+    it grows (see `worker.store.db.create_pool`). Its GETs read DATABASE_READ_URL when set."""
     return await JobService.connect(database or Database.resolve(settings), settings=settings, source="api",
-                                    pool_size=pool_size, indexes_only=True)
+                                    pool_size=pool_size, indexes_only=True, read_replica=True)
 
 
 async def serve(settings: Settings, host: str, port: int, *, auth: bool,
@@ -91,13 +91,19 @@ async def serve(settings: Settings, host: str, port: int, *, auth: bool,
         # instead of at its next timeout, and uvicorn's shutdown need not wait for it.
         server.on_exit = [hub.stopping.set, hub.wake_all]
         if sock is None:
-            print(f"jobdesk api on http://{host}:{port} ({database.describe()}); docs at /docs", file=sys.stderr)
+            print(f"jobdesk api on http://{host}:{port} ({_where(database)}); docs at /docs", file=sys.stderr)
         # uvicorn raises the captured SIGTERM again after shutting down; a handler of ours turns
         # that into a plain return, so the process exits 0.
         signal.signal(signal.SIGTERM, lambda *_: None)
         await server.serve(sockets=[sock] if sock is not None else None)
     finally:
         await service.close()
+
+
+def _where(database: Database) -> str:
+    """The database served, in words, and the read replica its GETs read, if any."""
+    reads = f"; GETs read {describe(database.read_url)}" if database.read_url else ""
+    return database.describe() + reads
 
 
 def _runner() -> asyncio.Runner:
@@ -146,7 +152,7 @@ def _run_workers(settings: Settings, database: Database, host: str, port: int, *
     children = _Children(pids)
     signal.signal(signal.SIGTERM, children.stop)
     signal.signal(signal.SIGINT, children.stop)
-    print(f"jobdesk api on http://{host}:{port} with {workers} worker processes ({database.describe()}); "
+    print(f"jobdesk api on http://{host}:{port} with {workers} worker processes ({_where(database)}); "
           f"docs at /docs", file=sys.stderr)
     return 1 if children.wait() else 0
 

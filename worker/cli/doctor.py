@@ -1,5 +1,5 @@
 """`jobdesk doctor`: one line per host of DATABASE_URL (which is the primary, how far behind each
-standby is), the standbys the primary streams to, the schema and the workers; exit 1 when
+standby is) and of DATABASE_READ_URL, the standbys the primary streams to, the schema and the workers; exit 1 when
 something is wrong (no primary, two primaries, migrations not applied), each problem in a line."""
 
 from __future__ import annotations
@@ -42,6 +42,8 @@ def print_diagnosis(found: Diagnosis, where: str) -> None:
     print(f"database: {where}")
     for host in found.hosts:
         print(host_line(host))
+    for host in found.read_hosts:
+        print(f"read replica (DATABASE_READ_URL): {host_line(host)}")
     for rep in found.replicas:
         lag = "replay lag -" if rep.replay_lag_s is None else f"replay lag {rep.replay_lag_s:.3f} s"
         behind = "" if rep.behind_bytes is None else f", {_size(rep.behind_bytes)} behind"

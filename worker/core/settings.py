@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from pydantic import BeforeValidator, Field, ValidationError, field_validator
+from pydantic import BeforeValidator, Field, ValidationError, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from worker.core.durations import parse_duration, parse_seconds
@@ -44,6 +44,9 @@ class Settings(BaseSettings):
     DATABASE_URL: str | None = None
     # A direct connection (no pooler) to the same database, used only for LISTEN.
     DATABASE_LISTEN_URL: str | None = None
+    # A streaming standby of DATABASE_URL that the console's reads and the HTTP API's GETs go to;
+    # writes and LISTEN stay on DATABASE_URL. Unset: everything reads DATABASE_URL.
+    DATABASE_READ_URL: str | None = None
     # Seconds between NOTIFY heartbeats to a process's own listener; one not back within as long marks it deaf.
     JOB_LISTEN_HEARTBEAT_INTERVAL: float = Field(10, gt=0)
     # Seconds between claim polls when no NOTIFY arrives.
@@ -110,6 +113,15 @@ class Settings(BaseSettings):
     JOBDESK_API_CORS_ORIGINS: Annotated[list[str], NoDecode] = []
     # Whether the console shows desktop notifications and the tray icon (false turns them all off).
     JOBDESK_NOTIFICATIONS: bool = True
+
+    @field_validator("DATABASE_READ_URL")
+    @classmethod
+    def _read_url_needs_primary(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if not value:
+            return None  # empty: no replica
+        if not info.data.get("DATABASE_URL"):
+            raise ValueError("needs DATABASE_URL, the primary the replica follows (the embedded database has none)")
+        return value
 
     @field_validator("JOB_RETRY_INTERVALS", mode="before")
     @classmethod

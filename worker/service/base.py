@@ -1,5 +1,5 @@
 """The part of `JobClient` and `JobService` every other part builds on: the pool, the database
-it reaches, the actor, the user scope."""
+it reaches, the read replica if any, the actor, the user scope."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import asyncpg
 from worker.core.errors import DatabaseUnavailable, JobNotFound
 from worker.core.models import JobRecord
 from worker.core.settings import Settings, load_settings
+from worker.service.replica import ReadReplica, ReplicaLag
 from worker.store import transitions
 from worker.store.db import CONNECTION_ERRORS, Database, describe
 from worker.store.jobs import JobFilter, fetch_records
@@ -28,20 +29,48 @@ class ServiceBase:
     user's jobs; its lifecycle, and the checks that keep another user's jobs out of sight.
 
     `database` is what the pool connects to, when known (`connect` knows it): waits listen where
-    it says; without it they poll."""
+    it says; without it they poll.
+
+    `replica`: the read replica (DATABASE_READ_URL) that the reads of the console and the HTTP
+    API go to; None reads the primary. The one switch is `_read_pool`: a read method takes its
+    connection there, everything else from `pool`, the primary (see `worker.service.replica`)."""
 
     def __init__(self, pool: asyncpg.Pool, *, source: str = "api", actor: transitions.Actor | None = None,
                  user_id: int | None = None, settings: Settings | None = None,
-                 database: Database | None = None) -> None:
+                 database: Database | None = None, replica: ReadReplica | None = None) -> None:
         self.pool = pool
         self.actor = actor or transitions.Actor.current(source)
         self.user_id = user_id  # set: only this user's jobs are visible
         self.settings = settings or load_settings()
         self.database = database
+        self.replica = replica
 
     def as_actor(self, actor: transitions.Actor, *, user_id: int | None = None) -> Self:
         """The same service for another actor, restricted to `user_id`'s jobs when given."""
-        return type(self)(self.pool, actor=actor, user_id=user_id, settings=self.settings, database=self.database)
+        return self._view(actor, user_id, self.replica)
+
+    def on_primary(self) -> Self:
+        """The same service with every read on the primary: for what a caller reads right after
+        its own write (the HTTP API's answer to an action). Itself when there is no replica."""
+        return self if self.replica is None else self._view(self.actor, self.user_id, None)
+
+    def _view(self, actor: transitions.Actor, user_id: int | None, replica: ReadReplica | None) -> Self:
+        return type(self)(self.pool, actor=actor, user_id=user_id, settings=self.settings, database=self.database,
+                          replica=replica)
+
+    async def _read_pool(self) -> asyncpg.Pool:
+        """Where a read goes: the replica when there is one and no fence holds, else the primary."""
+        return self.pool if self.replica is None else await self.replica.choose(self.pool)
+
+    async def fence_reads(self, *, wait: float = 0.5) -> bool:
+        """Read-your-writes: from now on, reads see every write committed before this call. Waits
+        up to `wait` s for the replica to replay that far; until it has, reads go to the primary.
+        True when reads are on the replica again (always, without a replica)."""
+        return True if self.replica is None else await self.replica.fence(self.pool, wait=wait)
+
+    async def replica_lag(self) -> ReplicaLag | None:
+        """How far the read replica is behind the primary; None without a replica."""
+        return None if self.replica is None else await self.replica.lag(self.pool)
 
     async def notify(self, channel: str, payload: str) -> None:
         """Send a NOTIFY through the pool: a listener's heartbeat takes the path real changes take."""
@@ -49,10 +78,14 @@ class ServiceBase:
 
     async def close(self) -> None:
         await self.pool.close()
+        if self.replica is not None:
+            await self.replica.pool.close()
 
     def terminate(self) -> None:
         """Drop every connection now (the database went away)."""
         self.pool.terminate()
+        if self.replica is not None:
+            self.replica.pool.terminate()
 
     async def __aenter__(self) -> Self:
         return self

@@ -23,7 +23,7 @@ class BulkActions(ServiceBase):
         params: list[Any] = []
         where = narrowed.where(params)
         params.append(cap + 1)
-        async with self.pool.acquire() as conn:
+        async with (await self._read_pool()).acquire() as conn:
             row = await conn.fetchrow(f"SELECT count(*) AS n, max(seq) AS last FROM "
                                       f"(SELECT seq FROM jobs WHERE {where} LIMIT ${len(params)}) AS capped", *params)
         n = int(row["n"])
@@ -52,8 +52,9 @@ class BulkActions(ServiceBase):
             after = chunk.next_seq
 
     async def bulk(self, action: str, filt: JobFilter, *, dry_run: bool = False) -> BulkResult:
-        """A whole bulk action (or its dry run), for front doors without a progress bar."""
-        count = await self.bulk_count(action, filt)
+        """A whole bulk action (or its dry run), for front doors without a progress bar. The count
+        that bounds a real run is read on the primary, so that it includes every job written."""
+        count = await (self if dry_run else self.on_primary()).bulk_count(action, filt)
         if dry_run:
             return BulkResult(action, filt, count.count, count.capped, dry_run=True)
         result = BulkResult(action, filt, 0, False, dry_run=False)

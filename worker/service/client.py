@@ -12,12 +12,17 @@ bulk actions, schedules, tokens) is on `worker.service.JobService`, which is a `
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Self
 
+import asyncpg
+
+from worker.core.errors import DatabaseUnavailable
 from worker.core.settings import Settings, load_settings
 from worker.service.actions import OperatorActions
 from worker.service.events import Events
 from worker.service.job_reads import JobLookups
+from worker.service.replica import ReadReplica
 from worker.service.schema import ensure_schema
 from worker.service.waiting import Waiting
 from worker.store.db import Database, create_pool
@@ -32,28 +37,46 @@ class JobClient(Waiting, JobLookups, OperatorActions, Events):
     @classmethod
     async def connect(cls, database: Database | str | None = None, *, settings: Settings | None = None,
                       source: str = "api", pool_size: int | None = None, plan_each_call: bool = False,
-                      indexes_only: bool = False) -> Self:
+                      indexes_only: bool = False, read_replica: bool = False) -> Self:
         """A client on `database` (a `Database`, a URL, or None for DATABASE_URL or else the
         embedded default), schema checked: the embedded database is migrated on the fly.
 
         `plan_each_call` (the console's) plans each statement for its call, and `indexes_only`
-        (the HTTP API's) keeps its kept plans on the indexes: see `create_pool`."""
+        (the HTTP API's) keeps its kept plans on the indexes: see `create_pool`.
+
+        `read_replica` (the console's and the HTTP API's): its reads go to the database's
+        DATABASE_READ_URL, when it has one, through a second pool (see `worker.service.replica`)."""
         settings = settings or load_settings()
         if database is None:
             database = Database.resolve(settings)
         elif isinstance(database, str):
             database = Database.given(database, settings)
-        pool = await create_pool(database.dsn, size=pool_size or settings.DB_POOL_SIZE,
-                                 statement_timeout=settings.JOB_STATEMENT_TIMEOUT,
-                                 application_name=f"jobdesk-{source}", plan_each_call=plan_each_call,
-                                 indexes_only=indexes_only)
+        size = pool_size or settings.DB_POOL_SIZE
+
+        async def pool_on(dsn: str) -> asyncpg.Pool:
+            return await create_pool(dsn, size=size, statement_timeout=settings.JOB_STATEMENT_TIMEOUT,
+                                     application_name=f"jobdesk-{source}", plan_each_call=plan_each_call,
+                                     indexes_only=indexes_only)
+
+        pool = await pool_on(database.dsn)
+        replica: ReadReplica | None = None
         try:
             async with pool.acquire() as conn:
                 await ensure_schema(conn, embedded=database.embedded)
+            if read_replica and database.read_url:
+                replica = ReadReplica(await _replica_pool(pool_on, database.read_url), database.read_url)
         except BaseException:
             await pool.close()
             raise
-        return cls(pool, source=source, settings=settings, database=database)
+        return cls(pool, source=source, settings=settings, database=database, replica=replica)
+
+
+async def _replica_pool(pool_on: Callable[[str], Awaitable[asyncpg.Pool]], dsn: str) -> asyncpg.Pool:
+    """The read replica's pool; a replica that cannot be reached is named as DATABASE_READ_URL."""
+    try:
+        return await pool_on(dsn)
+    except DatabaseUnavailable as exc:
+        raise DatabaseUnavailable(f"DATABASE_READ_URL: {exc}") from exc
 
 
 __all__ = ["JobClient", "ensure_schema"]

@@ -1,5 +1,6 @@
 """`jobdesk doctor`'s findings: each host of DATABASE_URL and its role, each standby's lag, the
-schema, the workers; and what is wrong, if anything, in one line per problem."""
+read replica (DATABASE_READ_URL) and its lag, the schema, the workers; and what is wrong, if
+anything, in one line per problem."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ _UNREACHABLE: tuple[type[BaseException], ...] = (*CONNECT_FAILURES, DatabaseUnav
 class Diagnosis:
     hosts: list[HostState]
     replicas: list[Replica] = field(default_factory=list)
+    read_hosts: list[HostState] = field(default_factory=list)  # the hosts of DATABASE_READ_URL, if set
     schema_version: int | None = None  # the newest migration applied; None when not read
     pending: list[str] = field(default_factory=list)  # migrations not applied yet
     workers_alive: int | None = None
@@ -36,6 +38,7 @@ class Diagnosis:
 
     def to_json(self) -> dict[str, object]:
         return {"hosts": [h.to_json() for h in self.hosts], "replicas": [r.to_json() for r in self.replicas],
+                "read_replica": [h.to_json() for h in self.read_hosts],
                 "schema_version": self.schema_version, "pending_migrations": self.pending,
                 "workers_alive": self.workers_alive, "workers_lost": self.workers_lost, "problems": self.problems}
 
@@ -44,8 +47,14 @@ async def diagnose(database: Database, settings: Settings, *, timeout: float = 5
     """Ask every host of the database's URL, then the primary for its standbys, schema and workers."""
     found = await asyncio.gather(*(cluster.probe(database.dsn, h, timeout=timeout)
                                    for h in cluster.hosts(database.dsn)))
+    read_url = database.read_url or ""
+    read_hosts = await asyncio.gather(*(cluster.probe(read_url, h, timeout=timeout)
+                                        for h in (cluster.hosts(read_url) if read_url else [])))
     primaries = [h for h in found if h.role == "primary"]
-    out = Diagnosis(list(found))
+    out = Diagnosis(list(found), read_hosts=list(read_hosts))
+    for host in out.read_hosts:
+        if host.role is None:
+            out.problems.append(f"the read replica {host.host} (DATABASE_READ_URL) does not answer: {host.error}")
     if not primaries:
         out.problems.append("no host accepts writes: every process waits for a primary")
         return out
@@ -60,6 +69,7 @@ async def diagnose(database: Database, settings: Settings, *, timeout: float = 5
         return out
     try:
         out.hosts = [await _with_distance(conn, primary, h) for h in found]
+        out.read_hosts = [await _with_distance(conn, primary, h) for h in out.read_hosts]
         out.replicas = await cluster.replicas(conn)
         await _read_schema_and_workers(conn, settings, out)
     finally:

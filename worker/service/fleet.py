@@ -19,20 +19,20 @@ class FleetControl(ServiceBase):
     """Workers and the database's upkeep."""
 
     async def workers(self, *, include_stopped: bool = True) -> list[WorkerRecord]:
-        async with self.pool.acquire() as conn:
+        async with (await self._read_pool()).acquire() as conn:
             return await fleet.list_workers(conn, include_stopped=include_stopped)
 
     async def limits(self) -> list[LimitUse]:
         """Every limit on the claims (rates, per user, fair share, per type), its use now and how
         many runnable jobs it holds back."""
-        async with self.pool.acquire() as conn:
+        async with (await self._read_pool()).acquire() as conn:
             return await flow_limits.limit_uses(conn)
 
     async def workers_view(self, lease_timeout_s: float, *, served_before: frozenset[str] | None = None,
                            with_unserved: bool = False) -> WorkersView:
         """Every worker, the types live workers serve, and the unserved queued types when asked
         for (or when the served types changed since `served_before`)."""
-        async with self.pool.acquire() as conn:
+        async with (await self._read_pool()).acquire() as conn:
             workers = await fleet.list_workers(conn)
             served = frozenset(t for w in workers if w.state in fleet.LIVE_STATES
                                and not w.is_lost(lease_timeout_s) for t in w.job_types)

@@ -34,27 +34,31 @@ SELECT {JobRecord.COLUMNS},
           FROM job_steps s WHERE s.job_id = j.id) AS step_rows
   FROM jobs j WHERE j.id = $1"""
 
+_RECORD = f"SELECT {JobRecord.COLUMNS} FROM jobs WHERE id = $1"
 
 
 class JobLookups(ServiceBase):
     """Reading jobs' records: one, several by id, or pages of those matching a filter."""
 
     async def get_job(self, job_id: str) -> JobRecord:
-        row = await self.pool.fetchrow(f"SELECT {JobRecord.COLUMNS} FROM jobs WHERE id = $1", job_id)
+        pool = await self._read_pool()
+        row = await pool.fetchrow(_RECORD, job_id)
+        if row is None and pool is not self.pool:  # not on the replica yet: just enqueued, perhaps
+            row = await self.pool.fetchrow(_RECORD, job_id)
         if row is None or not self._owns(row["user_id"]):
             raise JobNotFound(f"no job with id {job_id}")
         return JobRecord.from_row(row)
 
     async def job_records(self, job_ids: Sequence[str]) -> list[JobRecord]:
         """These jobs as they are now, in the order given; ids not found (or not visible) are left out."""
-        async with self.pool.acquire() as conn:
+        async with (await self._read_pool()).acquire() as conn:
             return await self._records(conn, job_ids)
 
     async def job_records_page(self, filt: JobFilter, *, before_seq: int | None = None,
                                limit: int = 50) -> tuple[list[JobRecord], int | None]:
         """Full records newest first, before the enqueue position `before_seq`; and the position
         to ask for next (None on the last page)."""
-        async with self.pool.acquire() as conn:
+        async with (await self._read_pool()).acquire() as conn:
             return await job_queries.fetch_records_page(conn, self._scope(filt), before_seq=before_seq, limit=limit)
 
     async def list_jobs(self, *, status: Status | str | None = None, type: str | None = None,
@@ -71,8 +75,18 @@ class JobReads(JobLookups):
 
     async def job_detail(self, job_id: str) -> JobDetail:
         """The job, its attempts, what it depends on and what depends on it: one round trip (and
-        one more for a queued job's waiting reason)."""
-        async with self.pool.acquire() as conn:
+        one more for a queued job's waiting reason). A job not found on the read replica is
+        looked for on the primary: it may be too new to have reached the replica."""
+        pool = await self._read_pool()
+        try:
+            return await self._detail(pool, job_id)
+        except JobNotFound:
+            if pool is self.pool:
+                raise
+        return await self._detail(self.pool, job_id)
+
+    async def _detail(self, pool: asyncpg.Pool, job_id: str) -> JobDetail:
+        async with pool.acquire() as conn:
             row = await conn.fetchrow(_DETAIL, job_id)
             if row is None or not self._owns(row["user_id"]):
                 raise JobNotFound(f"no job with id {job_id}")
@@ -95,8 +109,21 @@ class JobReads(JobLookups):
 
     async def job_details_json(self, reads: Sequence[tuple[ServiceBase, str]]) -> list[str | JobNotFound]:
         """`job_detail_json` for several readers at once (group read): one round trip reads every
-        document, and each reader sees only the jobs its own scope shows it."""
-        async with self.pool.acquire() as conn:
+        document, and each reader sees only the jobs its own scope shows it. Those not found on
+        the read replica are looked for on the primary (a job enqueued a moment ago, say)."""
+        pool = await self._read_pool()
+        answers = await self._documents(pool, reads)
+        if pool is not self.pool:
+            missed = [i for i, answer in enumerate(answers) if isinstance(answer, JobNotFound)]
+            if missed:
+                again = await self._documents(self.pool, [reads[i] for i in missed])
+                for i, answer in zip(missed, again, strict=True):
+                    answers[i] = answer
+        return answers
+
+    async def _documents(self, pool: asyncpg.Pool,
+                         reads: Sequence[tuple[ServiceBase, str]]) -> list[str | JobNotFound]:
+        async with pool.acquire() as conn:
             documents = await job_document.fetch_documents(conn, list({job_id for _, job_id in reads}))
             reasons: dict[str, str | None] = {}  # a queued job's reason is read once per batch
             answers: list[str | JobNotFound] = []
@@ -118,7 +145,7 @@ class JobReads(JobLookups):
 
     async def waiting_reason(self, job_id: str) -> WaitingReason | None:
         """Why this queued job has not started; None when it is not queued."""
-        async with self.pool.acquire() as conn:
+        async with (await self._read_pool()).acquire() as conn:
             owner = await conn.fetchrow("SELECT user_id FROM jobs WHERE id = $1", job_id)
             if owner is None or not self._owns(owner["user_id"]):
                 raise JobNotFound(f"no job with id {job_id}")
@@ -127,17 +154,17 @@ class JobReads(JobLookups):
     async def job_page(self, filt: JobFilter, *, sort: str = "created", descending: bool = True,
                        after: tuple[Any, int] | None = None, limit: int = 200) -> Page:
         """One keyset page of list rows matching `filt`, after the position `after`."""
-        async with self.pool.acquire() as conn:
+        async with (await self._read_pool()).acquire() as conn:
             return await job_queries.fetch_page(conn, self._scope(filt), sort=sort, descending=descending,
                                                 after=after, limit=limit)
 
     async def job_rows(self, job_ids: Sequence[str]) -> list[JobRow]:
         """The current list rows of these jobs; ids that are missing were deleted."""
-        async with self.pool.acquire() as conn:
+        async with (await self._read_pool()).acquire() as conn:
             rows = await job_queries.fetch_rows(conn, job_ids)
         return [r for r in rows if self._owns(r.user_id)]
 
     async def status_counts(self, filt: JobFilter) -> StatusCounts:
         """Per-status counts of jobs matching `filt` (ignoring its statuses), capped."""
-        async with self.pool.acquire() as conn:
+        async with (await self._read_pool()).acquire() as conn:
             return await job_queries.status_counts(conn, self._scope(filt))

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 
+import asyncpg
+
 from worker.core.dag import dependency_order
 from worker.core.errors import JobNotFound
 from worker.service.base import ServiceBase
@@ -18,13 +20,13 @@ class PipelineReads(ServiceBase):
     async def pipelines(self, filt: PipelineFilter, *, after_seq: int | None = None,
                         limit: int = 200) -> tuple[list[PipelineRow], bool]:
         """One page of the pipeline list, newest first, and whether more follow."""
-        async with self.pool.acquire() as conn:
+        async with (await self._read_pool()).acquire() as conn:
             return await pipeline_queries.fetch_pipelines(conn, filt, after_seq=after_seq, limit=limit)
 
     async def pipeline_changes(self, job_ids: Collection[str],
                                filt: PipelineFilter) -> tuple[set[str], list[PipelineRow]]:
         """The pipelines these jobs belong to, and the list rows of those that match `filt`."""
-        async with self.pool.acquire() as conn:
+        async with (await self._read_pool()).acquire() as conn:
             pipeline_ids = await pipeline_queries.pipelines_of(conn, sorted(job_ids))
             if not pipeline_ids:
                 return pipeline_ids, []
@@ -32,18 +34,28 @@ class PipelineReads(ServiceBase):
 
     async def pipeline_rows(self, pipeline_ids: Sequence[str],
                             filt: PipelineFilter = PipelineFilter()) -> list[PipelineRow]:  # noqa: B008
-        async with self.pool.acquire() as conn:
+        async with (await self._read_pool()).acquire() as conn:
             return await pipeline_queries.fetch_pipeline_rows(conn, pipeline_ids, filt)
 
     async def pipeline_graph(self, pipeline_id: str, *,
                              limit: int = pipeline_queries.GRAPH_LIMIT) -> tuple[list[GraphNode], bool]:
         """The pipeline's jobs in enqueue order (at most `limit`), and whether there are more."""
-        async with self.pool.acquire() as conn:
+        async with (await self._read_pool()).acquire() as conn:
             return await pipeline_queries.fetch_graph(conn, pipeline_id, limit=limit)
 
     async def pipeline_steps(self, pipeline_id: str) -> PipelineSteps:
-        """The step indicator of a pipeline: derived status, progress, jobs in dependency order."""
-        async with self.pool.acquire() as conn:
+        """The step indicator of a pipeline: derived status, progress, jobs in dependency order.
+        A pipeline not found on the read replica is looked for on the primary (it may be new)."""
+        pool = await self._read_pool()
+        try:
+            return await self._steps(pool, pipeline_id)
+        except JobNotFound:
+            if pool is self.pool:
+                raise
+        return await self._steps(self.pool, pipeline_id)
+
+    async def _steps(self, pool: asyncpg.Pool, pipeline_id: str) -> PipelineSteps:
+        async with pool.acquire() as conn:
             await self._check_pipeline_visible(conn, pipeline_id)
             rows = await pipeline_queries.fetch_pipeline_rows(conn, [pipeline_id])
             if not rows:
@@ -56,5 +68,5 @@ class PipelineReads(ServiceBase):
 
     async def retryable_in(self, pipeline_id: str) -> list[str]:
         """The failed and cancelled jobs of a pipeline, in enqueue order."""
-        async with self.pool.acquire() as conn:
+        async with (await self._read_pool()).acquire() as conn:
             return await pipeline_queries.retryable_in(conn, pipeline_id)

@@ -24,12 +24,12 @@ class ScheduleControl(ServiceBase):
     """Schedules."""
 
     async def schedules(self) -> list[ScheduleRecord]:
-        async with self.pool.acquire() as conn:
+        async with (await self._read_pool()).acquire() as conn:
             return await scheduler.list_schedules(conn)
 
     async def schedule_jobs(self, name: str, *, limit: int = 50) -> list[ScheduledJob]:
         """The newest ticks of a schedule and the jobs they made."""
-        async with self.pool.acquire() as conn:
+        async with (await self._read_pool()).acquire() as conn:
             return await scheduler.jobs_of(conn, name, limit=limit)
 
     async def add_schedule(self, schedule: Schedule) -> ScheduleRecord:

@@ -18,22 +18,22 @@ class StatsReads(JobReads):
 
     async def metrics(self, window: Window) -> Metrics:
         """Throughput, queue depth and wait/run percentiles per type over `window` (all users)."""
-        async with self.pool.acquire() as conn:
+        async with (await self._read_pool()).acquire() as conn:
             return await stats_queries.fetch_metrics(conn, window)
 
     async def table_size(self) -> TableSize:
         """The jobs table's estimated row count and its size on disk, indexes included."""
-        async with self.pool.acquire() as conn:
+        async with (await self._read_pool()).acquire() as conn:
             return await stats_queries.fetch_table_size(conn)
 
     async def attention(self) -> Attention:
         """Jobs failed for good in the last hour and jobs waiting for approval, and the database's clock."""
-        async with self.pool.acquire() as conn:
+        async with (await self._read_pool()).acquire() as conn:
             return await stats_queries.fetch_attention(conn)
 
     async def transitions_since(self, since: datetime, *, limit: int = 500) -> list[Transition]:
         """Jobs that failed for good or started waiting for approval after `since`."""
-        async with self.pool.acquire() as conn:
+        async with (await self._read_pool()).acquire() as conn:
             found = await stats_queries.fetch_transitions(conn, since, limit=limit)
         if self.user_id is None:
             return found
@@ -46,16 +46,16 @@ class StatsReads(JobReads):
 
     async def active_counts(self, cap: int = job_queries.COUNT_CAP) -> dict[tuple[str, str], int]:
         """Queued, running and failed jobs per (type, status), each status counted up to `cap`."""
-        async with self.pool.acquire() as conn:
+        async with (await self._read_pool()).acquire() as conn:
             return await job_queries.type_status_counts(conn, ["queued", "in_progress", "failed"], cap)
 
     async def failure_groups(self, *, hours: int = failure_queries.WINDOW_HOURS) -> list[FailureGroup]:
         """Failed jobs, and failed attempts of the last `hours`, grouped by error fingerprint."""
-        async with self.pool.acquire() as conn:
+        async with (await self._read_pool()).acquire() as conn:
             return await failure_queries.failure_groups(conn, hours=hours, user_id=self.user_id)
 
     async def failure_sample(self, fingerprint: str, *,
                              hours: int = failure_queries.WINDOW_HOURS) -> FailureSample | None:
         """The newest failure of a group, with its traceback."""
-        async with self.pool.acquire() as conn:
+        async with (await self._read_pool()).acquire() as conn:
             return await failure_queries.failure_sample(conn, fingerprint, hours=hours, user_id=self.user_id)

@@ -19,6 +19,7 @@ from worker.core.errors import JobNotFound, JobWaitTimeout
 from worker.core.models import TERMINAL_STATUSES, JobRecord, Status
 from worker.service.enqueue import Enqueueing
 from worker.service.job_watch import JobWatch
+from worker.service.replica import ReadReplica
 from worker.store import transitions
 
 # A wait ends once its jobs are in one of these.
@@ -81,8 +82,8 @@ class Waiting(Enqueueing):
                                     scheduled_at=scheduled_at, unique_key=unique_key)
         return await self.wait(job_id, timeout=timeout)
 
-    def as_actor(self, actor: transitions.Actor, *, user_id: int | None = None) -> Self:
-        view = super().as_actor(actor, user_id=user_id)
+    def _view(self, actor: transitions.Actor, user_id: int | None, replica: ReadReplica | None) -> Self:
+        view = super()._view(actor, user_id, replica)
         view._watch = self._job_watch()  # one listen connection for the pool and all its views
         return view
 

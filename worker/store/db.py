@@ -143,6 +143,8 @@ class Database:
     embedded: bool = False
     # DATABASE_LISTEN_URL, which belongs to the database of DATABASE_URL only: None for any other.
     listen_url: str | None = None
+    # DATABASE_READ_URL, which likewise belongs to the database of DATABASE_URL only: None for any other.
+    read_url: str | None = None
 
     @classmethod
     def resolve(cls, settings: Settings) -> Database:
@@ -154,8 +156,10 @@ class Database:
     @classmethod
     def given(cls, dsn: str, settings: Settings | None = None) -> Database:
         """A database named by its URL (never the embedded default, even when it is that server)."""
-        listen = settings.DATABASE_LISTEN_URL if settings is not None and dsn == settings.DATABASE_URL else None
-        return cls(dsn, embedded=False, listen_url=listen or None)
+        ours = settings is not None and dsn == settings.DATABASE_URL
+        listen = settings.DATABASE_LISTEN_URL if ours and settings is not None else None
+        read = settings.DATABASE_READ_URL if ours and settings is not None else None
+        return cls(dsn, embedded=False, listen_url=listen or None, read_url=read or None)
 
     @classmethod
     def embedded_default(cls) -> Database:
