@@ -75,6 +75,7 @@ class MainWindow(QMainWindow):
         self.notifier = Notifier(connection, self.notification_settings)
         self.attention = AttentionPresenter(self, self.statusBar(), self.notification_settings)
         self._detail_task: asyncio.Task[None] | None = None
+        self._detail_loading: str | None = None  # the job whose detail is being fetched
 
         self.banner = Banner()
         self.toolbar = MainToolbar(self, self.job_actions.actions.values(), self.bulk.actions.values(),
@@ -369,13 +370,16 @@ class MainWindow(QMainWindow):
         self.activateWindow()
 
     def select_job(self, job_id: str) -> None:
-        """Select the job in the table if it is shown; else just show it in the detail pane."""
-        if not self.jobs.select_job(job_id):
+        """Select the job in the table if it is shown, and show it in the detail pane. A row
+        that was already selected (a refresh may have moved the job onto it) emits no change of
+        selection, so the pane is loaded here unless it shows, or is loading, this job."""
+        if not self.jobs.select_job(job_id) or job_id not in (self.detail.job_id, self._detail_loading):
             self._load_detail(job_id)
 
     def _load_detail(self, job_id: str) -> None:
         if self._detail_task is not None:
             self._detail_task.cancel()
+        self._detail_loading = job_id
         self._detail_task = spawn(self._fetch_detail(job_id), "job-detail")
 
     async def _fetch_detail(self, job_id: str) -> None:
@@ -386,6 +390,9 @@ class MainWindow(QMainWindow):
         except EXPECTED as exc:  # expected failures are messages; bugs reach the error hook
             self._show_message(f"cannot load job {short_id(job_id)}: {exc}")
             return
+        finally:
+            if self._detail_loading == job_id:
+                self._detail_loading = None
         self.detail.show_job(detail)
 
     # -- messages ---------------------------------------------------------------------------

@@ -65,6 +65,11 @@ def test_live_table_actions_and_detail(qapp: QApplication, qtbot, qtmodeltester,
         await until(lambda: window.detail.job_id == "job-b", what="the detail pane")
         assert "ops@example.com" in window.detail.input_view.raw.toPlainText()
         assert "SMTPError: 550" in window.detail.error_view.toPlainText()
+        # Asked again for the job whose row is already selected, while the pane shows nothing
+        # (as after a refresh moved the job onto the selected row): the pane loads it.
+        window.detail.clear()
+        window.select_job("job-b")
+        await until(lambda: window.detail.job_id == "job-b", what="the detail pane, row already selected")
 
         # Retry changes the database and the row within a second.
         await window.job_actions.perform("retry", ["job-b"])
