@@ -106,6 +106,19 @@ def read_prune(out: str) -> Rows:
              "connections waiting on a lock")]
 
 
+def read_index_cost(out: str) -> Rows:
+    jobs = _find(r"index cost: ([\d,]+) jobs per measure", out, "job count").group(1)
+    base = _find(r"^every index\s+([\d.]+) us\s+([\d.]+) us\s+([\d.]+) us$", out, "every-index line")
+    each = re.findall(r"^without (\w+)\s+([-+][\d.]+) us\s+([-+][\d.]+) us\s+([-+][\d.]+) us$", out, re.MULTILINE)
+    if not each:
+        raise ValueError("the output has no per-index line")
+    return [(f"PostgreSQL's CPU per job with every index of `jobs` ({jobs} jobs)",
+             f"per-row INSERT {base.group(1)} µs; set INSERT {base.group(2)} µs; claim + complete {base.group(3)} µs"),
+            ("what each index of `jobs` costs per job: per-row INSERT / set INSERT / claim + complete "
+             "(the CPU saved without it; noise is about ±2 µs)",
+             "; ".join(f"`{name}` {a} / {b} / {c} µs" for name, a, b, c in each))]
+
+
 STAGES = [
     Stage("engine_bench.py", ["--jobs", "20000", "--runs", "3", "--latency", "200", "--skip-history"],
           ["--jobs", "300", "--runs", "1", "--latency", "5", "--skip-history"], read_engine),
@@ -114,6 +127,8 @@ STAGES = [
     Stage("backlog_bench.py", ["--jobs", "10000", "--backlog", "100000", "--scheduled", "200000", "--cases",
                                "unserved,retry in 1 h,20 types,scheduled,limit 10,limit other"],
           ["--jobs", "200", "--backlog", "500", "--scheduled", "500", "--cases", "unserved"], read_backlog),
+    Stage("index_cost_bench.py", ["--jobs", "10000", "--runs", "1"], ["--jobs", "300", "--runs", "1"],
+          read_index_cost),
     Stage("prune_bench.py", ["--old", "300000", "--jobs", "20000"], ["--old", "2000", "--jobs", "300"], read_prune),
 ]
 
