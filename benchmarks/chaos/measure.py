@@ -17,10 +17,10 @@ Definitions (also in docs/scale.md, "Chaos"):
 from __future__ import annotations
 
 import bisect
-import math
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from benchmarks.harness import pct
 
@@ -64,9 +64,9 @@ class CaseResult:
     during_pct: float = 0.0
     backlog_s: float | None = None
     pre_rate: float = 0.0
-    phases: list[dict[str, object]] = field(default_factory=list)
-    samples: list[dict[str, object]] = field(default_factory=list)
-    notes: dict[str, object] = field(default_factory=dict)
+    phases: list[dict[str, Any]] = field(default_factory=list)
+    samples: list[dict[str, Any]] = field(default_factory=list)
+    notes: dict[str, Any] = field(default_factory=dict)
 
 
 def read_runs(runs_dir: Path) -> tuple[list[Run], set[str]]:

@@ -107,62 +107,88 @@ class Marks:
     stop: float = 0.0
 
 
-async def run_case(server: Server, case: Case, quick: bool, workdir: Path) -> measure.CaseResult:
-    t = QUICK if quick else FULL
-    window, after = (case.window[1], case.after[1]) if quick else (case.window[0], case.after[0])
-    dsn = await fresh_database(server, f"chaos_{case.name}")
-    runs_dir = workdir / case.name
-    runs_dir.mkdir(parents=True, exist_ok=True)
-    workers = Workers(dsn, runs_dir, worker_env(t))
-    driver = Driver(dsn)
-    result = measure.CaseResult(case.name, case.title)
-    marks = Marks()
-    client: JobClient | None = None
-    task: asyncio.Task[None] | None = None
-    try:
+class CaseRun:
+    """One case on a fresh database: `drive` runs it, `close` stops what it started."""
+
+    def __init__(self, server: Server, case: Case, quick: bool, dsn: str, runs_dir: Path) -> None:
+        self.server, self.case, self.quick, self.dsn, self.runs_dir = server, case, quick, dsn, runs_dir
+        self.t = QUICK if quick else FULL
+        self.window, self.after = (case.window[1], case.after[1]) if quick else (case.window[0], case.after[0])
+        self.workers = Workers(dsn, runs_dir, worker_env(self.t))
+        self.driver = Driver(dsn)
+        self.result = measure.CaseResult(case.name, case.title)
+        self.marks = Marks()
+        self.client: JobClient | None = None
+        self.task: asyncio.Task[None] | None = None
+
+    async def start(self) -> Producer:
         for name in WORKERS:
-            workers.start(name)
-        if not await wait_until(driver, "SELECT count(*) FROM workers WHERE state = 'running'", len(WORKERS), 60):
-            raise RuntimeError(f"{case.name}: the workers did not start (see {runs_dir})")
-        client = await JobClient.connect(dsn, pool_size=4, source="chaos-producer")
-        producer = Producer(client, case.rate, case.ms)
-        task = asyncio.create_task(producer.run())
-        await asyncio.sleep(t.warmup)
+            self.workers.start(name)
+        running = "SELECT count(*) FROM workers WHERE state = 'running'"
+        if not await wait_until(self.driver, running, len(WORKERS), 60):
+            raise RuntimeError(f"{self.case.name}: the workers did not start (see {self.runs_dir})")
+        self.client = await JobClient.connect(self.dsn, pool_size=4, source="chaos-producer")
+        producer = Producer(self.client, self.case.rate, self.case.ms)
+        self.task = asyncio.create_task(producer.run())
+        return producer
+
+    async def drive(self) -> measure.CaseResult:
+        case, marks = self.case, self.marks
+        producer = await self.start()
+        await asyncio.sleep(self.t.warmup)
         marks.base_start = time.time()
-        await asyncio.sleep(t.baseline)
-        ctx = faults.Context(server, dsn, workers, producer, driver, window, capacity(case),
-                             period=case.period[1] if quick else case.period[0])
+        await asyncio.sleep(self.t.baseline)
+        ctx = faults.Context(self.server, self.dsn, self.workers, producer, self.driver, self.window,
+                             capacity(case), period=case.period[1] if self.quick else case.period[0])
         if case.samples:
-            ctx.sample = lambda when: _sample(driver, when, result.samples)
-            await ctx.sample("before")
+            ctx.sample = self.sample
+            await self.sample("before")
         marks.fault_start = time.time()
         events = await case.fault(ctx)
         marks.fault_end = time.time()
-        await asyncio.sleep(after)
+        await asyncio.sleep(self.after)
         if case.samples:
-            await ctx.sample(f"{after:.0f} s after")
+            await self.sample(f"{self.after:.0f} s after")
         producer.stop()
-        await task
+        assert self.task is not None
+        await self.task
         marks.stop = time.time()
-        drained = await wait_until(driver, "SELECT count(*) FROM jobs WHERE status IN ('queued', 'in_progress')",
-                                   0, t.drain)
-        result.notes.update(ctx.notes, drained=drained, unconfirmed=producer.unconfirmed,
-                            producer_errors=producer.errors)
-        rows = await driver.fetch("""
+        drained = await wait_until(self.driver, "SELECT count(*) FROM jobs WHERE status IN ('queued', 'in_progress')",
+                                   0, self.t.drain)
+        self.result.notes.update(ctx.notes, drained=drained, unconfirmed=producer.unconfirmed,
+                                 producer_errors=producer.errors)
+        rows = await self.driver.fetch("""
             SELECT id, status, extract(epoch FROM created_at)::float8 AS created,
                    extract(epoch FROM started_at)::float8 AS started,
                    extract(epoch FROM completed_at)::float8 AS completed, attempts FROM jobs""")
-    finally:
-        if task is not None and not task.done():
-            task.cancel()
+        await self.close()
+        _analyse(self.result, case, rows, producer, self.workers, ctx, events, marks, self.runs_dir)
+        return self.result
+
+    async def sample(self, when: str) -> None:
+        await _sample(self.driver, when, self.result.samples)
+
+    async def close(self) -> None:
+        if self.task is not None and not self.task.done():
+            self.task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
-                await task
-        workers.stop_all()
-        if client is not None:
-            await client.close()
-        await driver.close()
-    _analyse(result, case, rows, producer, workers, ctx, events, marks, runs_dir)
-    return result
+                await self.task
+        self.workers.stop_all()
+        if self.client is not None:
+            await self.client.close()
+            self.client = None
+        await self.driver.close()
+
+
+async def run_case(server: Server, case: Case, quick: bool, workdir: Path) -> measure.CaseResult:
+    dsn = await fresh_database(server, f"chaos_{case.name}")
+    runs_dir = workdir / case.name
+    runs_dir.mkdir(parents=True, exist_ok=True)
+    run = CaseRun(server, case, quick, dsn, runs_dir)
+    try:
+        return await run.drive()
+    finally:
+        await run.close()
 
 
 def _analyse(result: measure.CaseResult, case: Case, rows: list[asyncpg.Record], producer: Producer,
@@ -200,3 +226,9 @@ def _analyse(result: measure.CaseResult, case: Case, rows: list[asyncpg.Record],
     result.phases = [measure.phase_figures(listed, pre, case.rate),
                      measure.phase_figures(listed, during, overload_rate),
                      measure.phase_figures(listed, post, case.rate)]
+    if case.samples:  # the hold in fifths: how the pickup grows with the rows vacuum cannot remove
+        span = (during.end - during.start) / 5
+        for k in range(5):
+            part = measure.Phase(f"hold {k * span:.0f}-{(k + 1) * span:.0f} s", during.start + k * span,
+                                 during.start + (k + 1) * span)
+            result.phases.insert(1 + k, measure.phase_figures(listed, part, case.rate))
