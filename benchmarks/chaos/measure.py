@@ -156,13 +156,13 @@ def phase_figures(jobs: list[Job], phase: Phase, offered: float) -> dict[str, ob
 
 
 def markdown_table(results: list[CaseResult]) -> str:
-    head = ("| case | enqueued | completed | lost | run twice (at-least-once) | run twice beyond | "
+    head = ("| case | enqueued | not confirmed | completed | lost | run twice (at-least-once) | run twice beyond | "
             "back to 90 % | throughput during | backlog drained |")
-    lines = [head, "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    lines = [head, "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for r in results:
         backlog = "never" if r.backlog_s is None else f"{r.backlog_s:.0f} s"
-        lines.append(f"| {r.title} | {r.enqueued:,} | {r.completed:,} | {r.lost} | {r.reruns} | {r.beyond} | "
-                     f"{r.recovery_s:.0f} s | {r.during_pct:.0f} % | {backlog} |")
+        lines.append(f"| {r.title} | {r.enqueued:,} | {r.unconfirmed:,} | {r.completed:,} | {r.lost} | {r.reruns} | "
+                     f"{r.beyond} | {r.recovery_s:.0f} s | {r.during_pct:.0f} % | {backlog} |")
     return "\n".join(lines)
 
 
