@@ -5,6 +5,7 @@ worker processes, real `python -m worker.cli worker` subprocesses in process gro
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import shutil
 import signal
@@ -66,6 +67,12 @@ async def fresh_database(server: Server, name: str) -> str:
     return server.dsn(name)
 
 
+def _die_with_parent() -> None:
+    """In the child, before exec: SIGKILL when the suite's process dies, however it dies."""
+    if sys.platform.startswith("linux"):
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
 @dataclass
 class Workers:
     """The worker processes of one case; `kill` is SIGKILL to one worker's process group."""
@@ -89,7 +96,7 @@ class Workers:
             self.procs[name] = subprocess.Popen(
                 [sys.executable, "-m", "worker.cli", "worker", "--processors", PROCESSORS],
                 env=self.env(), cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                start_new_session=True)
+                start_new_session=True, preexec_fn=_die_with_parent)
         finally:
             log.close()
 

@@ -10,6 +10,7 @@ import shutil
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 
@@ -19,7 +20,7 @@ from benchmarks.chaos.scenarios import BY_NAME, CASES, run_case
 
 
 def run_suite(names: list[str], *, quick: bool, keep: bool = False,
-              on_result: object = None) -> list[measure.CaseResult]:
+              on_result: Callable[[measure.CaseResult], None] | None = None) -> list[measure.CaseResult]:
     """Start a server, run the named cases, stop the server; return their results."""
     workdir = Path(tempfile.mkdtemp(prefix="jdchaos-"))
     workdir.chmod(0o755)
@@ -35,7 +36,7 @@ def run_suite(names: list[str], *, quick: bool, keep: bool = False,
                 result = await run_case(server, BY_NAME[name], quick, workdir)
                 result.notes["case_s"] = round(time.monotonic() - started, 1)
                 results.append(result)
-                if callable(on_result):
+                if on_result is not None:
                     on_result(result)
 
         asyncio.run(everything())
