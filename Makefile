@@ -116,6 +116,16 @@ bench-flow: $(STAMP)
 bench-report: $(STAMP)
 	$(PY) benchmarks/report.py
 
+.PHONY: chaos bench-pressure
+
+## chaos: the chaos suite at full length, every case (about 20 min; CASE=kill runs one), as a markdown table; `make test` runs its --quick version
+chaos: $(STAMP)
+	$(PY) -m benchmarks.chaos $(if $(CASE),--case $(CASE))
+
+## bench-pressure: 300 jobs/s for 5 min while an idle transaction holds back vacuum: pickup latency, dead tuples and index sizes of jobs (prints figures)
+bench-pressure: $(STAMP)
+	$(PY) -m benchmarks.chaos --case idle_tx
+
 ## docs: regenerate the settings and HTTP API reference pages, then build the site into site/
 docs: $(STAMP)
 	$(PY) docs/gen_settings.py
