@@ -129,7 +129,7 @@ STAGES = [
           ["--jobs", "200", "--backlog", "500", "--scheduled", "500", "--cases", "unserved"], read_backlog),
     Stage("index_cost_bench.py", ["--jobs", "10000", "--runs", "1"], ["--jobs", "300", "--runs", "1"],
           read_index_cost),
-    Stage("prune_bench.py", ["--old", "300000", "--jobs", "20000"], ["--old", "2000", "--jobs", "300"], read_prune),
+    Stage("prune_bench.py", ["--old", "1000000", "--jobs", "20000"], ["--old", "2000", "--jobs", "300"], read_prune),
 ]
 
 

@@ -11,22 +11,14 @@ import asyncpg
 
 from tests.replication import Pair
 from worker.core.settings import Settings, load_settings
-from worker.store.migrations import migrate
-
-
-async def _migrate(dsn: str) -> None:
-    conn = await asyncpg.connect(dsn)
-    try:
-        await migrate(conn)
-    finally:
-        await conn.close()
+from worker.service.schema import migrate_database
 
 
 def start_pair() -> Pair:
     """A primary with jobdesk's schema and a standby that has replayed it."""
     pair = Pair().start(synchronous=False)
     try:
-        asyncio.run(_migrate(pair.primary.dsn()))
+        asyncio.run(migrate_database(pair.primary.dsn()))
         lsn = pair.primary.psql("SELECT pg_current_wal_lsn()")
         deadline = time.monotonic() + 30
         while pair.standby.psql(f"SELECT pg_last_wal_replay_lsn() >= '{lsn}'") != "t":

@@ -3,10 +3,10 @@ it reaches, the read replica if any, the actor, the user scope."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 from types import TracebackType
-from typing import Self
+from typing import Self, TypeVar
 
 import asyncpg
 
@@ -18,6 +18,8 @@ from worker.store import transitions
 from worker.store.db import CONNECTION_ERRORS, Database, describe
 from worker.store.jobs import JobFilter, fetch_records
 from worker.store.outage import reason
+
+_T = TypeVar("_T")
 
 # What a write that cannot be confirmed raises: the database away, or read-only (a standby).
 WRITE_FAILURES: tuple[type[BaseException], ...] = (*CONNECTION_ERRORS, TimeoutError,
@@ -61,6 +63,17 @@ class ServiceBase:
     async def _read_pool(self) -> asyncpg.Pool:
         """Where a read goes: the replica when there is one and no fence holds, else the primary."""
         return self.pool if self.replica is None else await self.replica.choose(self.pool)
+
+    async def _read_found(self, read: Callable[[asyncpg.Pool], Awaitable[_T]]) -> _T:
+        """`read` on the read pool; where the replica has not got it (JobNotFound), on the primary:
+        it may be too new to have reached the replica."""
+        pool = await self._read_pool()
+        try:
+            return await read(pool)
+        except JobNotFound:
+            if pool is self.pool:
+                raise
+        return await read(self.pool)
 
     async def fence_reads(self, *, wait: float = 0.5) -> bool:
         """Read-your-writes: from now on, reads see every write committed before this call. Waits

@@ -77,13 +77,7 @@ class JobReads(JobLookups):
         """The job, its attempts, what it depends on and what depends on it: one round trip (and
         one more for a queued job's waiting reason). A job not found on the read replica is
         looked for on the primary: it may be too new to have reached the replica."""
-        pool = await self._read_pool()
-        try:
-            return await self._detail(pool, job_id)
-        except JobNotFound:
-            if pool is self.pool:
-                raise
-        return await self._detail(self.pool, job_id)
+        return await self._read_found(lambda pool: self._detail(pool, job_id))
 
     async def _detail(self, pool: asyncpg.Pool, job_id: str) -> JobDetail:
         async with pool.acquire() as conn:

@@ -46,13 +46,7 @@ class PipelineReads(ServiceBase):
     async def pipeline_steps(self, pipeline_id: str) -> PipelineSteps:
         """The step indicator of a pipeline: derived status, progress, jobs in dependency order.
         A pipeline not found on the read replica is looked for on the primary (it may be new)."""
-        pool = await self._read_pool()
-        try:
-            return await self._steps(pool, pipeline_id)
-        except JobNotFound:
-            if pool is self.pool:
-                raise
-        return await self._steps(self.pool, pipeline_id)
+        return await self._read_found(lambda pool: self._steps(pool, pipeline_id))
 
     async def _steps(self, pool: asyncpg.Pool, pipeline_id: str) -> PipelineSteps:
         async with pool.acquire() as conn:
