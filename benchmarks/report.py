@@ -115,7 +115,7 @@ def read_index_cost(out: str) -> Rows:
     return [(f"PostgreSQL's CPU per job with every index of `jobs` ({jobs} jobs)",
              f"per-row INSERT {base.group(1)} µs; set INSERT {base.group(2)} µs; claim + complete {base.group(3)} µs"),
             ("what each index of `jobs` costs per job: per-row INSERT / set INSERT / claim + complete "
-             "(the CPU saved without it; noise is about ±2 µs)",
+             "(the CPU saved without it, one run: a difference of a few µs is noise)",
              "; ".join(f"`{name}` {a} / {b} / {c} µs" for name, a, b, c in each))]
 
 
@@ -124,7 +124,8 @@ STAGES = [
           ["--jobs", "300", "--runs", "1", "--latency", "5", "--skip-history"], read_engine),
     Stage("enqueue_bench.py", ["--jobs", "20000", "--runs", "3"], ["--jobs", "200", "--runs", "1"], read_enqueue),
     Stage("trickle_bench.py", ["--seconds", "20"], ["--seconds", "1", "--rates", "100"], read_trickle),
-    Stage("backlog_bench.py", ["--jobs", "10000", "--backlog", "100000", "--scheduled", "200000", "--cases",
+    Stage("backlog_bench.py", ["--jobs", "10000", "--backlog", "100000", "--scheduled", "200000", "--runs", "3",
+                               "--cases",
                                "unserved,retry in 1 h,20 types,scheduled,limit 10,limit other"],
           ["--jobs", "200", "--backlog", "500", "--scheduled", "500", "--cases", "unserved"], read_backlog),
     Stage("index_cost_bench.py", ["--jobs", "10000", "--runs", "1"], ["--jobs", "300", "--runs", "1"],
