@@ -1,6 +1,6 @@
 """A job's owner: jobs of an unknown user are refused, and a user that owns jobs (or the
 default user) cannot be deleted, as the foreign key jobs.user_id -> users.id did, by the
-owner check that replaced it (sql/025_job_owner_check.sql)."""
+owner check that replaced it (sql/023_job_owner_check.sql)."""
 
 from __future__ import annotations
 
