@@ -26,10 +26,12 @@ def test_the_report_reads_every_benchmark_and_fills_the_page(tmp_path: Path) -> 
     text = page.read_text()
     assert "old table" not in text and text.startswith("# Performance") and text.rstrip().endswith("After.")
     assert text.count(report.START) == 1 and text.count(report.END) == 1
-    rows = [line for line in text.splitlines() if line.startswith("| ") and "`.venv/bin/python benchmarks/" in line]
-    scripts = {re.search(r"benchmarks/(\w+\.py)", row).group(1) for row in rows}  # type: ignore[union-attr]
+    rows = [line for line in text.splitlines() if line.startswith("| ") and line.rstrip().endswith(".py` |")]
+    scripts = {re.search(r"`benchmarks/(\w+\.py)` \|$", row).group(1) for row in rows}  # type: ignore[union-attr]
     assert scripts == {stage.script for stage in report.STAGES}
     assert all(re.search(r"\d", row.split("|")[2]) for row in rows), rows  # every figure has a number
+    commands = [line for line in text.splitlines() if line.startswith("- `.venv/bin/python benchmarks/")]
+    assert len(commands) == len(report.STAGES) and all("--" in c for c in commands)
     assert f"Measured on {datetime.date.today().isoformat()} at commit `" in text
 
 
