@@ -17,7 +17,7 @@ from typing import TypeVar
 
 from PySide6.QtCore import QObject, Signal
 
-from desktop.errors import EXPECTED
+from desktop.errors import EXPECTED, reason
 from desktop.tasks import spawn
 from worker.core.errors import DatabaseUnavailable, JobdeskError
 from worker.core.settings import Settings
@@ -145,7 +145,7 @@ class ConsoleConnection(QObject):
                     await self._open()
                     delay = 0.5
                 except EXPECTED as exc:  # the database is not there (yet): try again later
-                    self.disconnected.emit(_reason(exc))
+                    self.disconnected.emit(reason(exc))
                     if not is_starting_up(exc):  # not while it stops or starts
                         self._revive_embedded()
                     await asyncio.sleep(delay)
@@ -201,7 +201,7 @@ class ConsoleConnection(QObject):
         if not self.is_connected:
             return
         self.is_connected = False
-        self.disconnected.emit(_reason(exc))
+        self.disconnected.emit(reason(exc))
         spawn(self._drop(), "console-drop")
 
     async def _drop(self) -> None:
@@ -260,9 +260,4 @@ class ConsoleConnection(QObject):
         try:
             await client.fence_reads(wait=FENCE_WAIT_S)
         except EXPECTED as exc:
-            log.warning("could not fence reads on the read replica: %s", _reason(exc))
-
-
-def _reason(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-    return text
+            log.warning("could not fence reads on the read replica: %s", reason(exc))
