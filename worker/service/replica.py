@@ -58,13 +58,7 @@ class ReadReplica:
         """The pool a read goes to: this replica, or the primary while a fence holds (one short
         statement on the replica finds out whether it still does)."""
         fence = self._fence
-        if fence is None:
-            return self.pool
-        if await read_replica.replayed_past(self.pool, fence):
-            if self._fence == fence:
-                self._fence = None
-            return self.pool
-        return primary
+        return self.pool if fence is None or await self._passed(fence) else primary
 
     async def fence(self, primary: asyncpg.Pool, *, wait: float = 0.0) -> bool:
         """Fence at the primary's WAL position now, and wait up to `wait` seconds for the replica
@@ -74,13 +68,20 @@ class ReadReplica:
         self._fence = lsn  # positions only grow: the newest fence covers the older ones
         deadline = time.monotonic() + wait
         while True:
-            if await read_replica.replayed_past(self.pool, lsn):
-                if self._fence == lsn:
-                    self._fence = None
+            if await self._passed(lsn):
                 return True
             if time.monotonic() >= deadline:
                 return False
             await asyncio.sleep(FENCE_POLL_S)
+
+    async def _passed(self, lsn: str) -> bool:
+        """Whether the replica has replayed past `lsn`; if so, a fence at `lsn` is lifted (a newer
+        fence set meanwhile stays)."""
+        if not await read_replica.replayed_past(self.pool, lsn):
+            return False
+        if self._fence == lsn:
+            self._fence = None
+        return True
 
     async def lag(self, primary: asyncpg.Pool) -> ReplicaLag:
         """How far behind the replica is: 0 once it has replayed everything the primary had
