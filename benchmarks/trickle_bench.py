@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import re
-import socket
 import sys
 import time
 import urllib.request
@@ -30,14 +29,9 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks import engine_bench  # noqa: E402
 from benchmarks.harness import on_fresh_database  # noqa: E402
+from tests.helpers import free_port  # noqa: E402
 
 _ROUND_TRIPS = re.compile(r"^jobdesk_claim_round_trips_total (\S+)$", re.MULTILINE)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def round_trips(port: int) -> float:

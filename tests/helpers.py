@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import socket
 import subprocess
 import sys
 import threading
@@ -22,6 +23,13 @@ from worker.core.processor import BaseProcessor
 ROOT = Path(__file__).resolve().parent.parent
 JOBDESK = [sys.executable, "-m", "worker.cli"]
 TERMINAL = ("completed", "failed", "cancelled")
+
+
+def free_port() -> int:
+    """A TCP port on loopback that nothing listens on now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
 
 
 def cli_env(dsn: str | None, **extra: str) -> dict[str, str]:

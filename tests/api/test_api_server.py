@@ -6,19 +6,12 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
-import socket
 import subprocess
 import time
 
 import httpx
 
-from tests.helpers import JOBDESK, ROOT, cli_env, run_cli
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from tests.helpers import JOBDESK, ROOT, cli_env, free_port, run_cli
 
 
 def start_api(dsn: str, *args: str) -> tuple[subprocess.Popen[str], str]:

@@ -2,22 +2,15 @@
 
 from __future__ import annotations
 
-import socket
 import urllib.request
 from pathlib import Path
 
 import asyncpg
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.helpers import run_cli, start_worker, wait_for
+from tests.helpers import free_port, run_cli, start_worker, wait_for
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def scrape(port: int) -> Samples:
