@@ -27,14 +27,24 @@ def server_cpu_seconds(pgdata: Path) -> float:
     ticks = 0
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
-            text = stat.read_text()
+            fields = _stat_fields(stat.read_text())
         except OSError:
             continue
-        fields = text[text.rindex(")") + 2:].split()  # after the command's name, which may hold spaces
         pid, ppid = int(stat.parent.name), int(fields[1])
         if postmaster in (pid, ppid):
             ticks += int(fields[11]) + int(fields[12])
     return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def process_cpu_seconds(pid: int) -> float:
+    """CPU seconds (user + system) used so far by one process, such as a connection's backend."""
+    fields = _stat_fields(Path(f"/proc/{pid}/stat").read_text())
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _stat_fields(text: str) -> list[str]:
+    """The fields of a /proc/PID/stat line after the command's name, which may hold spaces."""
+    return text[text.rindex(")") + 2:].split()
 
 
 def pct(values: list[float], p: float) -> float:

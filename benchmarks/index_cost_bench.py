@@ -31,6 +31,7 @@ import asyncpg
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks.harness import process_cpu_seconds
 from tests import pg
 from worker.core.models import ProcessorResult
 from worker.store.transitions.claim import complete_and_claim
@@ -55,8 +56,7 @@ class Backend:
         return cls(conn, await conn.fetchval("SELECT pg_backend_pid()"))
 
     def cpu_s(self) -> float:
-        fields = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / 100  # utime + stime, in clock ticks of 10 ms
+        return process_cpu_seconds(self.pid)
 
 
 async def per_row(b: Backend, n: int) -> None:
