@@ -9,22 +9,16 @@ import contextlib
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import time
 from pathlib import Path
 
+from tests.helpers import free_port
 from worker.core.paths import program_env
 from worker.embedded import binaries
 
 DATABASE = "jobdesk"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class Node:
@@ -43,6 +37,11 @@ class Node:
 
     def dsn(self, database: str = DATABASE) -> str:
         return f"postgresql://postgres@{self.host}/{database}?sslmode=disable"
+
+    def initdb(self) -> None:
+        """A new, empty cluster in this node's data folder (superuser postgres, trust on loopback)."""
+        self.pair.run("initdb", "-D", str(self.pgdata), "-U", "postgres", "-E", "UTF8", "--locale=C",
+                      "--auth=trust", "--no-instructions")
 
     def start(self, *settings: str) -> None:
         argv = [str(self.pair.bin_dir / "postgres"), "-D", str(self.pgdata), "-p", str(self.port),
@@ -114,8 +113,7 @@ class Pair:
         return done.stdout.strip()
 
     def start(self, *, synchronous: bool = True) -> Pair:
-        self.run("initdb", "-D", str(self.primary.pgdata), "-U", "postgres", "-E", "UTF8", "--locale=C",
-                 "--auth=trust", "--no-instructions")
+        self.primary.initdb()
         self.primary.start("wal_level=replica", "max_wal_senders=5")
         self.primary.psql(f"CREATE DATABASE {DATABASE}", database="postgres")
         self.run("pg_basebackup", "-D", str(self.standby.pgdata), "-h", "127.0.0.1", "-p", str(self.primary.port),

@@ -36,8 +36,7 @@ class Server:
         self.settings = (f"max_connections={MAX_CONNECTIONS}",)
 
     def start(self) -> None:
-        self.pair.run("initdb", "-D", str(self.node.pgdata), "-U", "postgres", "-E", "UTF8", "--locale=C",
-                      "--auth=trust", "--no-instructions")
+        self.node.initdb()
         self.node.start(*self.settings)
 
     def restart(self) -> None:
