@@ -419,6 +419,42 @@ END $$;
 
 
 --
+-- Name: jobdesk_jobs_forget_children(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.jobdesk_jobs_forget_children() RETURNS trigger
+    LANGUAGE plpgsql
+    SET enable_seqscan TO 'off'
+    AS $$
+DECLARE
+    ids varchar[];
+BEGIN
+    SELECT array_agg(id) INTO ids FROM gone_rows;
+    IF ids IS NULL THEN
+        RETURN NULL;
+    END IF;
+    DELETE FROM job_attempts     WHERE job_id = ANY (ids);
+    DELETE FROM job_steps        WHERE job_id = ANY (ids);
+    DELETE FROM job_waits        WHERE job_id = ANY (ids);
+    DELETE FROM job_dependencies WHERE job_id = ANY (ids);
+    DELETE FROM job_dependencies WHERE depends_on_id = ANY (ids);
+    RETURN NULL;
+END $$;
+
+
+--
+-- Name: jobdesk_jobs_keep_id(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.jobdesk_jobs_keep_id() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    RAISE EXCEPTION 'a job''s id cannot change (job %)', OLD.id USING ERRCODE = 'restrict_violation';
+END $$;
+
+
+--
 -- Name: jobdesk_jobs_release_dependants(); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -452,6 +488,19 @@ BEGIN
     IF FOUND AND at IS NULL THEN
         PERFORM pg_notify('jobdesk_new_jobs', '');
     END IF;
+    RETURN NULL;
+END $$;
+
+
+--
+-- Name: jobdesk_jobs_truncate_children(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.jobdesk_jobs_truncate_children() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    TRUNCATE job_attempts, job_dependencies, job_steps, job_waits;
     RETURN NULL;
 END $$;
 
@@ -1556,6 +1605,20 @@ CREATE TRIGGER jobs_before_insert BEFORE INSERT ON public.jobs FOR EACH ROW WHEN
 
 
 --
+-- Name: jobs jobs_forget_children; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER jobs_forget_children AFTER DELETE ON public.jobs REFERENCING OLD TABLE AS gone_rows FOR EACH STATEMENT EXECUTE FUNCTION public.jobdesk_jobs_forget_children();
+
+
+--
+-- Name: jobs jobs_keep_id; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER jobs_keep_id BEFORE UPDATE OF id ON public.jobs FOR EACH ROW WHEN (((new.id)::text IS DISTINCT FROM (old.id)::text)) EXECUTE FUNCTION public.jobdesk_jobs_keep_id();
+
+
+--
 -- Name: jobs jobs_notify_changes_delete; Type: TRIGGER; Schema: public; Owner: -
 --
 
@@ -1598,6 +1661,13 @@ CREATE TRIGGER jobs_rescheduled AFTER UPDATE OF scheduled_at ON public.jobs FOR 
 
 
 --
+-- Name: jobs jobs_truncate_children; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER jobs_truncate_children AFTER TRUNCATE ON public.jobs FOR EACH STATEMENT EXECUTE FUNCTION public.jobdesk_jobs_truncate_children();
+
+
+--
 -- Name: jobs jobs_user_check; Type: TRIGGER; Schema: public; Owner: -
 --
 
@@ -1624,46 +1694,6 @@ CREATE TRIGGER users_keep_job_owners BEFORE DELETE OR UPDATE OF id ON public.use
 
 ALTER TABLE ONLY public.api_tokens
     ADD CONSTRAINT api_tokens_user_id_fkey FOREIGN KEY (user_id) REFERENCES public.users(id);
-
-
---
--- Name: job_attempts job_attempts_job_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
---
-
-ALTER TABLE ONLY public.job_attempts
-    ADD CONSTRAINT job_attempts_job_id_fkey FOREIGN KEY (job_id) REFERENCES public.jobs(id) ON DELETE CASCADE;
-
-
---
--- Name: job_dependencies job_dependencies_depends_on_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
---
-
-ALTER TABLE ONLY public.job_dependencies
-    ADD CONSTRAINT job_dependencies_depends_on_id_fkey FOREIGN KEY (depends_on_id) REFERENCES public.jobs(id) ON DELETE CASCADE;
-
-
---
--- Name: job_dependencies job_dependencies_job_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
---
-
-ALTER TABLE ONLY public.job_dependencies
-    ADD CONSTRAINT job_dependencies_job_id_fkey FOREIGN KEY (job_id) REFERENCES public.jobs(id) ON DELETE CASCADE;
-
-
---
--- Name: job_steps job_steps_job_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
---
-
-ALTER TABLE ONLY public.job_steps
-    ADD CONSTRAINT job_steps_job_id_fkey FOREIGN KEY (job_id) REFERENCES public.jobs(id) ON DELETE CASCADE;
-
-
---
--- Name: job_waits job_waits_job_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
---
-
-ALTER TABLE ONLY public.job_waits
-    ADD CONSTRAINT job_waits_job_id_fkey FOREIGN KEY (job_id) REFERENCES public.jobs(id) ON DELETE CASCADE;
 
 
 --
