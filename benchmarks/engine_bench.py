@@ -47,14 +47,17 @@ def worker_env(dsn: str) -> dict[str, str]:
     return env
 
 
-def launch_worker(dsn: str) -> subprocess.Popen[bytes]:
+def launch_worker(dsn: str, extra_env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
     return subprocess.Popen([sys.executable, "-m", "worker.cli", "worker", "--processors", PROCESSORS,
                              *WORKER_ARGS],
-                            env=worker_env(dsn), cwd=ROOT)
+                            env={**worker_env(dsn), **(extra_env or {})}, cwd=ROOT)
 
 
 def stop_worker(proc: subprocess.Popen[bytes]) -> tuple[int, float]:
-    """Stop the worker with SIGTERM; return its exit code and the CPU seconds it used."""
+    """Stop the worker with SIGTERM; return its exit code and the CPU seconds it used (0 for a
+    worker that had already exited and been reaped)."""
+    if proc.returncode is not None:
+        return proc.returncode, 0.0
     proc.terminate()
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
@@ -77,6 +80,13 @@ async def insert_noops(conn: asyncpg.Connection, n: int, job_type: str = "bench.
     await conn.execute("""
         INSERT INTO jobs (type, user_id, input_data, dependent_on_jobs)
         SELECT $1, 1, '{}'::jsonb, '[]'::jsonb FROM generate_series(1, $2)""", job_type, n)
+
+
+async def insert_rows(conn: asyncpg.Connection, n: int, job_type: str = "bench.noop") -> None:
+    """n no-op jobs as plain SQL sends them: one INSERT per row, in one transaction."""
+    async with conn.transaction():
+        await conn.executemany("INSERT INTO jobs (type, user_id, input_data, dependent_on_jobs) "
+                               "VALUES ($1, 1, '{}', '[]')", [(job_type,)] * n)
 
 
 async def add_history(conn: asyncpg.Connection, completed: int, blocked: int) -> None:
@@ -103,34 +113,45 @@ async def throughput(server_dsn: str, n: int, history: bool) -> dict[str, float]
     try:
         if history:
             await add_history(conn, 1_000_000, 100_000)
-        t0 = time.perf_counter()
-        await insert_noops(conn, n)
-        enqueue_s = time.perf_counter() - t0
-        await conn.execute("CHECKPOINT")
-        start_wall = time.time()
-        proc = launch_worker(dsn)
-        try:
-            while True:
-                # Both counts walk small partial indexes only, whatever the history holds.
-                left = await conn.fetchval("SELECT count(*) FROM jobs WHERE status = 'queued' AND pending_deps = 0 "
-                                           "AND is_active AND run_at IS NULL AND type = 'bench.noop'")
-                running = await conn.fetchval("SELECT count(*) FROM jobs WHERE status = 'in_progress'")
-                if left == 0 and running == 0:
-                    break
-                if proc.poll() is not None:
-                    raise RuntimeError(f"worker exited with {proc.returncode}")
-                await asyncio.sleep(0.25 if left > 1000 else 0.01)
-            done_wall = time.time()
-        finally:
-            rc, cpu_s = stop_worker(proc)
-        first = await conn.fetchval("SELECT extract(epoch FROM min(started_at))::float8 FROM jobs "
-                                    "WHERE status = 'completed' AND completed_at > now() - interval '1 hour'")
-        completed = await conn.fetchval("SELECT count(*) FROM jobs WHERE status = 'completed' "
-                                        "AND completed_at > now() - interval '1 hour'")
-        assert completed == n, f"only {completed} of {n} completed"
+        return await run_batch(conn, dsn, n)
     finally:
         await conn.close()
         await pg.drop_test_database(dsn)
+
+
+async def run_batch(conn: asyncpg.Connection, dsn: str, n: int, *, per_row: bool = False,
+                    extra_env: dict[str, str] | None = None) -> dict[str, float]:
+    """Enqueue n no-op jobs in the database `dsn` (one set INSERT, or one INSERT per row), CHECKPOINT,
+    then time one worker process until every queued no-op is done. Jobs already finished in the table
+    are left alone; the figures count only this batch."""
+    since = await conn.fetchval("SELECT clock_timestamp()")
+    t0 = time.perf_counter()
+    if per_row:
+        await insert_rows(conn, n)
+    else:
+        await insert_noops(conn, n)
+    enqueue_s = time.perf_counter() - t0
+    await conn.execute("CHECKPOINT")
+    start_wall = time.time()
+    proc = launch_worker(dsn, extra_env)
+    try:
+        while True:
+            # Both counts walk small partial indexes only, whatever the history holds.
+            left = await conn.fetchval("SELECT count(*) FROM jobs WHERE status = 'queued' AND pending_deps = 0 "
+                                       "AND is_active AND run_at IS NULL AND type = 'bench.noop'")
+            running = await conn.fetchval("SELECT count(*) FROM jobs WHERE status = 'in_progress'")
+            if left == 0 and running == 0:
+                break
+            if proc.poll() is not None:
+                raise RuntimeError(f"worker exited with {proc.returncode}")
+            await asyncio.sleep(0.25 if left > 1000 else 0.01)
+        done_wall = time.time()
+    finally:
+        rc, cpu_s = stop_worker(proc)
+    first, completed = await conn.fetchrow(
+        "SELECT extract(epoch FROM min(started_at))::float8, count(*) FROM jobs "
+        "WHERE status = 'completed' AND completed_at >= $1", since)
+    assert completed == n, f"only {completed} of {n} completed"
     return {"jobs_per_s": n / (done_wall - start_wall), "steady_per_s": n / (done_wall - first),
             "startup_s": first - start_wall, "enqueue_per_s": n / enqueue_s, "worker_rc": rc,
             "cpu_ms_per_job": cpu_s * 1000 / n}
