@@ -9,7 +9,8 @@ Retention is off in the worker (`forever`), so nothing is pruned during a run.
 
 Each round, alternating between the two databases, enqueues --jobs no-op jobs (one INSERT per row
 in one transaction, as plain SQL sends them; then the same with one set INSERT) and times one
-worker with MAX_CONCURRENT_JOBS=10 until they are done. The batch's rows are deleted afterwards,
+worker with MAX_CONCURRENT_JOBS=10 until they are done, from the first job's start (the steady
+rate, so the worker's start-up does not count). The batch's rows are deleted afterwards,
 so both databases keep their size. Printed: each run, then the medians and the grown database's
 share of the clean one (targets: 0.9 for throughput and for enqueue).
 """

@@ -118,6 +118,15 @@ def read_index_cost(out: str) -> Rows:
                f"{a} / {b} / {c} µs") for name, a, b, c in each)]
 
 
+def read_growth(out: str) -> Rows:
+    size = _find(r"clean table against ([\d,]+) finished jobs", out, "history size").group(1)
+    shares = [(label, _find(rf"^{key}\s+median clean .* share ([\d.]+)", out, f"{key} line").group(1))
+              for key, label in (("THROUGHPUT", "throughput"), ("ENQUEUE per-row", "one `INSERT` per row"),
+                                 ("ENQUEUE set", "one set `INSERT`"))]
+    return [(f"with {size} finished jobs in `jobs` (retention off), as a share of a clean table",
+             "; ".join(f"{label} {share}" for label, share in shares))]
+
+
 STAGES = [
     Stage("engine_bench.py", ["--jobs", "20000", "--runs", "3", "--latency", "200", "--skip-history"],
           ["--jobs", "300", "--runs", "1", "--latency", "5", "--skip-history"], read_engine),
@@ -130,6 +139,8 @@ STAGES = [
     Stage("index_cost_bench.py", ["--jobs", "10000", "--runs", "1"], ["--jobs", "300", "--runs", "1"],
           read_index_cost),
     Stage("prune_bench.py", ["--old", "1000000", "--jobs", "20000"], ["--old", "2000", "--jobs", "300"], read_prune),
+    Stage("growth_bench.py", ["--history", "10000000", "--jobs", "20000", "--runs", "2"],
+          ["--history", "2000", "--jobs", "200", "--runs", "1"], read_growth),
 ]
 
 
