@@ -131,6 +131,25 @@ async def test_batch_size_is_respected(dsn: str, conn: asyncpg.Connection, monke
     assert sizes[:3] == [10, 10, 5], "each batch deletes at most `batch` rows, in its own transaction"
 
 
+async def test_a_backlog_is_pruned_at_a_pace(dsn: str, conn: asyncpg.Connection) -> None:
+    """Through a backlog the pruner rests between full batches, so deleting takes at most `pace`
+    of the run; a run that finds less than a batch does not rest at all."""
+    await conn.execute("""
+        INSERT INTO jobs (type, input_data, status, is_active, updated_at)
+        SELECT 'echo', '{}', 'completed', false, now() - interval '8 days' FROM generate_series(1, 3000)""")
+    paced = await prune(dsn, batch=500, pace=0.25)
+    assert paced is not None and paced.counts["completed"] == 3000
+    # Six full batches, each followed by a rest three times its length; then one empty batch.
+    assert paced.seconds >= 3 * paced.busy_seconds, (paced.seconds, paced.busy_seconds)
+
+    await conn.execute("""
+        INSERT INTO jobs (type, input_data, status, is_active, updated_at)
+        SELECT 'echo', '{}', 'completed', false, now() - interval '8 days' FROM generate_series(1, 400)""")
+    small = await prune(dsn, batch=500, pace=0.25)
+    assert small is not None and small.counts["completed"] == 400
+    assert small.seconds < small.busy_seconds + 0.5, "less than a batch: no rest"
+
+
 async def test_prune_command(dsn: str, conn: asyncpg.Connection) -> None:
     await old_job(conn, "completed", 2)
     await old_job(conn, "failed", 2)

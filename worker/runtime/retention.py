@@ -30,6 +30,10 @@ log = logging.getLogger("jobdesk.retention")
 LEASE = "pruner"
 BATCH = 10_000  # rows per delete transaction, at most
 BATCH_TIMEOUT_MS = 10_000  # statement timeout of each batch
+# Share of the time a pruner working through a backlog spends deleting: after each full batch it
+# rests three times as long as the batch took, so the jobs running beside it keep most of the
+# machine. A run that finds less than a batch (the steady state) never rests.
+PACE = 0.25
 LEASE_TTL_S = 300.0  # a pruner that dies mid-run keeps others out at most this long
 JOB_STATUSES = ("completed", "cancelled", "failed")
 PRUNABLE = (*JOB_STATUSES, "audit", "events")  # what `jobdesk prune --status` accepts
@@ -46,11 +50,13 @@ class PruneResult:
     counts: dict[str, int] = field(default_factory=dict)
     dry_run: bool = False
     seconds: float = 0.0
+    busy_seconds: float = 0.0  # of `seconds`, the time spent in the delete statements
 
     def describe(self) -> str:
         parts = ", ".join(f"{n:,} {what}" for what, n in self.counts.items())
         verb = "would prune" if self.dry_run else "pruned"
-        return f"{verb} {parts or 'nothing'} in {self.seconds:.1f} s"
+        rested = f" ({self.busy_seconds:.1f} s of it deleting)" if self.seconds - self.busy_seconds >= 1 else ""
+        return f"{verb} {parts or 'nothing'} in {self.seconds:.1f} s{rested}"
 
 
 def cutoffs(settings: Settings) -> dict[str, float | None]:
@@ -131,12 +137,13 @@ async def _batch(conn: asyncpg.Connection, sql: str, *args: object) -> int:
 
 async def prune(pool: asyncpg.Pool, holder: str, retention: dict[str, float | None], *,
                 failed_retention: float | None, dry_run: bool = False, every_s: float | None = None,
-                batch: int = BATCH) -> PruneResult | None:
+                batch: int = BATCH, pace: float = PACE) -> PruneResult | None:
     """One pruner run: for each status in `retention` (seconds, None: keep), delete what is
     older, in batches. `failed_retention` decides which failed jobs still keep their pipeline.
 
     Returns None when another pruner holds the lease (or, with `every_s`, ran too recently). A
-    dry run counts what would go, takes no lease and changes nothing.
+    dry run counts what would go, takes no lease and changes nothing. Through a backlog, deleting
+    takes at most `pace` of the run's time (1: no rest between batches).
     """
     started = time.monotonic()
     result = PruneResult(dry_run=dry_run)
@@ -162,6 +169,7 @@ async def prune(pool: asyncpg.Pool, holder: str, retention: dict[str, float | No
         for what, keep in retention.items():
             result.counts[what] = 0
             while keep is not None:
+                batch_started = time.monotonic()
                 async with pool.acquire() as conn:
                     if what == "audit":
                         n = await _batch(conn, _DELETE_AUDIT, keep, batch)
@@ -170,12 +178,13 @@ async def prune(pool: asyncpg.Pool, holder: str, retention: dict[str, float | No
                     else:
                         n = await _batch(conn, _DELETE_JOBS, what, keep, failed_retention, batch)
                     result.counts[what] += n
+                    result.busy_seconds += time.monotonic() - batch_started
                     if n < batch:
                         break
                     if not await conn.fetchval(_RENEW_LEASE, LEASE, holder, LEASE_TTL_S):
                         log.warning("the pruner lease was taken over; stopping this run")
                         return result
-                await asyncio.sleep(0)  # let the worker's own tasks in between batches
+                await asyncio.sleep((time.monotonic() - batch_started) * (1 - pace) / pace)
     finally:
         async with pool.acquire() as conn:
             await conn.execute(_END_LEASE, LEASE, holder)
