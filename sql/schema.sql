@@ -832,7 +832,13 @@ $$;
 
 CREATE FUNCTION public.jobdesk_uuid7() RETURNS text
     LANGUAGE sql
-    AS $$ SELECT uuidv7()::text $$;
+    AS $$
+    SELECT overlay(lpad(to_hex(floor(date_part('epoch', clock_timestamp()) * 1000)::bigint), 12, '0')
+                   PLACING '-' FROM 9 FOR 0)
+        || '-7' || lpad(to_hex(floor(random() * 4096)::int # (pg_backend_pid() & 4095)), 3, '0')
+        || '-' || to_hex(8 + floor(random() * 4)::int) || lpad(to_hex(floor(random() * 4096)::int), 3, '0')
+        || '-' || lpad(to_hex(floor(random() * 281474976710656)::bigint), 12, '0')
+$$;
 
 
 --

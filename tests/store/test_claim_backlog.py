@@ -234,6 +234,28 @@ async def test_ids_made_by_the_database_are_time_ordered_uuid7(conn: asyncpg.Con
     assert [u.bytes[:6] for u in parsed] == sorted(u.bytes[:6] for u in parsed)  # milliseconds first
 
 
+async def test_database_ids_are_canonical_carry_their_time_and_differ_across_seeded_sessions(
+        conn: asyncpg.Connection, dsn: str) -> None:
+    rows = await conn.fetch("SELECT jobdesk_uuid7() AS id, clock_timestamp() AS at FROM generate_series(1, 20000)")
+    ids = [r["id"] for r in rows]
+    assert [str(uuid.UUID(i)) for i in ids] == ids  # lower-case, 36 characters, hyphens in place
+    assert len(set(ids)) == len(ids)
+    for r in rows[::1000]:
+        ms = int.from_bytes(uuid.UUID(r["id"]).bytes[:6], "big")
+        assert abs(ms - r["at"].timestamp() * 1000) < 5, "the first 48 bits are the time in milliseconds"
+    # Two sessions whose random generators were seeded alike still draw different ids, even in
+    # the same millisecond: compared without their time, they share nothing.
+    other = await asyncpg.connect(dsn)
+    try:
+        drawn = []
+        for c in (conn, other):
+            await c.execute("SELECT setseed(0.5)")
+            drawn.append(await c.fetchval("SELECT array_agg(jobdesk_uuid7()) FROM generate_series(1, 100)"))
+        assert not {i[14:] for i in drawn[0]} & {i[14:] for i in drawn[1]}
+    finally:
+        await other.close()
+
+
 def test_ids_made_in_python_are_time_ordered_uuid7_in_canonical_form() -> None:
     from worker.core.models import new_job_id
 
