@@ -83,6 +83,9 @@ async def test_events_from_sql_cli_api_and_client_wake_their_jobs(dsn: str, conn
         assert again.returncode == 0 and "nothing changed" in again.stdout
         bad = await asyncio.to_thread(run_cli, "event", "emit", "k", "--payload", "{nope", dsn=dsn)
         assert bad.returncode == 2 and "--payload is not valid JSON" in bad.stderr and "Traceback" not in bad.stderr
+        nul = await asyncio.to_thread(run_cli, "event", "emit", "k", "--payload", '"a\\u0000b"', dsn=dsn)
+        assert nul.returncode == 1 and nul.stderr.strip() == ("jobdesk: error: the event's payload contains a NUL "
+                                                              "character (\\u0000), which PostgreSQL cannot store")
         proc, url = await asyncio.to_thread(start_api, dsn, "--no-auth")
         async with httpx.AsyncClient(base_url=url, timeout=20) as http:
             answer = await http.post("/api/events", json={"key": "from-api", "payload": {"via": "api"}})
