@@ -4,6 +4,7 @@ processors (in-process workers, and worker processes via JOB_PROCESSOR_MODULES).
 from __future__ import annotations
 
 import asyncio
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import asyncpg
@@ -99,6 +100,51 @@ class StepsThenApproval(BaseProcessor):
         return ProcessorResult({"made": made}, requires_approval=True)
 
 
+class StepFailsOnce(BaseProcessor):
+    """Step "two" raises on the job's first attempt; the retry runs it again, not step "one"."""
+
+    async def process(self, job: Job) -> ProcessorResult:
+        dsn = job.input_data["dsn"]
+
+        async def one() -> str:
+            await count_call(dsn, job.id, "one")
+            return "a"
+
+        async def two() -> str:
+            await count_call(dsn, job.id, "two")
+            if job.attempt == 1:
+                raise RuntimeError("step two fails on the first attempt")
+            return "b"
+
+        got = [await job.step("one", one), await job.step("two", two)]
+        return ProcessorResult({"got": got})
+
+
+class TimedWaits(BaseProcessor):
+    """A sleep of a timedelta, a sleep until a datetime, a wait for an event with a timedelta
+    timeout that runs out, then the event emitted and a sleep: the rerun must time out again."""
+
+    async def process(self, job: Job) -> ProcessorResult:
+        await job.sleep(timedelta(seconds=0.3))
+        await job.sleep_until(datetime.now(UTC) + timedelta(seconds=0.3))
+        try:
+            await job.wait_for_event(job.input_data["key"], timeout=timedelta(seconds=0.3))
+        except EventTimeout as exc:
+            # The event comes too late: on the rerun after this sleep, the wait is still timed out.
+            await job.emit_event(job.input_data["key"], {"too": "late"})
+            await job.sleep(0.3)
+            return ProcessorResult({"timed_out": exc.key})
+        return ProcessorResult({"timed_out": None})
+
+
+class SleepThenStamp(BaseProcessor):
+    """Sleeps, then returns when it woke, to compare with the wake time its checkpoint stored."""
+
+    async def process(self, job: Job) -> ProcessorResult:
+        await job.sleep(job.input_data["seconds"])
+        return ProcessorResult({"woke": datetime.now(UTC).isoformat()})
+
+
 PROCESSOR_MAP = {
     "durable.three_steps": ThreeSteps,
     "durable.sleep": Sleeper,
@@ -108,4 +154,7 @@ PROCESSOR_MAP = {
     "durable.twice": SameNameTwice,
     "durable.wait_others": WaitForOthers,
     "durable.approval": StepsThenApproval,
+    "durable.fails_once": StepFailsOnce,
+    "durable.timed": TimedWaits,
+    "durable.stamp": SleepThenStamp,
 }
