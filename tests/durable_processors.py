@@ -9,7 +9,7 @@ from typing import Any
 
 import asyncpg
 
-from worker import BaseProcessor, EventTimeout, Job, JobCreate, PermanentJobError, ProcessorResult
+from worker import BaseProcessor, EventTimeout, Job, JobCreate, JobWaitTimeout, PermanentJobError, ProcessorResult
 
 
 async def count_call(dsn: str, job_id: str, step: str) -> None:
@@ -137,6 +137,22 @@ class TimedWaits(BaseProcessor):
         return ProcessorResult({"timed_out": None})
 
 
+class ParentTimesOut(BaseProcessor):
+    """Waits for two slow children with a short timeout, then sleeps while they end: the rerun
+    after the sleep must find the wait timed out still, not the children ended."""
+
+    async def process(self, job: Job) -> ProcessorResult:
+        ids = await job.spawn([JobCreate("durable.child", {"n": i, "seconds": 1.0}) for i in range(2)])
+        try:
+            records = await job.wait_for_jobs(ids, timeout=0.3)
+        except JobWaitTimeout as exc:
+            if exc.statuses:  # on the run that timed out: what each child was doing then
+                await job.step("pending", lambda: sorted(exc.statuses.values()))
+            await job.sleep(2.0)
+            return ProcessorResult({"timed_out": True})
+        return ProcessorResult({"timed_out": False, "statuses": [str(r.status) for r in records]})
+
+
 class SleepThenStamp(BaseProcessor):
     """Sleeps, then returns when it woke, to compare with the wake time its checkpoint stored."""
 
@@ -157,4 +173,5 @@ PROCESSOR_MAP = {
     "durable.fails_once": StepFailsOnce,
     "durable.timed": TimedWaits,
     "durable.stamp": SleepThenStamp,
+    "durable.parent_times_out": ParentTimesOut,
 }

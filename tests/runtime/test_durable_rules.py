@@ -65,6 +65,23 @@ async def test_timedelta_sleeps_sleep_until_and_a_timedelta_timeout(conn: asyncp
     assert await conn.fetchval("SELECT retry_count FROM jobs WHERE id = $1", job_id) == 0
 
 
+async def test_a_wait_for_child_jobs_that_timed_out_stays_timed_out(conn: asyncpg.Connection, dsn: str) -> None:
+    [parent] = await transitions.enqueue(conn, [JobCreate("durable.parent_times_out", {})])
+    worker = RunningWorker(dsn, PROCESSORS)
+    try:
+        await wait_for(lambda: ended(conn, parent), timeout=60, what="the parent")
+    finally:
+        await worker.stop()
+    assert await conn.fetchval("SELECT result_data FROM jobs WHERE id = $1", parent) == {"timed_out": True}
+    steps = {s.name: s.result for s in await durable.steps_of(conn, parent)}
+    pending = steps["pending"]
+    assert isinstance(pending, list) and len(pending) == 2 and set(pending) <= {"queued", "in_progress"}, \
+        "JobWaitTimeout.statuses gave each child's status"
+    assert steps["@wait-jobs 1"]["timed_out"] is True  # type: ignore[index,call-overload]
+    children = await conn.fetch("SELECT status FROM jobs WHERE spawned_by = $1", parent)
+    assert [c["status"] for c in children] == ["completed", "completed"], "they had ended before the rerun"
+
+
 async def test_cancel_while_waiting_for_an_event(conn: asyncpg.Connection, dsn: str) -> None:
     [job_id] = await transitions.enqueue(conn, [JobCreate("durable.wait", {"key": "cancel-me"})])
     worker = RunningWorker(dsn, PROCESSORS)
