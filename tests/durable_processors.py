@@ -146,8 +146,9 @@ class ParentTimesOut(BaseProcessor):
         try:
             records = await job.wait_for_jobs(ids, timeout=0.3)
         except JobWaitTimeout as exc:
-            if exc.statuses:  # on the run that timed out: what each child was doing then
-                await job.step("pending", lambda: sorted(exc.statuses.values()))
+            pending = sorted(exc.statuses.values())
+            if pending:  # on the run that timed out: what each child was doing then
+                await job.step("pending", lambda: pending)
             await job.sleep(2.0)
             return ProcessorResult({"timed_out": True})
         return ProcessorResult({"timed_out": False, "statuses": [str(r.status) for r in records]})
