@@ -94,10 +94,13 @@ class SameNameTwice(BaseProcessor):
 
 
 class StepsThenApproval(BaseProcessor):
+    """A step, a sleep and a wait for the event `checked:<job id>`, then approval."""
+
     async def process(self, job: Job) -> ProcessorResult:
         made = await job.step("make", lambda: {"draft": 1})
         await job.sleep(0.2)
-        return ProcessorResult({"made": made}, requires_approval=True)
+        checked = await job.wait_for_event(f"checked:{job.id}")
+        return ProcessorResult({"made": made, "checked": checked}, requires_approval=True)
 
 
 class StepFailsOnce(BaseProcessor):
