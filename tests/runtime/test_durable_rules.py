@@ -82,6 +82,19 @@ async def test_a_wait_for_child_jobs_that_timed_out_stays_timed_out(conn: asyncp
     assert [c["status"] for c in children] == ["completed", "completed"], "they had ended before the rerun"
 
 
+async def test_spawned_children_join_the_parents_pipeline(conn: asyncpg.Connection, dsn: str) -> None:
+    parent_job = JobCreate("durable.parent", {})
+    parent_job.pipeline_id = "pipe-1"
+    [parent] = await transitions.enqueue(conn, [parent_job])
+    worker = RunningWorker(dsn, PROCESSORS)
+    try:
+        await wait_for(lambda: ended(conn, parent), what="the parent")
+    finally:
+        await worker.stop()
+    rows = await conn.fetch("SELECT pipeline_id, spawned_by FROM jobs WHERE type = 'durable.child'")
+    assert [(r["pipeline_id"], r["spawned_by"]) for r in rows] == [("pipe-1", parent)] * 3
+
+
 async def test_cancel_while_waiting_for_an_event(conn: asyncpg.Connection, dsn: str) -> None:
     [job_id] = await transitions.enqueue(conn, [JobCreate("durable.wait", {"key": "cancel-me"})])
     worker = RunningWorker(dsn, PROCESSORS)
