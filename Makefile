@@ -104,7 +104,7 @@ bench-metrics: $(STAMP)
 bench-list: $(STAMP)
 	$(PY) benchmarks/list_bench.py
 
-## bench-durable: what a durable step costs, a worker's claim behind 100,000 suspended jobs, and 10,000 waiting jobs woken by one INSERT of events (prints figures; --quick for small sizes)
+## bench-durable: what a durable step costs, a worker's claim behind 100,000 suspended jobs, how late sleeping jobs wake, and 10,000 waiting jobs woken by one INSERT of events (prints figures; --quick for small sizes)
 bench-durable: $(STAMP)
 	$(PY) benchmarks/durable_bench.py
 

@@ -2,8 +2,8 @@
 fast jobs waiting for events wake.
 
     python benchmarks/durable_bench.py [--jobs 20000] [--steps 10] [--count-jobs 1000]
-                                       [--suspended 100000] [--waiters 10000] [--quick]
-                                       [--parts steps,suspended,wake]
+                                       [--suspended 100000] [--waiters 10000] [--sleepers 200]
+                                       [--quick] [--parts steps,suspended,sleep,wake]
 
 It starts its own embedded PostgreSQL (durable settings) in a temporary folder, and a fresh
 database for each measurement. Workers are `jobdesk worker` processes with
@@ -18,6 +18,9 @@ MAX_CONCURRENT_JOBS=10, as in the engine benchmark, serving benchmarks/durable_p
   waiting for events nobody emits), then N no-op jobs: the claim's throughput, as a share of the
   same run's baseline with no suspended jobs (a second database), median of 3 runs each,
   interleaved (1 with `--quick`).
+* sleep: `--sleepers` jobs whose wakes are spread over 4 s: how late each sleep returned after
+  the wake time it stored, p50, p99 and max, once on the worker that suspended them (its own
+  timer) and once on a second worker started after the first stopped (its claim's poll).
 * wake: `--waiters` jobs suspended by a worker, each waiting on its own key; the events of all
   the keys are emitted in one INSERT ... SELECT into job_events, and the time until every job
   has resumed and completed on that one worker is measured from just before the INSERT. Twice:
@@ -25,7 +28,7 @@ MAX_CONCURRENT_JOBS=10, as in the engine benchmark, serving benchmarks/durable_p
   autovacuum left them (on a fresh database, taken on the empty tables: the wake trigger's
   plan then depends on them).
 
-`--quick` uses small sizes (2,000 jobs, 200 counted, 5,000 suspended, 1,000 waiters).
+`--quick` uses small sizes (2,000 jobs, 200 counted, 5,000 suspended, 1,000 waiters, 50 sleepers).
 """
 
 from __future__ import annotations
@@ -52,6 +55,7 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.engine_bench import stop_worker, worker_env  # noqa: E402
 from tests import pg  # noqa: E402
+from worker.core.settings import Settings  # noqa: E402
 from worker.embedded.server import EmbeddedServer  # noqa: E402
 
 PROCESSORS = "benchmarks.durable_processors"
@@ -245,6 +249,47 @@ async def bench_suspended(server: EmbeddedServer, n: int, suspended: int, runs: 
           f"{behind / base:.0%} of the baseline (target: at least 90 %)", flush=True)
 
 
+# -- sleep ---------------------------------------------------------------------------------------
+
+# How late each sleep returned: from the wake time its checkpoint stored to the time it woke.
+LATENESS = """
+SELECT extract(epoch FROM (j.result_data->>'woke')::timestamptz - (s.result->>'until')::timestamptz) * 1000
+  FROM jobs j JOIN job_steps s ON s.job_id = j.id AND s.name = '@sleep 1'
+ WHERE j.type = 'bench.sleep' AND j.status = 'completed'"""
+
+
+async def sleep_lateness(conn: asyncpg.Connection, dsn: str, n: int, other_worker: bool) -> list[float]:
+    """N jobs sleeping 4 s, spread evenly (so wakes do not queue behind each other), woken by the
+    worker that suspended them, or by a second worker started once the first has stopped (which
+    finds them by its poll; their sleeps start 4 s later, so that it is up by then); the
+    lateness of each, in ms."""
+    await conn.execute("""
+        INSERT INTO jobs (type, user_id, input_data)
+        SELECT 'bench.sleep', 1, jsonb_build_object('seconds', $2 + 4.0 * g / $1) FROM generate_series(1, $1) g""",
+                       n, 6.0 if other_worker else 2.0)
+    proc = launch(dsn, 10)
+    try:
+        if other_worker:
+            await wait_until(conn, SUSPENDED, n, proc, "the suspensions")
+            stop_worker(proc)
+            proc = launch(dsn, 10)
+        await wait_until(conn, "SELECT count(*) FROM jobs WHERE status = 'completed'", n, proc, "the wakes")
+    finally:
+        stop_worker(proc)
+    return sorted(r[0] for r in await conn.fetch(LATENESS))
+
+
+async def bench_sleep(server: EmbeddedServer, n: int) -> None:
+    poll_ms = 1000 * Settings.model_fields["JOB_PROCESSOR_POLL_INTERVAL"].default  # the workers' (JOB* unset)
+    print(f"SLEEP: {n:,} jobs, their wakes spread over 4 s: how late each sleep returned "
+          f"(target: within JOB_PROCESSOR_POLL_INTERVAL + 50 ms = {poll_ms + 50:.0f} ms)", flush=True)
+    for other, label in ((False, "on the worker that suspended them"), (True, "on another worker (its poll)")):
+        late = await on_database(server, lambda c, d: sleep_lateness(c, d, n, other))
+        p50, p99 = (late[min(len(late) - 1, int(q * len(late)))] for q in (0.5, 0.99))
+        print(f"  {label:<34} p50 {p50:6.1f} ms  p99 {p99:6.1f} ms  max {late[-1]:6.1f} ms  "
+              f"({sum(x <= poll_ms + 50 for x in late) / len(late):.0%} within target)", flush=True)
+
+
 # -- wake ----------------------------------------------------------------------------------------
 
 async def wake(conn: asyncpg.Connection, dsn: str, waiters: int, analyze: bool) -> tuple[float, float, float]:
@@ -290,19 +335,21 @@ async def main() -> None:
     parser.add_argument("--count-jobs", type=int, help="step jobs whose round trips are counted (default 1,000)")
     parser.add_argument("--suspended", type=int, help="suspended jobs in the suspended part (default 100,000)")
     parser.add_argument("--waiters", type=int, help="waiting jobs in the wake part (default 10,000)")
+    parser.add_argument("--sleepers", type=int, help="sleeping jobs in the sleep part (default 200)")
     parser.add_argument("--quick", action="store_true", help="small sizes, to check that the benchmark works")
-    parser.add_argument("--parts", default="steps,suspended,wake", help="which parts to run, comma-separated")
+    parser.add_argument("--parts", default="steps,suspended,sleep,wake", help="which parts to run, comma-separated")
     args = parser.parse_args()
     quick = args.quick
     jobs = args.jobs or (2_000 if quick else 20_000)
     counted = args.count_jobs or (200 if quick else 1_000)
     suspended = args.suspended or (5_000 if quick else 100_000)
     waiters = args.waiters or (1_000 if quick else 10_000)
+    sleepers = args.sleepers or (50 if quick else 200)
     parts = {p.strip() for p in args.parts.split(",") if p.strip()}
-    if unknown := parts - {"steps", "suspended", "wake"}:
-        raise SystemExit(f"--parts: unknown part(s) {', '.join(sorted(unknown))}; use steps, suspended, wake")
-    if min(jobs, counted, suspended, waiters, args.steps) < 1:
-        raise SystemExit("--jobs, --steps, --count-jobs, --suspended and --waiters must be at least 1")
+    if unknown := parts - {"steps", "suspended", "sleep", "wake"}:
+        raise SystemExit(f"--parts: unknown part(s) {', '.join(sorted(unknown))}; use steps, suspended, sleep, wake")
+    if min(jobs, counted, suspended, waiters, sleepers, args.steps) < 1:
+        raise SystemExit("--jobs, --steps, --count-jobs, --suspended, --waiters and --sleepers must be at least 1")
 
     server, root = pg.start_server()
     try:
@@ -313,6 +360,8 @@ async def main() -> None:
             await bench_steps(server, jobs, counted, args.steps)
         if "suspended" in parts:
             await bench_suspended(server, jobs, suspended, 1 if quick else 3)
+        if "sleep" in parts:
+            await bench_sleep(server, sleepers)
         if "wake" in parts:
             await bench_wake(server, waiters)
     finally:

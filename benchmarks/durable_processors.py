@@ -7,6 +7,7 @@ steps, the same ten calls without steps, a no-op, a long sleep and a wait for an
 from __future__ import annotations
 
 import os
+from datetime import UTC, datetime
 
 from worker import BaseProcessor, Job, ProcessorResult
 
@@ -41,9 +42,11 @@ class Noop(BaseProcessor):
 
 
 class Sleeper(BaseProcessor):
+    """Sleeps, then returns when it woke, to compare with the wake time its sleep stored."""
+
     async def process(self, job: Job) -> ProcessorResult:
         await job.sleep(job.input_data["seconds"])
-        return ProcessorResult({})
+        return ProcessorResult({"woke": datetime.now(UTC).isoformat()})
 
 
 class Waiter(BaseProcessor):

@@ -148,14 +148,22 @@ async def test_cancel_while_sleeping(conn: asyncpg.Connection, dsn: str) -> None
     assert await conn.fetchval("SELECT attempts FROM jobs WHERE id = $1", job_id) == 1
 
 
-async def test_steps_and_a_sleep_then_approval(conn: asyncpg.Connection, dsn: str) -> None:
+async def test_a_step_a_sleep_and_a_wait_then_approval(conn: asyncpg.Connection, dsn: str) -> None:
     [job_id] = await transitions.enqueue(conn, [JobCreate("durable.approval", {})])
     worker = RunningWorker(dsn, PROCESSORS)
     try:
+        await wait_for(lambda: conn.fetchval("SELECT count(*) = 1 FROM job_waits WHERE event_key = $1",
+                                             f"checked:{job_id}"), what="the wait for the event")
+        await durable.emit_event(conn, f"checked:{job_id}", "ok")
         await wait_for(lambda: ended(conn, job_id, status="waiting_approval"), what="the approval")
+        attempts = await conn.fetchval("SELECT attempts FROM jobs WHERE id = $1", job_id)
+        assert await transitions.approve(conn, [job_id], transitions.Actor("test")) == [job_id]
+        await wait_for(lambda: ended(conn, job_id), what="the approved job")
     finally:
         await worker.stop()
-    assert await result(conn, job_id) == {"made": {"draft": 1}}
+    assert await result(conn, job_id) == {"made": {"draft": 1}, "checked": "ok"}
+    assert await conn.fetchval("SELECT attempts FROM jobs WHERE id = $1", job_id) == attempts == 3, \
+        "approval ran nothing again"
 
 
 async def test_a_wait_for_jobs_it_did_not_spawn_ends_too(conn: asyncpg.Connection, dsn: str) -> None:

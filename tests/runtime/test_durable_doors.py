@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import signal
 from pathlib import Path
 
@@ -83,6 +84,9 @@ async def test_events_from_sql_cli_api_and_client_wake_their_jobs(dsn: str, conn
         assert again.returncode == 0 and "nothing changed" in again.stdout
         bad = await asyncio.to_thread(run_cli, "event", "emit", "k", "--payload", "{nope", dsn=dsn)
         assert bad.returncode == 2 and "--payload is not valid JSON" in bad.stderr and "Traceback" not in bad.stderr
+        nul = await asyncio.to_thread(run_cli, "event", "emit", "k", "--payload", '"a\\u0000b"', dsn=dsn)
+        assert nul.returncode == 1 and nul.stderr.strip() == ("jobdesk: error: the event's payload contains a NUL "
+                                                              "character (\\u0000), which PostgreSQL cannot store")
         proc, url = await asyncio.to_thread(start_api, dsn, "--no-auth")
         async with httpx.AsyncClient(base_url=url, timeout=20) as http:
             answer = await http.post("/api/events", json={"key": "from-api", "payload": {"via": "api"}})
@@ -154,18 +158,20 @@ async def test_retry_keeps_steps_and_fresh_forgets_them(dsn: str, conn: asyncpg.
 
 
 async def test_waiting_reasons_of_sleeping_and_parent_jobs(dsn: str, conn: asyncpg.Connection) -> None:
-    sleeper, parent = await transitions.enqueue(conn, [JobCreate("durable.sleep", {"seconds": 600}),
-                                                       JobCreate("durable.parent", {})])
+    """The reasons from the service, and as `jobdesk show` prints them (text and --json)."""
+    sleeper, parent, waiter = await transitions.enqueue(conn, [
+        JobCreate("durable.sleep", {"seconds": 600}), JobCreate("durable.parent", {}),
+        JobCreate("durable.wait", {"key": "upload-done:42", "timeout": 3600})])
     slow_children = dict(PROCESSORS)
 
     class SlowChild(type(PROCESSORS["durable.child"])):  # type: ignore[misc]
         async def process(self, job):  # type: ignore[no-untyped-def]
-            await asyncio.sleep(4)
+            await asyncio.sleep(6)
 
     slow_children["durable.child"] = SlowChild()
     worker = RunningWorker(dsn, slow_children, MAX_CONCURRENT_JOBS=2)
     try:
-        await wait_for(lambda: conn.fetchval("SELECT count(*) = 2 FROM job_waits"), what="both suspended")
+        await wait_for(lambda: conn.fetchval("SELECT count(*) = 3 FROM job_waits"), what="all three suspended")
         async with JobService(await asyncpg.create_pool(dsn, min_size=1, max_size=2)) as jobs:
             reason = await jobs.waiting_reason(sleeper)
             assert reason is not None and reason.kind == "sleeping" and reason.text.startswith("sleeping until ")
@@ -174,6 +180,14 @@ async def test_waiting_reasons_of_sleeping_and_parent_jobs(dsn: str, conn: async
                            what="children running")
             reason = await jobs.waiting_reason(parent)
             assert reason is not None and reason.text == "waiting for 3 of 3 child jobs"
+            shown = await asyncio.to_thread(run_cli, "show", parent, "--json", dsn=dsn)
+            assert json.loads(shown.stdout)["waiting_reason"] == "waiting for 3 of 3 child jobs"
+            shown = await asyncio.to_thread(run_cli, "show", sleeper, dsn=dsn)
+            assert re.search(r"^ *waiting  sleeping until \d\d:\d\d:\d\d UTC \(in 9 min\)$", shown.stdout, re.M), \
+                shown.stdout
+            shown = await asyncio.to_thread(run_cli, "show", waiter, dsn=dsn)
+            assert re.search(r"^ *waiting  waiting for event upload-done:42 \(timeout \d\d:\d\d:\d\d UTC\)$",
+                             shown.stdout, re.M), shown.stdout
             detail = await jobs.job_detail(parent)
             assert [s.name for s in detail.steps] == ["@spawn 1", "@wait-jobs 1"]
             await jobs.cancel([sleeper])

@@ -7,6 +7,7 @@ import json
 
 from worker.core.errors import InvalidJob
 from worker.core.json_value import JsonValue
+from worker.core.validation import json_text
 from worker.service.base import ServiceBase
 from worker.store import durable
 
@@ -19,10 +20,13 @@ def check_event(key: object, payload: object) -> str:
         raise InvalidJob("an event needs a non-empty key", field="key")
     if len(key) > MAX_KEY_LENGTH:
         raise InvalidJob(f"an event key is at most {MAX_KEY_LENGTH} characters, not {len(key)}", field="key")
+    if "\x00" in key:
+        raise InvalidJob("an event key contains a NUL character (\\x00), which PostgreSQL cannot store", field="key")
     try:
         json.dumps(payload, allow_nan=False)
     except (TypeError, ValueError) as exc:
         raise InvalidJob(f"the event's payload is not JSON: {exc}", field="payload") from None
+    json_text(payload, "the event's payload", field="payload")  # a NUL or a lone surrogate, which jsonb refuses
     return key
 
 

@@ -24,13 +24,17 @@ from worker.store.transitions.inserts import enqueue
 _LOAD = "SELECT job_id, name, result FROM job_steps WHERE job_id = ANY($1::varchar[])"
 
 # A step's result, kept only while the worker still owns the job (a worker that lost it to the
-# lease rescue stores nothing); the first result stored for a name stays.
+# lease rescue stores nothing); the first result stored for a name stays. A checkpoint ("@...",
+# a name processors cannot use), stored when its wait suspended the job, is overwritten when the
+# wait times out, so that later runs find it timed out too.
 _SAVE = """
 INSERT INTO job_steps (job_id, name, result, attempt, started_at)
 SELECT $1::varchar, $2, $3::text::jsonb, $4, $5
  WHERE EXISTS (SELECT 1 FROM jobs WHERE id = $1::varchar AND worker_id = $6 AND attempts = $4
                  AND status = 'in_progress')
-ON CONFLICT (job_id, name) DO NOTHING
+ON CONFLICT (job_id, name) DO UPDATE SET result = EXCLUDED.result, attempt = EXCLUDED.attempt,
+                                         finished_at = now()
+ WHERE job_steps.name LIKE '@%'
 """
 
 _TAKE_EVENT = """
