@@ -107,3 +107,17 @@ async def test_a_result_whose_claim_was_lost_is_written_once(conn: asyncpg.Conne
     row = await conn.fetchrow("SELECT status, attempts, result_data FROM jobs WHERE id = $1", lost.id)
     assert (row["status"], row["attempts"], row["result_data"]) == ("completed", 1, {"ok": lost.id})
     assert await _status(conn, taken.id) == "in_progress"
+
+
+async def test_the_worker_link_plans_from_indexes_without_sorts_or_whole_table_reads(dsn: str) -> None:
+    """The worker's connections keep the planner to orders and rows that indexes give: a claim
+    planned from statistics taken while no job was queued otherwise read and sorted every queued
+    job each round (benchmarks/growth_bench.py; worker/store/db.py `orders_from_indexes`)."""
+    link = DbLink(dsn)
+    await link.open(1)
+    try:
+        settings = await link.call(lambda c: c.fetchrow(
+            "SELECT current_setting('enable_sort') AS sort, current_setting('enable_seqscan') AS seqscan"))
+    finally:
+        await link.close(5)
+    assert dict(settings) == {"sort": "off", "seqscan": "off"}

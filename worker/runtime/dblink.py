@@ -41,7 +41,8 @@ class DbLink:
         self._next_revive = 0.0
 
     async def open(self, size: int) -> asyncpg.Pool:
-        self.pool = await create_pool(self.dsn, size=size, indexes_only=True, report_outages=False)
+        self.pool = await create_pool(self.dsn, size=size, indexes_only=True, orders_from_indexes=True,
+                                      report_outages=False)
         return self.pool
 
     async def notify(self, channel: str, payload: str) -> object:

@@ -281,7 +281,8 @@ async def _keep_session(_conn: asyncpg.Connection) -> None:
 
 async def create_pool(dsn: str, *, size: int, timeout: float = 10, statement_timeout: float | None = None,
                       application_name: str | None = None, indexes_only: bool = False,
-                      plan_each_call: bool = False, report_outages: bool = True) -> asyncpg.Pool:
+                      orders_from_indexes: bool = False, plan_each_call: bool = False,
+                      report_outages: bool = True) -> asyncpg.Pool:
     """A pool of `size` connections with jobdesk's codecs; `statement_timeout` in seconds.
     `report_outages`: log one line when the database goes away and one when it is back
     (`worker.store.outage`); off for an owner that says so itself (the worker).
@@ -294,6 +295,14 @@ async def create_pool(dsn: str, *, size: int, timeout: float = 10, statement_tim
     sub-selects), its pipeline steps and its check of an enqueue's dependencies went the same
     way (49, 113 and 33 ms instead of 1-2 at 300,000 rows). The statements of both are meant to
     walk indexes: lookups by key, pages and capped counts.
+
+    `orders_from_indexes` (the worker's pool) also keeps the planner off explicit sorts wherever
+    an index gives the order (enable_sort). The claim walks the ready jobs of a type in the
+    order of `jobs_ready_idx`; planned from statistics taken while no job was queued (an idle
+    queue over millions of finished jobs, a common moment for autovacuum's ANALYZE), every
+    index that starts with `status` looked as cheap, one holding "the one queued job" to be
+    sorted. After a burst of 20,000 jobs each round then read and sorted all of them: 600 jobs/s
+    instead of 4,700 beside 10,000,000 finished jobs (benchmarks/growth_bench.py).
 
     `plan_each_call` (the console's pool) plans every statement for its call instead
     (plan_cache_mode): its searches and counts rightly read whole tables, so sequential scans
@@ -312,6 +321,8 @@ async def create_pool(dsn: str, *, size: int, timeout: float = 10, statement_tim
         settings["application_name"] = application_name  # PgBouncer accepts and tracks this one
     if indexes_only and not options:
         settings["enable_seqscan"] = "off"
+    if orders_from_indexes and not options:
+        settings["enable_sort"] = "off"
     if plan_each_call and not options:
         settings["plan_cache_mode"] = "force_custom_plan"
     if statement_timeout is not None:
