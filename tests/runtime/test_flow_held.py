@@ -49,3 +49,26 @@ async def test_held_jobs_start_as_soon_as_the_rate_allows(conn: asyncpg.Connecti
     assert (starts[2] - starts[0]).total_seconds() >= 1, "three starts within one second under 2/s"
     gap = (starts[2] - starts[1]).total_seconds()
     assert gap < 5, f"the third start came {gap:.2f} s after the second"
+
+
+async def test_jobs_that_end_beside_a_type_with_a_type_limit_are_written(conn: asyncpg.Connection,
+                                                                          dsn: str) -> None:
+    """A flow-controlled type that also has a JOB_TYPE_LIMITS makes the first pump claim alone
+    while the type is claimable, and both pumps while it is held back. Jobs that end together
+    and wake the second pump just as the hold runs out must still be written: here every other
+    slot holds a long job, so no later end would come to write them."""
+    await conn.execute("INSERT INTO users (id, name) SELECT g, 'u' || g FROM generate_series(2, 4) g")
+    await transitions.enqueue(conn, [JobCreate("flow.user", {"seconds": 60}, user_id=2 + i % 2) for i in range(6)] +
+                              [JobCreate("flow.fair", {"seconds": 60}, user_id=2 + i % 3) for i in range(6)] +
+                              [JobCreate("flow.rate", {"seconds": 0.2}) for _ in range(100)])
+    naps = {t: Nap() for t in ("flow.user", "flow.fair", "flow.rate")}
+    worker = RunningWorker(dsn, naps, MAX_CONCURRENT_JOBS=10, JOB_PROCESSOR_POLL_INTERVAL=0.1, JOB_SHUTDOWN_TIMEOUT=1,
+                           JOB_TYPE_LIMITS="flow.user=2", JOB_FAIR_SHARE="flow.user", JOB_USER_LIMITS="flow.fair=1",
+                           JOB_RATE_LIMITS="flow.rate=5/s")
+    try:
+        # 5 slots are left to flow.rate, which starts 5 a second: 30 take about 6 s.
+        await wait_for(lambda: conn.fetchval("SELECT count(*) >= 30 FROM jobs WHERE type = 'flow.rate' "
+                                             "AND status = 'completed'"), timeout=30,
+                       what="30 short jobs beside the long ones")
+    finally:
+        await worker.stop()
