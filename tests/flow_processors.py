@@ -15,5 +15,13 @@ class Nap(BaseProcessor):
         return ProcessorResult({})
 
 
+class Echo(BaseProcessor):
+    """Gives its input back as its result."""
+
+    async def process(self, job: Job) -> ProcessorResult:
+        return ProcessorResult(dict(job.input_data))
+
+
 PROCESSOR_MAP: dict[str, type[BaseProcessor]] = {name: Nap for name in ("flow.rate", "flow.user", "flow.fair",
-                                                                       "flow.free")}
+                                                                       "flow.free", "flow.urate")}
+PROCESSOR_MAP["flow.echo"] = Echo

@@ -9,8 +9,14 @@ from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QTableWidget, QTab
 from worker.core.limits import LimitUse, next_start_text
 
 HEADERS = ("Type", "Limit", "In use now", "Held back", "Next start")
-KIND_NAMES = {"rate": "rate", "user_rate": "rate per user", "user_running": "running per user",
-              "type_running": "running", "fair_share": "fair share"}
+MAX_ROWS_SHOWN = 8  # the table grows with its rows up to this many, then scrolls
+
+
+def _limit_text(use: LimitUse) -> str:
+    """`rate 10/s`, `rate 2/s per user`, `1 running per user`, `2 running (type limit)`, `fair share`."""
+    if use.kind in ("rate", "user_rate"):
+        return f"rate {use.limit}"
+    return f"{use.limit} (type limit)" if use.kind == "type_running" else use.limit
 
 
 def _next_start(use: LimitUse) -> str:
@@ -29,16 +35,19 @@ class LimitsTable(QTableWidget):
         self.verticalHeader().hide()
         self.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
         self.horizontalHeader().setStretchLastSection(True)
-        self.setMaximumHeight(140)
         self.hide()
 
     def show_uses(self, uses: list[LimitUse]) -> None:
         self.setRowCount(len(uses))
         for row, use in enumerate(uses):
-            cells = (use.type, f"{use.limit} ({KIND_NAMES.get(use.kind, use.kind)})" if use.kind != "fair_share"
-                     else use.limit, use.in_use, f"{use.held:,}" if use.kind != "fair_share" else "", _next_start(use))
+            cells = (use.type, _limit_text(use), use.in_use, f"{use.held:,}" if use.kind != "fair_share" else "",
+                     _next_start(use))
             for col, text in enumerate(cells):
                 self.setItem(row, col, QTableWidgetItem(text))
+        # Every limit in sight without scrolling, up to MAX_ROWS_SHOWN of them.
+        shown = min(len(uses), MAX_ROWS_SHOWN)
+        self.setFixedHeight(self.horizontalHeader().height() + 2 * self.frameWidth()
+                            + sum(self.rowHeight(r) for r in range(shown)))
         self.setVisible(bool(uses))
 
     def rows(self) -> list[tuple[str, ...]]:

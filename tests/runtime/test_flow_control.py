@@ -1,12 +1,15 @@
 """Flow control across a fleet: three worker processes on the real PostgreSQL (and behind
-PgBouncer in transaction mode) keep a rate limit in every one-second window, one job per user at
-a time, and fair share between users. Starts are counted from `started_at`."""
+PgBouncer in transaction mode) keep a rate limit in every one-second window, a rate per user,
+one job per user at a time (within the type's own limit), fair share between users, and
+gather a burst of enqueues with a debounce into one job. Starts are counted from `started_at`."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import signal
 import subprocess
+import time
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -78,6 +81,30 @@ async def check_one_per_user(conn: asyncpg.Connection, users: list[int]) -> None
     assert overlaps > 0, "jobs of different users never ran at the same time"
 
 
+def most_at_once(rows: list[asyncpg.Record]) -> int:
+    """The most of these jobs (started_at, completed_at) in progress at one time."""
+    events = sorted([(r["started_at"], 1) for r in rows] + [(r["completed_at"], -1) for r in rows])
+    now = most = 0
+    for _, step in events:  # an end sorts before a start at the same instant
+        now += step
+        most = max(most, now)
+    return most
+
+
+async def check_user_rate(conn: asyncpg.Connection, users: list[int], rate: int) -> None:
+    """No user started more than `rate` flow.urate jobs in any one-second window, and all the
+    users together did (the rate is each user's, not the type's)."""
+    rows = await conn.fetch("SELECT user_id, started_at FROM jobs WHERE type = 'flow.urate' AND started_at IS NOT NULL "
+                            "ORDER BY started_at")
+    for user in users:
+        mine = [r["started_at"] for r in rows if r["user_id"] == user]
+        crowded = [(a, b) for a, b in zip(mine, mine[rate:], strict=False) if b - a < timedelta(seconds=1)]
+        assert not crowded, f"user {user}: {rate + 1} starts within a second, from {crowded[0][0]} to {crowded[0][1]}"
+    every = [r["started_at"] for r in rows]
+    assert any(b - a < timedelta(seconds=1) for a, b in zip(every, every[rate:], strict=False)), \
+        f"never more than {rate} starts of all users within a second"
+
+
 async def enqueue_fair_backlog(conn: asyncpg.Connection, a_jobs: int, b_jobs: int) -> None:
     await add_users(conn, 2, 3)
     await transitions.enqueue(conn, [JobCreate("flow.fair", {}, user_id=2) for _ in range(a_jobs)])
@@ -124,6 +151,49 @@ async def test_one_job_per_user_at_a_time_while_users_run_in_parallel(conn: asyn
     await check_one_per_user(conn, users)
 
 
+async def test_a_rate_per_user_across_three_workers(conn: asyncpg.Connection, dsn: str, tmp_path: Path) -> None:
+    users = [2, 3, 4]
+    await add_users(conn, *users)
+    await transitions.enqueue(conn, [JobCreate("flow.urate", {}, user_id=u) for _ in range(15) for u in users])
+    with fleet(dsn, tmp_path, JOB_USER_RATE_LIMITS="flow.urate=4/s"):
+        await wait_for(lambda: conn.fetchval("SELECT count(*) = 45 FROM jobs WHERE type = 'flow.urate' "
+                                             "AND status = 'completed'"), timeout=90, what="the 45 jobs")
+    await check_user_rate(conn, users, 4)
+
+
+async def test_limits_per_user_combine_with_the_type_limit(conn: asyncpg.Connection, dsn: str,
+                                                           tmp_path: Path) -> None:
+    users = [2, 3, 4, 5]
+    await add_users(conn, *users)
+    await transitions.enqueue(conn, [JobCreate("flow.user", {"seconds": 0.15}, user_id=u)
+                                     for _ in range(4) for u in users])
+    with fleet(dsn, tmp_path, JOB_USER_LIMITS="flow.user=1", JOB_TYPE_LIMITS="flow.user=2"):
+        await wait_for(lambda: conn.fetchval("SELECT count(*) = 16 FROM jobs WHERE type = 'flow.user' "
+                                             "AND status = 'completed'"), timeout=90, what="the 16 jobs")
+    await check_one_per_user(conn, users)
+    rows = await conn.fetch("SELECT started_at, completed_at FROM jobs WHERE type = 'flow.user'")
+    assert most_at_once(rows) == 2, "JOB_TYPE_LIMITS=flow.user=2 is the fleet's bound, and it was reached"
+
+
+async def test_fifty_enqueues_of_a_key_in_a_second_run_once_on_three_workers(conn: asyncpg.Connection, dsn: str,
+                                                                             tmp_path: Path) -> None:
+    with fleet(dsn, tmp_path):
+        await asyncio.sleep(1)  # the workers are up, and claim as soon as the job is due
+        began = time.monotonic()
+        ids = []
+        for i in range(50):
+            ids += await transitions.enqueue(conn, [JobCreate("flow.echo", {"n": i}, unique_key="inbox-7",
+                                                              debounce=3)])
+            await asyncio.sleep(0.015)  # spread over about a second
+        spread = time.monotonic() - began
+        assert spread < 3, "the enqueues took longer than the debounce: this check needs them closer"
+        await wait_for(lambda: conn.fetchval("SELECT count(*) = 0 FROM jobs WHERE status <> 'completed'"),
+                       timeout=30, what="the debounced job")
+    assert len(set(ids)) == 1
+    rows = await conn.fetch("SELECT id, result_data, attempts FROM jobs")
+    assert [(r["id"], r["result_data"], r["attempts"]) for r in rows] == [(ids[0], {"n": 49}, 1)]
+
+
 async def test_fair_share_lets_a_small_user_through_a_big_backlog(conn: asyncpg.Connection, dsn: str,
                                                                   tmp_path: Path) -> None:
     await enqueue_fair_backlog(conn, 5000, 10)
@@ -138,14 +208,18 @@ async def test_every_limit_behind_pgbouncer(conn: asyncpg.Connection, dsn: str, 
     await add_users(conn, *users)
     await enqueue_fair_backlog(conn, 1000, 5)
     await transitions.enqueue(conn, [JobCreate("flow.rate", {}) for _ in range(100)] +
-                              [JobCreate("flow.user", {"seconds": 0.1}, user_id=u) for _ in range(3) for u in users])
+                              [JobCreate("flow.user", {"seconds": 0.1}, user_id=u) for _ in range(3) for u in users] +
+                              [JobCreate("flow.urate", {}, user_id=u) for _ in range(6) for u in users])
     with fleet(pooled, tmp_path, JOB_RATE_LIMITS="flow.rate=10/s", JOB_USER_LIMITS="flow.user=1",
-               JOB_FAIR_SHARE="flow.fair"):
+               JOB_FAIR_SHARE="flow.fair", JOB_USER_RATE_LIMITS="flow.urate=2/s"):
         await check_fair(conn, 50)
         assert await check_rate(conn, 10, 3) >= 20
         await wait_for(lambda: conn.fetchval("SELECT count(*) = 9 FROM jobs WHERE type = 'flow.user' "
                                              "AND status = 'completed'"), timeout=60, what="the per-user jobs")
+        await wait_for(lambda: conn.fetchval("SELECT count(*) = 18 FROM jobs WHERE type = 'flow.urate' "
+                                             "AND status = 'completed'"), timeout=60, what="the per-user rate's jobs")
     await check_one_per_user(conn, users)
+    await check_user_rate(conn, users, 2)
 
 
 @pytest.mark.parametrize("setting, value", [("JOB_RATE_LIMITS", "flow.rate=10/d"),

@@ -78,6 +78,22 @@ async def test_a_job_that_started_is_not_debounced(conn: asyncpg.Connection) -> 
     assert await conn.fetchval("SELECT input_data FROM jobs WHERE id = $1", job_id) == {"n": 0}
 
 
+async def test_a_job_waiting_for_its_retry_is_not_debounced(conn: asyncpg.Connection) -> None:
+    # It is queued again, but it has started: its input is the one its first attempt ran with.
+    [job_id] = await transitions.enqueue(conn, [JobCreate("digest", {"n": 0}, unique_key="k", debounce=0.01)])
+    await asyncio.sleep(0.05)
+    _, [job] = await transitions.complete_and_claim(conn, "w", ["digest"], 1)
+    failed = await transitions.fail_attempt(conn, "w", job, "ValueError: no", None, intervals=[3600])
+    assert failed.status == "queued"
+    retry_at = await conn.fetchval("SELECT run_at FROM jobs WHERE id = $1", job_id)
+    debounced: set[str] = set()
+    [(same, dup)] = await transitions.enqueue_detailed(
+        conn, [JobCreate("digest", {"n": 1}, unique_key="k", debounce=5)], debounced)
+    assert (same, dup, debounced) == (job_id, True, set())
+    row = await conn.fetchrow("SELECT input_data, run_at FROM jobs WHERE id = $1", job_id)
+    assert row["input_data"] == {"n": 0} and row["run_at"] == retry_at
+
+
 @pytest.mark.parametrize("job, field", [
     (JobCreate("digest", {}, debounce=5), "debounce"),  # no unique_key
     (JobCreate("digest", {}, unique_key="k", debounce=0), "debounce"),
@@ -102,6 +118,21 @@ async def test_the_api_says_debounced(api: Api) -> None:  # noqa: F811
     assert "debounced" not in plain.json()  # the answer of a job without debounce is as before
     bad = await api.client.post("/api/jobs", json={"type": "digest", "input_data": {}, "debounce": 5})
     assert bad.status_code == 422 and "unique_key" in bad.text
+
+
+async def test_the_api_does_not_say_debounced_of_a_job_waiting_for_its_retry(api: Api,  # noqa: F811
+                                                                             conn: asyncpg.Connection) -> None:
+    body = {"type": "digest", "input_data": {"n": 0}, "unique_key": "k", "debounce": 0.01}
+    first = (await api.client.post("/api/jobs", json=body)).json()
+    await asyncio.sleep(0.05)
+    _, [job] = await transitions.complete_and_claim(conn, "w", ["digest"], 1)
+    await transitions.fail_attempt(conn, "w", job, "ValueError: no", None, intervals=[3600])
+    # With an Idempotency-Key the answer is rendered from the job read back after the enqueue.
+    again = await api.client.post("/api/jobs", json={**body, "input_data": {"n": 1}},
+                                  headers={"Idempotency-Key": "retry-1"})
+    assert again.status_code == 200, again.text
+    assert again.json()["id"] == first["id"] and again.json()["debounced"] is False
+    assert again.json()["input_data"] == {"n": 0}
 
 
 def test_cli_submit_debounce(dsn: str) -> None:

@@ -65,3 +65,11 @@ async def test_a_type_without_flow_control_keeps_its_statement(conn: asyncpg.Con
     _, jobs = await transitions.complete_and_claim(conn, "w", ["free"], 3, (), LIMITS)
     assert len(jobs) == 3
     assert "jobdesk_flow_pick" not in transitions.claim_statement(1)
+
+
+async def test_fair_share_takes_each_users_jobs_oldest_first(conn: asyncpg.Connection) -> None:
+    await setup(conn, FlowConfig(fair_share=True), {2: 0, 3: 0})
+    ids = {u: await transitions.enqueue(conn, [JobCreate("t", {"n": i}, user_id=u) for i in range(4)]) for u in (2, 3)}
+    for turn in range(2):  # two claims of two jobs: one job of each user, their oldest left, each time
+        _, jobs = await transitions.complete_and_claim(conn, "w", ["t"], 2, (), LIMITS)
+        assert {j.id for j in jobs} == {ids[2][turn], ids[3][turn]}

@@ -1,5 +1,5 @@
 """Why a job held back by flow control waits: a full rate, a user at their limit, fair share;
-through JobService, `jobdesk show` and the API's /metrics."""
+through JobService, `jobdesk show`, GET /api/jobs/{id} and the API's /metrics."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 import asyncpg
 import pytest
 
+from tests.api.conftest import Api, api  # noqa: F401  (the API fixture)
 from tests.helpers import run_cli
 from tests.store.test_waiting import add_worker, reason
 from worker.core.limits import ClaimLimits, FlowConfig, Rate, next_start_text
@@ -80,3 +81,29 @@ async def test_metrics_count_the_jobs_held_back(conn: asyncpg.Connection, dsn: s
     finally:
         await service.close()
     assert 'jobdesk_jobs_held_back{limit="rate",type="image.generate"} 3.0' in text
+
+
+async def test_the_api_gives_each_reason(api: Api, conn: asyncpg.Connection) -> None:  # noqa: F811
+    """GET /api/jobs/{id}'s waiting_reason, for a full rate, a user at their limit and fair share."""
+    await conn.execute("INSERT INTO users (id, name) SELECT g, 'u' || g FROM generate_series(2, 5) g "
+                       "ON CONFLICT DO NOTHING")
+    await add_worker(conn, "w", ["image.generate", "video.render", "video.script"])
+    await flow_limits.declare(conn, {"image.generate": FlowConfig(rate=Rate(1, 3600)),
+                                     "video.render": FlowConfig(user_max_running=1),
+                                     "video.script": FlowConfig(fair_share=True)})
+    images = await transitions.enqueue(conn, [JobCreate("image.generate", {}) for _ in range(2)])
+    renders = await transitions.enqueue(conn, [JobCreate("video.render", {}, user_id=2) for _ in range(2)])
+    await transitions.complete_and_claim(conn, "w", ["image.generate", "video.render"], 4, (),
+                                         ClaimLimits(flow=frozenset({"image.generate", "video.render"})))
+    await transitions.enqueue(conn, [JobCreate("video.script", {}, user_id=u) for u in (2, 3)])
+    [script] = await transitions.enqueue(conn, [JobCreate("video.script", {}, user_id=5)])
+
+    async def why(job_id: str) -> str:
+        got = await api.client.get(f"/api/jobs/{job_id}")
+        assert got.status_code == 200, got.text
+        return str(got.json()["waiting_reason"])
+
+    assert re.fullmatch(r"rate limit of image\.generate \(1/h\) reached, next start in 3[56]\d\d\.\d s",
+                        await why(images[1]))
+    assert await why(renders[1]) == "user 2 has 1 of 1 video.render running"
+    assert await why(script) == "fair share: 2 other users' jobs go first"

@@ -97,7 +97,8 @@ async def create_job(request: Request) -> Response:
         # A new job keeps the id it was given; a duplicate is answered with the job holding its key.
         out: JsonObject = {**job_json(record), "duplicate": record.id != job.id}
         if job.debounce is not None:  # a duplicate left queued was debounced (the enqueue updated it)
-            out["debounced"] = record.id != job.id and record.status == Status.QUEUED
+            out["debounced"] = (record.id != job.id and record.status == Status.QUEUED and record.is_active
+                                and record.started_at is None)
         return out
 
     try:

@@ -42,6 +42,11 @@ class Rate:
         unit = next(u for u, s in PERIODS.items() if s == self.period_s)
         return f"{self.count}/{unit}"
 
+    @property
+    def period_name(self) -> str:
+        """`second`, `minute` or `hour`."""
+        return {1: "second", 60: "minute", 3600: "hour"}[self.period_s]
+
 
 @dataclass(frozen=True)
 class FlowConfig:
@@ -60,7 +65,7 @@ class LimitUse:
     type: str
     kind: str  # rate, user_rate, user_running, type_running, fair_share
     limit: str  # `10/s`, `1 per user`, `fair share`...
-    in_use: str  # `7 in the last 1 s`, `3 users at their limit`...
+    in_use: str  # `7 in the last second`, `3 running, 2 user(s) at the limit`...
     held: int  # runnable jobs of the type that this limit keeps from starting now
     next_start_s: float | None = None  # for a full rate: seconds until the next start
 

@@ -165,6 +165,10 @@ class Pumps:
             if solo and index > 0:
                 if self.stop.is_set():
                     return
+                if outcomes.plain_done:
+                    # A job's end woke this pump (it waited while both claimed): the first one,
+                    # which alone claims now, may wait for no other end to write it.
+                    self.kicks.one()
                 await asyncio.sleep(self.poll)
                 continue
             alone = solo or self.kicks.alone(index)  # the other pumps wait: claim every lane

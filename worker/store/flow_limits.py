@@ -90,7 +90,7 @@ async def _flow_uses(conn: asyncpg.Connection, row: asyncpg.Record) -> list[Limi
                                                   - now())::float8 AS next_s""",
                                 row["starts"], config.rate.count, float(config.rate.period_s))
         used = config.rate.count - r["room"]
-        uses.append(LimitUse(job_type, "rate", str(config.rate), f"{used} in the last {config.rate.period_s} s",
+        uses.append(LimitUse(job_type, "rate", str(config.rate), f"{used} in the last {config.rate.period_name}",
                              ready if r["room"] <= 0 else 0, r["next_s"]))
     if config.user_max_running is not None:
         r = await conn.fetchrow(f"""

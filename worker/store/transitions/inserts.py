@@ -136,13 +136,14 @@ async def _enqueue_unique(conn: asyncpg.Connection, jobs: Sequence[JobCreate], *
     return [(stands.get(j.id, j.id), j.id in stands) for j in jobs]
 
 
-# Debounce: the queued job holding the key, not started yet, takes the new input, and its start
+# Debounce: the queued job holding the key, never started (one queued for a retry or put back by
+# a stopping worker has started), takes the new input, and its start
 # moves to now plus the debounce, no later than its first enqueue plus debounce_max. A start
 # that has come is cleared (the job is runnable); a later one waits in jobs_waiting_idx.
 _DEBOUNCE = """
 WITH moved AS (
     SELECT id, LEAST(now() + make_interval(secs => $3), created_at + make_interval(secs => $4)) AS start_at
-      FROM jobs WHERE id = $1 AND status = 'queued' AND is_active FOR UPDATE
+      FROM jobs WHERE id = $1 AND status = 'queued' AND is_active AND started_at IS NULL FOR UPDATE
 )
 UPDATE jobs AS j
    SET input_data = $2::text::jsonb, scheduled_at = m.start_at,
@@ -154,7 +155,8 @@ RETURNING j.id"""
 
 async def _debounce(conn: asyncpg.Connection, holder: str, job: JobCreate) -> bool:
     """Debounce the queued job `holder` with this enqueue of its key; False when it has started
-    (or waits for approval): then this enqueue is a plain duplicate."""
+    (even if it is queued again for a retry) or waits for approval: then this enqueue is a plain
+    duplicate."""
     updated = await conn.fetchval(_DEBOUNCE, holder, json_text(job.input_data, "input_data", job_id=job.id,
                                                                field="input_data"),
                                   job.debounce, job.debounce_max)
