@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import Protocol
 
 from PySide6.QtCore import QEvent, QPointF, QRectF, QSize, Qt
-from PySide6.QtGui import QBrush, QColor, QHelpEvent, QPainter, QPaintEvent, QPen, QPolygonF
+from PySide6.QtGui import QBrush, QColor, QFontMetrics, QHelpEvent, QPainter, QPaintEvent, QPen, QPolygonF
 from PySide6.QtWidgets import QSizePolicy, QToolTip, QWidget
 
 from desktop.theme import STATUS_COLOURS
@@ -126,6 +126,7 @@ class AttemptTimeline(QWidget):
     they finished in (hollow for the checkpoints of sleeps and waits); hover says what each was."""
 
     LANE_TOP, LANE_HEIGHT, MARGIN = 22, 18, 8
+    LABEL_GAP = 6  # pixels between two labels above the lane
 
     def __init__(self) -> None:
         super().__init__()
@@ -192,18 +193,10 @@ class AttemptTimeline(QWidget):
             painter.setPen(QPen(colour.darker(120), 1, Qt.PenStyle.DashLine if s.open_ended else Qt.PenStyle.SolidLine))
             painter.setBrush(brush)
             painter.drawRoundedRect(rect, 2, 2)
-            if s.kind == RUN:  # the attempt's number and outcome above its run
-                painter.setPen(text)
-                label = f"#{s.attempt} {s.outcome}"
-                if painter.fontMetrics().horizontalAdvance(label) > rect.width() + 40:
-                    label = f"#{s.attempt}"
-                painter.drawText(QPointF(rect.left(), self.LANE_TOP - 5), label)
-            elif s.kind == SUSPEND and s.outcome:  # why, centred above, where there is room
-                label = s.outcome
-                width = painter.fontMetrics().horizontalAdvance(label)
-                if width < rect.width() - 40:
-                    painter.setPen(colour.darker(130))
-                    painter.drawText(QPointF(rect.center().x() - width / 2, self.LANE_TOP - 5), label)
+        for x, label, s in self.labels():
+            colour = QColor(GAP_COLOURS.get(s.kind) or OUTCOME_COLOURS.get(s.outcome, FAILED_COLOUR))
+            painter.setPen(text if s.kind == RUN else colour.darker(130))
+            painter.drawText(QPointF(x, self.LANE_TOP - 5), label)
         self._paint_marks(painter)
         # The axis: the start, the middle and the end, as time since the job was created.
         start, total = self._span()
@@ -218,6 +211,32 @@ class AttemptTimeline(QWidget):
             width = metrics.horizontalAdvance(label)
             left = min(max(x - width / 2, 0), self.width() - width)
             painter.drawText(QPointF(left, y + 6 + metrics.ascent()), label)
+
+    def labels(self) -> list[tuple[float, str, Segment]]:
+        """The labels above the lane, left to right, none over another or past the edge: each
+        run's number and outcome (or its number alone where that is all there is room for), and
+        why a suspension waited, centred over it where it is wide enough."""
+        metrics = QFontMetrics(self.font())
+        out: list[tuple[float, str, Segment]] = []
+        taken = -float(self.LABEL_GAP)  # where the last label drawn ends
+        for rect, s in self.rects():
+            if s.kind == RUN:
+                long = f"#{s.attempt} {s.outcome}"
+                choices = [long] if metrics.horizontalAdvance(long) <= rect.width() + 40 else []
+                for label in [*choices, f"#{s.attempt}"]:
+                    width = metrics.horizontalAdvance(label)
+                    x = min(max(rect.left(), taken + self.LABEL_GAP), self.width() - width)
+                    if x >= taken + self.LABEL_GAP and x - rect.left() <= 40:
+                        out.append((x, label, s))
+                        taken = x + width
+                        break
+            elif s.kind == SUSPEND and s.outcome:
+                width = metrics.horizontalAdvance(s.outcome)
+                x = rect.center().x() - width / 2
+                if width < rect.width() - 40 and x >= taken + self.LABEL_GAP:
+                    out.append((x, s.outcome, s))
+                    taken = x + width
+        return out
 
     def _paint_marks(self, painter: QPainter) -> None:
         outline = QColor("#24292f")

@@ -10,10 +10,11 @@ from typing import Any
 import asyncpg
 import pytest
 from PySide6.QtCore import QPoint
+from PySide6.QtGui import QFontMetrics
 from PySide6.QtWidgets import QApplication
 
 from desktop.connection import ConsoleConnection
-from desktop.jobs.attempt_timeline import BACKOFF, RUN, WAIT, AttemptTimeline, segments
+from desktop.jobs.attempt_timeline import BACKOFF, RUN, SUSPEND, WAIT, AttemptTimeline, Segment, segments
 from desktop.main_window import MainWindow
 from tests import pg
 from tests.desktop.qt_helpers import run_qasync, until
@@ -82,6 +83,26 @@ def test_the_widget_lays_segments_out_in_order(qtbot) -> None:  # type: ignore[n
     assert lefts == sorted(lefts) and rects[0][0].left() >= 0 and rects[-1][0].right() <= 400
     assert not widget.grab().isNull()
     assert rects[1][0].contains(rects[1][0].center()) and widget.childAt(QPoint(5, 5)) is None
+
+
+def test_labels_above_the_lane_never_overlap_nor_leave_the_widget(qtbot) -> None:  # type: ignore[no-untyped-def]
+    """A durable job's runs close together (a short run, a short suspension, the next run) used
+    to write "#1 suspended#2" in one smear, and the last run's label ran past the right edge."""
+    widget = AttemptTimeline()
+    qtbot.addWidget(widget)
+    widget.resize(470, 70)
+    widget.segments = [Segment(RUN, 1, at(0), at(3.7), "suspended"), Segment(SUSPEND, 1, at(3.7), at(4.2), "sleeping"),
+                       Segment(RUN, 2, at(4.2), at(4.25), "suspended"),
+                       Segment(SUSPEND, 2, at(4.25), at(25), "waiting for event upload-1"),
+                       Segment(RUN, 3, at(25), at(28.4), "completed")]
+    labels = widget.labels()
+    assert [label for _x, label, _s in labels] == ["#1 suspended", "#2", "waiting for event upload-1", "#3 completed"]
+    metrics = QFontMetrics(widget.font())
+    spans = [(x, x + metrics.horizontalAdvance(label)) for x, label, _s in labels]
+    gap = AttemptTimeline.LABEL_GAP
+    assert all(end + gap <= start for (_a, end), (start, _b) in zip(spans, spans[1:], strict=False))
+    assert spans[0][0] >= 0 and spans[-1][1] <= widget.width()
+    assert not widget.grab().isNull()
 
 
 @pytest.fixture
