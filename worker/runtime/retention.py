@@ -178,13 +178,14 @@ async def prune(pool: asyncpg.Pool, holder: str, retention: dict[str, float | No
                     else:
                         n = await _batch(conn, _DELETE_JOBS, what, keep, failed_retention, batch)
                     result.counts[what] += n
-                    result.busy_seconds += time.monotonic() - batch_started
+                    took = time.monotonic() - batch_started
+                    result.busy_seconds += took
                     if n < batch:
                         break
                     if not await conn.fetchval(_RENEW_LEASE, LEASE, holder, LEASE_TTL_S):
                         log.warning("the pruner lease was taken over; stopping this run")
                         return result
-                await asyncio.sleep((time.monotonic() - batch_started) * (1 - pace) / pace)
+                await asyncio.sleep(took * (1 - pace) / pace)
     finally:
         async with pool.acquire() as conn:
             await conn.execute(_END_LEASE, LEASE, holder)
