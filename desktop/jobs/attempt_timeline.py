@@ -121,6 +121,11 @@ def marks(steps: Sequence[StepLike]) -> list[Mark]:
     return sorted((Mark(s.name, s.attempt, s.finished_at) for s in steps), key=lambda m: m.at)
 
 
+def _colour(s: Segment) -> QColor:
+    """A segment's colour: its gap's kind, or its run's outcome."""
+    return QColor(GAP_COLOURS.get(s.kind) or OUTCOME_COLOURS.get(s.outcome, FAILED_COLOUR))
+
+
 class AttemptTimeline(QWidget):
     """Draws `segments` on one lane with a time axis below, and the steps as diamonds on the runs
     they finished in (hollow for the checkpoints of sleeps and waits); hover says what each was."""
@@ -185,7 +190,7 @@ class AttemptTimeline(QWidget):
             painter.drawText(self.rect(), Qt.AlignmentFlag.AlignCenter, "no attempts yet")
             return
         for rect, s in self.rects():
-            colour = QColor(GAP_COLOURS.get(s.kind) or OUTCOME_COLOURS.get(s.outcome, FAILED_COLOUR))
+            colour = _colour(s)
             brush = QBrush(colour, GAP_BRUSHES.get(s.kind, Qt.BrushStyle.SolidPattern))
             if s.open_ended:
                 colour.setAlpha(150)
@@ -194,8 +199,7 @@ class AttemptTimeline(QWidget):
             painter.setBrush(brush)
             painter.drawRoundedRect(rect, 2, 2)
         for x, label, s in self.labels():
-            colour = QColor(GAP_COLOURS.get(s.kind) or OUTCOME_COLOURS.get(s.outcome, FAILED_COLOUR))
-            painter.setPen(text if s.kind == RUN else colour.darker(130))
+            painter.setPen(text if s.kind == RUN else _colour(s).darker(130))
             painter.drawText(QPointF(x, self.LANE_TOP - 5), label)
         self._paint_marks(painter)
         # The axis: the start, the middle and the end, as time since the job was created.
