@@ -82,11 +82,14 @@ async def insert_noops(conn: asyncpg.Connection, n: int, job_type: str = "bench.
         SELECT $1, 1, '{}'::jsonb, '[]'::jsonb FROM generate_series(1, $2)""", job_type, n)
 
 
+# One job as a backend's plain SQL sends it, each value a parameter (as the peers' harness does).
+PER_ROW = "INSERT INTO jobs (type, user_id, input_data, dependent_on_jobs) VALUES ($1, $2, $3::jsonb, $4::jsonb)"
+
+
 async def insert_rows(conn: asyncpg.Connection, n: int, job_type: str = "bench.noop") -> None:
     """n no-op jobs as plain SQL sends them: one INSERT per row, in one transaction."""
     async with conn.transaction():
-        await conn.executemany("INSERT INTO jobs (type, user_id, input_data, dependent_on_jobs) "
-                               "VALUES ($1, 1, '{}', '[]')", [(job_type,)] * n)
+        await conn.executemany(PER_ROW, [(job_type, 1, "{}", "[]")] * n)
 
 
 async def add_history(conn: asyncpg.Connection, completed: int, blocked: int) -> None:

@@ -31,12 +31,12 @@ import asyncpg
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks.engine_bench import insert_rows
 from benchmarks.harness import process_cpu_seconds
 from tests import pg
 from worker.core.models import ProcessorResult
 from worker.store.transitions.claim import complete_and_claim
 
-PER_ROW = "INSERT INTO jobs (type, user_id, input_data, dependent_on_jobs) VALUES ($1, $2, $3::jsonb, $4::jsonb)"
 SET = ("INSERT INTO jobs (type, user_id, input_data, dependent_on_jobs) "
        "SELECT 'bench.noop', 1, '{}'::jsonb, '[]'::jsonb FROM generate_series(1, $1)")
 MEASURES = ("per-row INSERT", "set INSERT", "claim + complete")
@@ -60,8 +60,7 @@ class Backend:
 
 
 async def per_row(b: Backend, n: int) -> None:
-    async with b.conn.transaction():
-        await b.conn.executemany(PER_ROW, [("bench.noop", 1, "{}", "[]")] * n)
+    await insert_rows(b.conn, n)
 
 
 async def drain(b: Backend, n: int) -> None:
