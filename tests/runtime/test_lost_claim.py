@@ -14,8 +14,10 @@ import asyncpg
 from tests.helpers import RunningWorker, wait_for
 from worker.core.models import Job, JobCreate, ProcessorResult
 from worker.core.processor import BaseProcessor
+from worker.core.settings import load_settings
 from worker.runtime.dblink import DbLink
-from worker.store import transitions
+from worker.runtime.outcomes import Outcomes
+from worker.store import rollup, transitions
 
 
 class Counted(BaseProcessor):
@@ -121,3 +123,28 @@ async def test_the_worker_link_plans_from_indexes_without_sorts_or_whole_table_r
     finally:
         await link.close(5)
     assert dict(settings) == {"sort": "off", "seqscan": "off"}
+
+
+async def test_a_result_waits_for_the_answer_of_a_claim_of_this_worker_that_took_the_job_again(
+        conn: asyncpg.Connection, dsn: str) -> None:
+    """A finished job's completion did not apply (its claim was lost in a failover), and while the
+    worker finds out why, one of its own claim rounds takes the job again and commits, but has not
+    read its answer yet. The result must wait for that answer and be written under the new claim:
+    dropped, the job would run a second time."""
+    job = JobCreate("t", {})
+    await transitions.enqueue(conn, [job])
+    # The job as the claim round left it: taken again by this worker, under attempt 1.
+    await conn.execute("UPDATE jobs SET status = 'in_progress', worker_id = 'w1', attempts = 1 WHERE id = $1", job.id)
+    link = DbLink(dsn)
+    await link.open(1)
+    try:
+        outcomes = Outcomes(link, "w1", load_settings(DATABASE_URL=dsn), stats={}, rollup=rollup.Rollup(),
+                            metrics=None, send_alert=lambda _alert: None)
+        ran = Job(job.id, "t", {}, None, None, 0, attempt=1)
+        outcomes.unwritten[job.id] = (ran, ProcessorResult({"ran": True}))
+        await outcomes._not_written(ran)
+        # Now the claim's answer is read: the result is written under it, the job not run again.
+        assert outcomes.claimed_again(Job(job.id, "t", {}, None, None, 0, attempt=1))
+        assert [(j.id, r.result_data) for j, r in outcomes.plain_done] == [(job.id, {"ran": True})]
+    finally:
+        await link.close(5)

@@ -185,7 +185,9 @@ class Outcomes:
         """A finished job whose completion did not apply: cancelled meanwhile by an operator
         (recorded so only then), already recorded (the answer to a write was lost with the
         connection), queued again with its claim lost in a failover (its result is written
-        now), or no longer ours (taken back, and claimed by another)."""
+        now), claimed again by this worker (the claim's answer, on its way, takes the result:
+        `take_unwritten`), or no longer ours (taken back, and claimed by another)."""
+        keep = False
         try:
             if await self.record_cancelled(job):
                 log.info("job %s finished after it was cancelled; recorded as cancelled", job.id)
@@ -199,14 +201,20 @@ class Outcomes:
                             job.id)
                 self.account([held], {job.id})
                 return
-            status: str | None = await self.db.call(
-                lambda c: c.fetchval("SELECT status FROM jobs WHERE id = $1", job.id))
+            row = await self.db.call(lambda c: c.fetchrow("SELECT status, worker_id FROM jobs WHERE id = $1", job.id))
             if job.id not in self.unwritten:
                 return  # claimed again meanwhile: its result is written under that claim
+            status = None if row is None else row["status"]
+            if status == "in_progress" and row is not None and row["worker_id"] == self.worker_id:
+                # A claim of this worker took it again and committed, but its answer has not been
+                # read yet (a claim round runs beside this check): that answer takes the result.
+                keep = True
+                return
             if status not in ("completed", "waiting_approval"):
                 log.warning("job %s finished, but this worker no longer owns it; result dropped", job.id)
         finally:
-            self.unwritten.pop(job.id, None)
+            if not keep:
+                self.unwritten.pop(job.id, None)
 
     def claimed_again(self, claimed: Job) -> bool:
         """A job claimed again whose result this worker holds: written under the new claim,
