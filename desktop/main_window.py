@@ -232,8 +232,11 @@ class MainWindow(QMainWindow):
         self.pipelines.on_jobs_changed(ids)
         self.approvals.on_jobs_changed(ids)
         self.failures.on_jobs_changed(ids)
-        if self.detail.job_id and (ids is None or self.detail.job_id in ids):
-            self._load_detail(self.detail.job_id)
+        # The pane's job is the one being loaded, if any (the user has moved on from the one shown):
+        # reloading the shown one would cancel that load and leave the pane on the old job.
+        target = self._detail_loading or self.detail.job_id
+        if target and (ids is None or target in ids):
+            self._load_detail(target)
 
     async def refresh_counts(self) -> None:
         await self.jobs.refresh_counts()

@@ -70,6 +70,14 @@ def test_live_table_actions_and_detail(qapp: QApplication, qtbot, qtmodeltester,
         window.detail.clear()
         window.select_job("job-b")
         await until(lambda: window.detail.job_id == "job-b", what="the detail pane, row already selected")
+        # A change to the shown job while another one is being loaded (a DAG node was clicked)
+        # leaves that load alone: the pane ends on the job asked for, not on the one it showed.
+        window.pipelines.job_clicked.emit("job-a")
+        window._changed({"job-b"})  # as a notification of a change to job-b before job-a's detail has loaded
+        await until(lambda: window._detail_loading is None, what="the detail loaded")
+        assert window.detail.job_id == "job-a"
+        window.select_job("job-b")
+        await until(lambda: window.detail.job_id == "job-b", what="the detail pane, back on job-b")
 
         # Retry changes the database and the row within a second.
         await window.job_actions.perform("retry", ["job-b"])
