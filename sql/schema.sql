@@ -1544,7 +1544,7 @@ CREATE INDEX jobs_ready_idx ON public.jobs USING btree (type, priority DESC, seq
 -- Name: jobs_status_idx; Type: INDEX; Schema: public; Owner: -
 --
 
-CREATE INDEX jobs_status_idx ON public.jobs USING btree (status, seq);
+CREATE INDEX jobs_status_idx ON public.jobs USING btree (status, seq) WHERE ((status)::text <> 'in_progress'::text);
 
 
 --

@@ -164,3 +164,42 @@ async def test_pages_and_counts_walk_the_status_index_on_a_large_table(conn: asy
         # Counting the completed jobs of type a stops at 10,000 of them, about 20,000 rows read
         # either way; a rare status read every row (20,060) for each count, 8 of them a round.
         assert counted.rows - paged.rows < 7 * 25_000, label
+
+
+async def test_running_jobs_are_read_without_the_status_index(conn: asyncpg.Connection, dsn: str) -> None:
+    """A claim writes no entry to jobs_status_idx (sql/026): running jobs are read from
+    jobs_in_progress_worker_idx. Their page in enqueue order, a filter of several statuses with
+    running among them, and the counts per status still read only the jobs they return."""
+    indexdef = await conn.fetchval("SELECT indexdef FROM pg_indexes WHERE indexname = 'jobs_status_idx'")
+    assert indexdef.endswith("WHERE ((status)::text <> 'in_progress'::text)")
+    await conn.execute("INSERT INTO jobs (id, type, input_data, status) SELECT 'old-' || g, 'a', '{}', "
+                       "'completed' FROM generate_series(1, 20000) g")
+    for i in range(60):
+        await conn.execute("INSERT INTO jobs (id, type, input_data, status, worker_id) VALUES ($1, 'a', '{}', $2, $3)",
+                           f"new-{i:02d}", "in_progress" if i % 2 else "queued", "w-1" if i % 2 else None)
+    await conn.execute("ANALYZE jobs")
+    running = [f"new-{i:02d}" for i in range(59, 0, -2)]
+    unfinished = {f"new-{i:02d}" for i in range(60)}
+    for plan_each_call in (False, True):
+        label = f"plan_each_call={plan_each_call}"
+        service = await JobService.connect(dsn, settings=load_settings(DATABASE_URL=dsn), pool_size=1,
+                                           plan_each_call=plan_each_call)
+        try:
+            before = await reads_of_jobs(conn, service.pool)
+            for _ in range(7):  # past the 5 calls after which PostgreSQL may keep one plan
+                assert [r.id for r in await service.list_jobs(status=Status.IN_PROGRESS, limit=10)] == running[:10]
+                both = JobFilter(statuses=frozenset({Status.QUEUED, Status.IN_PROGRESS}))
+                page = await service.job_page(both, sort="updated", limit=100)
+                assert {r.id for r in page.rows} == unfinished
+            paged = await reads_of_jobs(conn, service.pool)
+            for _ in range(7):
+                counts = await service.status_counts(JobFilter())
+                assert (counts.counts[Status.IN_PROGRESS], counts.counts[Status.QUEUED]) == (30, 30)
+            counted = await reads_of_jobs(conn, service.pool)
+        finally:
+            await service.close()
+        # The pages read the unfinished jobs only: 30 running, then 60 unfinished, a round.
+        assert paged.seq_scans == before.seq_scans, label
+        assert paged.rows - before.rows <= 7 * 90, label
+        # The counts stop at 10,000 completed jobs, and read the running and queued ones once.
+        assert counted.rows - paged.rows < 7 * 10_300, label

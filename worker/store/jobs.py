@@ -67,7 +67,11 @@ class JobFilter:
             return f"${len(params)}"
 
         if self.statuses and not skip_status:
-            clauses.append(f"status = ANY({bind([str(s) for s in sorted(self.statuses)])}::text[])")
+            # Literals, one equality each: the indexes of jobs by status are partial (sql/026 leaves
+            # running jobs out of jobs_status_idx), so each status is served by the index that
+            # holds it, combined (BitmapOr); `status = ANY($n)` could be served by neither.
+            clauses.append("(" + " OR ".join(f"status = {status_literal(Status(s))}"
+                                             for s in sorted(self.statuses)) + ")")
         if self.type:
             clauses.append(f"type = {bind(self.type)}")
         if self.type_pattern:
@@ -233,7 +237,9 @@ def in_enqueue_order(columns: str, filt: JobFilter, params: list[object], *, des
     `jobs` has no index on `seq` alone (one more for every enqueue to write), so ORDER BY seq over the
     table read every row and sorted: 400 ms a page at 1,000,000 jobs. The status index holds each
     status's jobs in seq order, so the page is one walk of it per status, each stopping after
-    `limit` rows, merged. The statuses are written into the statement, not bound, so that a plan
+    `limit` rows, merged. Running jobs are the exception (sql/026: a claim does not write that
+    index): they are read from jobs_in_progress_worker_idx and sorted, as many as the workers
+    have slots. The statuses are written into the statement, not bound, so that a plan
     kept for later calls still knows which status is common and which is rare, and each walk
     is planned for its own (a read of the table where a filter is rare within a common status)."""
     where = filt.where(params, skip_status=True)
@@ -243,7 +249,7 @@ def in_enqueue_order(columns: str, filt: JobFilter, params: list[object], *, des
         where += f" AND seq {'<' if descending else '>'} ${len(params)}"
     params.append(limit)
     walks = " UNION ALL ".join(
-        f"(SELECT {columns} FROM jobs WHERE status = {_literal(status)} AND {where} "
+        f"(SELECT {columns} FROM jobs WHERE status = {status_literal(status)} AND {where} "
         f"ORDER BY seq {direction} LIMIT ${len(params)})" for status in _statuses(filt.statuses))
     return f"SELECT * FROM ({walks}) AS walked ORDER BY seq {direction} LIMIT ${len(params)}"
 
@@ -253,9 +259,17 @@ def _statuses(chosen: Collection[Status | str]) -> list[Status]:
     return sorted(Status(s) for s in chosen) if chosen else list(Status)
 
 
-def _literal(status: Status) -> str:
+def status_literal(status: Status) -> str:
     """A status as an SQL literal: it is one of `Status`'s values, which need no escaping."""
     return f"'{status.value}'"
+
+
+def per_status_counts(statuses: Sequence[str]) -> str:
+    """A SELECT of (status, n): the jobs in each of these statuses, one count per status, written
+    into the statement so that each is read from the index that holds that status (jobs_status_idx
+    leaves running jobs out: `status = ANY($1)` could be served by neither index)."""
+    return " UNION ALL ".join(f"SELECT {status_literal(Status(s))}::text AS status, count(*) AS n FROM jobs "
+                              f"WHERE status = {status_literal(Status(s))}" for s in statuses)
 
 
 async def fetch_records(conn: asyncpg.Connection, job_ids: Sequence[str]) -> dict[str, JobRecord]:
@@ -278,8 +292,8 @@ async def status_counts(conn: asyncpg.Connection, filt: JobFilter, *, cap: int =
     params: list[object] = [cap]
     where = filt.where(params, skip_status=True)
     rows = await conn.fetch(" UNION ALL ".join(
-        f"SELECT {_literal(status)} AS status, (SELECT count(*) FROM (SELECT 1 FROM jobs WHERE status = "
-        f"{_literal(status)} AND {where} LIMIT $1) AS capped) AS n" for status in Status), *params)
+        f"SELECT {status_literal(status)} AS status, (SELECT count(*) FROM (SELECT 1 FROM jobs WHERE status = "
+        f"{status_literal(status)} AND {where} LIMIT $1) AS capped) AS n" for status in Status), *params)
     return StatusCounts({Status(r["status"]): r["n"] for r in rows}, cap)
 
 
@@ -303,7 +317,7 @@ async def type_status_counts(conn: asyncpg.Connection, statuses: Sequence[str],
     if not statuses:
         return {}
     rows = await conn.fetch(" UNION ALL ".join(
-        f"(SELECT {_literal(Status(status))} AS status, type, count(*) AS n FROM (SELECT type FROM jobs "
-        f"WHERE status = {_literal(Status(status))} LIMIT $1) AS capped GROUP BY type)"
+        f"(SELECT {status_literal(Status(status))} AS status, type, count(*) AS n FROM (SELECT type FROM jobs "
+        f"WHERE status = {status_literal(Status(status))} LIMIT $1) AS capped GROUP BY type)"
         for status in statuses), cap)
     return {(r["type"], r["status"]): r["n"] for r in rows}

@@ -17,7 +17,7 @@ import asyncpg
 
 from worker.core.json_value import JsonObject
 from worker.core.models import Status
-from worker.store.jobs import escape_like
+from worker.store.jobs import escape_like, status_literal
 
 
 class PipelineStatus(StrEnum):
@@ -74,11 +74,19 @@ _PILING_UP = {"failed", "cancelled"}
 CANDIDATES_MAX = 10_000  # past this many matching jobs, walking the pipelines newest first is cheaper
 _CANDIDATE_HEADS = """
 WITH candidates AS (
-    SELECT DISTINCT pipeline_id FROM jobs WHERE status = ANY({statuses}::text[]) AND pipeline_id IS NOT NULL
+    SELECT DISTINCT pipeline_id FROM ({jobs}) c
 ), head_rows AS (
     SELECT first.* FROM candidates c
      CROSS JOIN LATERAL (SELECT * FROM jobs f WHERE f.pipeline_id = c.pipeline_id ORDER BY f.seq LIMIT 1) first
 )"""
+
+
+def _pipelined_jobs(statuses: Sequence[str]) -> str:
+    """The pipeline ids of jobs in these statuses, one walk per status: the statuses are written
+    into the statement (an index whose predicate leaves some statuses out, such as
+    jobs_status_idx without running jobs, serves only a status the planner can see)."""
+    return " UNION ALL ".join(f"SELECT pipeline_id FROM jobs WHERE status = {status_literal(Status(s))} "
+                              "AND pipeline_id IS NOT NULL" for s in statuses)
 
 
 @dataclass(frozen=True)
@@ -149,8 +157,7 @@ async def fetch_pipelines(conn: asyncpg.Connection, filt: PipelineFilter, *, aft
     candidates, heads_from = "", "jobs h"
     job_statuses = await _candidate_statuses(conn, filt)
     if job_statuses:
-        params.append(job_statuses)
-        candidates, heads_from = _CANDIDATE_HEADS.format(statuses=f"${len(params)}"), "head_rows h"
+        candidates, heads_from = _CANDIDATE_HEADS.format(jobs=_pipelined_jobs(job_statuses)), "head_rows h"
     where = filt.where(params)
     params.append(limit + 1)
     sql = _PIPELINES.format(candidates=candidates, heads_from=heads_from, heads=heads, where=where,
@@ -165,8 +172,8 @@ async def _candidate_statuses(conn: asyncpg.Connection, filt: PipelineFilter) ->
         return None
     statuses = sorted({j for s in filt.statuses for j in _JOB_STATUSES_OF[s]})
     if _PILING_UP & set(filt.statuses):
-        matching = await conn.fetchval("SELECT count(*) FROM (SELECT 1 FROM jobs WHERE status = ANY($1::text[]) "
-                                       "AND pipeline_id IS NOT NULL LIMIT $2) m", statuses, CANDIDATES_MAX + 1)
+        matching = await conn.fetchval(f"SELECT count(*) FROM ({_pipelined_jobs(statuses)} LIMIT $1) m",
+                                       CANDIDATES_MAX + 1)
         if matching > CANDIDATES_MAX:
             return None
     return statuses

@@ -24,6 +24,7 @@ from typing import Any, Protocol, TypeVar
 import asyncpg
 
 from worker.store.db import EXPECTED_DB_ERRORS
+from worker.store.jobs import per_status_counts
 
 log = logging.getLogger("jobdesk.worker")
 
@@ -152,12 +153,10 @@ async def write_finished(conn: asyncpg.Connection, rows: Iterable[Mapping[str, A
 # Counts this minute's depth unless a worker already has (the one-time filter skips the count).
 _SAMPLE_DEPTH = """
 INSERT INTO job_queue_depth (bucket, status, n)
-SELECT date_trunc('minute', now(), 'UTC'), q.status, coalesce(c.n, 0)
-  FROM unnest($1::text[]) AS q(status)
-  LEFT JOIN (SELECT status, count(*) AS n FROM jobs WHERE status = ANY($1::text[]) GROUP BY status) c
-         ON c.status = q.status
+SELECT date_trunc('minute', now(), 'UTC'), c.status, c.n
+  FROM ({counts}) c
  WHERE NOT EXISTS (SELECT 1 FROM job_queue_depth
-                    WHERE status = ($1::text[])[1] AND bucket = date_trunc('minute', now(), 'UTC'))
+                    WHERE status = $1 AND bucket = date_trunc('minute', now(), 'UTC'))
 ON CONFLICT DO NOTHING
 """
 
@@ -173,7 +172,8 @@ _DROP_OLD = [
 async def sample_depth(conn: asyncpg.Connection, statuses: Iterable[str] = QUEUE_STATUSES) -> bool:
     """Count this minute's queue depth if no worker has yet; then drop what no window reads.
     Returns whether this call took the count."""
-    status = await conn.execute(_SAMPLE_DEPTH, list(statuses))
+    statuses = list(statuses)
+    status = await conn.execute(_SAMPLE_DEPTH.format(counts=per_status_counts(statuses)), statuses[0])
     if int(status.split()[-1]) == 0:
         return False
     for sql in _DROP_OLD:

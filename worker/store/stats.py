@@ -20,6 +20,7 @@ import asyncpg
 
 from worker.core.errors import JobdeskError
 from worker.core.json_value import JsonObject
+from worker.store.jobs import per_status_counts
 from worker.store.rollup import BINS, QUEUE_STATUSES
 
 MAX_SPAN = timedelta(days=30)
@@ -170,9 +171,7 @@ class Transition:
 
 # -- queries ----------------------------------------------------------------------------------
 
-STATUS_COUNTS_SQL = """
-SELECT status, count(*) AS n FROM jobs WHERE status = ANY($1::text[]) GROUP BY status
-"""
+STATUS_COUNTS_SQL = per_status_counts(QUEUE_STATUSES)
 
 COUNTS_SQL = """
 SELECT bucket, sum(completed)::bigint AS completed, sum(failed)::bigint AS failed
@@ -249,7 +248,7 @@ async def fetch_metrics(conn: asyncpg.Connection, window: Window) -> Metrics:
         since = db_now - window.span
         counts_from = _floor(since, timedelta(minutes=1) if window.counts_grain == "m" else timedelta(hours=1))
         hist_from = _floor(since, timedelta(minutes=1) if window.hist_grain == "m" else timedelta(hours=1))
-        status_rows = await conn.fetch(STATUS_COUNTS_SQL, list(QUEUE_STATUSES))
+        status_rows = await conn.fetch(STATUS_COUNTS_SQL)
         count_rows = await conn.fetch(COUNTS_SQL, window.counts_grain, counts_from)
         start, points = chart_points(window, since, db_now)
         depth_rows = await conn.fetch(DEPTH_SQL, start, window.step, points, list(QUEUE_STATUSES))
