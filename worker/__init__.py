@@ -19,6 +19,8 @@ Everything else, the subpackages (`worker.core`, `worker.store`, `worker.runtime
 release to the next.
 """
 
+from typing import TYPE_CHECKING
+
 from worker.core.errors import (
     DatabaseUnavailable,
     EventTimeout,
@@ -35,7 +37,20 @@ from worker.core.models import Job, JobCreate, JobRecord, ProcessorResult, Statu
 from worker.core.processor import BaseProcessor
 from worker.core.schedules import Schedule
 from worker.core.version import __version__
-from worker.service.client import JobClient
+
+if TYPE_CHECKING:
+    from worker.service.client import JobClient
+
+
+def __getattr__(name: str) -> object:
+    # The client is loaded when first asked for: a worker process, and a module of processors
+    # that imports the processor API from here, never load the service layer it stands on.
+    if name == "JobClient":
+        from worker.service.client import JobClient
+
+        return JobClient
+    raise AttributeError(f"module 'worker' has no attribute {name!r}")
+
 
 __all__ = [
     # the backend client
