@@ -19,8 +19,6 @@ Everything else, the subpackages (`worker.core`, `worker.store`, `worker.runtime
 release to the next.
 """
 
-from typing import TYPE_CHECKING
-
 from worker.core.errors import (
     DatabaseUnavailable,
     EventTimeout,
@@ -37,20 +35,7 @@ from worker.core.models import Job, JobCreate, JobRecord, ProcessorResult, Statu
 from worker.core.processor import BaseProcessor
 from worker.core.schedules import Schedule
 from worker.core.version import __version__
-
-if TYPE_CHECKING:
-    from worker.service.client import JobClient
-
-
-def __getattr__(name: str) -> object:
-    # The client is loaded when first asked for: a worker process, and a module of processors
-    # that imports the processor API from here, never load the service layer it stands on.
-    if name == "JobClient":
-        from worker.service.client import JobClient
-
-        return JobClient
-    raise AttributeError(f"module 'worker' has no attribute {name!r}")
-
+from worker.service.client import JobClient
 
 __all__ = [
     # the backend client

@@ -48,22 +48,3 @@ def test_the_package_names_its_public_surface() -> None:
     for name in worker.__all__:
         assert hasattr(worker, name), name
     assert {"JobClient", "JobWaitTimeout", "NoJobResult", "JobRecord", "Status"} <= set(worker.__all__)
-
-
-def test_the_processor_api_and_the_worker_command_load_no_service() -> None:
-    """The client and the service load when first asked for: a module of processors that imports
-    the processor API from `worker`, and `jobdesk worker`, load none of the service layer."""
-    import subprocess
-    import sys
-
-    probe = ("import sys, worker, worker.cli.main, worker.runtime.worker\n"
-             "from worker import BaseProcessor, Job, ProcessorResult\n"
-             "loaded = sorted(m for m in sys.modules if m.startswith('worker.service.'))\n"
-             "assert not {'worker.service.client', 'worker.service.jobs'} & set(loaded), loaded\n"
-             "from worker import JobClient\n"
-             "from worker.service import JobService, prepare_schema\n"
-             "assert JobClient.__module__ == 'worker.service.client'\n"
-             "assert JobService.__module__ == 'worker.service.jobs'\n"
-             "print('ok')\n")
-    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=False)
-    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr

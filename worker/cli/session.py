@@ -8,13 +8,11 @@ import argparse
 from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import asynccontextmanager
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from worker.core.settings import Settings
+from worker.service.jobs import JobService
 from worker.store.db import Database
-
-if TYPE_CHECKING:
-    from worker.service.jobs import JobService
 
 CLI_POOL_SIZE = 2  # a command runs its statements one after another
 
@@ -35,8 +33,6 @@ class Invocation:
     async def service(self) -> AsyncIterator[JobService]:
         """The service on this database (its schema checked, the embedded one migrated), closed
         when the block ends: a command acts inside the block and prints after it."""
-        from worker.service.jobs import JobService  # loaded here: `jobdesk worker` never needs it
-
         client = await JobService.connect(self.database, settings=self.settings, source="cli",
                                           pool_size=CLI_POOL_SIZE)
         try:
