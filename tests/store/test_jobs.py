@@ -4,7 +4,9 @@ NOTIFY of changed ids that drives live views."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 
 import asyncpg
@@ -32,6 +34,17 @@ async def seed(conn: asyncpg.Connection, n: int = 240) -> None:
             {"n": i, "note": "under_score" if i % 50 == 0 else "plain"}, str(status),
             f"Boom {i}\nTraceback ..." if status == Status.FAILED else None, rng.randint(0, 3),
             base + timedelta(minutes=i), base + timedelta(minutes=rng.randint(0, 20)))
+
+
+@contextlib.asynccontextmanager
+async def read_service(dsn: str, plan_each_call: bool) -> AsyncIterator[JobService]:
+    """A service on one connection that keeps its plans (the API's) or plans each call (the console's)."""
+    service = await JobService.connect(dsn, settings=load_settings(DATABASE_URL=dsn), pool_size=1,
+                                       plan_each_call=plan_each_call)
+    try:
+        yield service
+    finally:
+        await service.close()
 
 
 def expected_order(rows: list[asyncpg.Record], column: str, descending: bool) -> list[str]:
@@ -136,9 +149,7 @@ async def test_pages_and_counts_walk_the_status_index_on_a_large_table(conn: asy
     newest = [r["id"] for r in await conn.fetch("SELECT id FROM jobs ORDER BY seq DESC LIMIT 100")]
     for plan_each_call in (False, True):
         label = f"plan_each_call={plan_each_call}"
-        service = await JobService.connect(dsn, settings=load_settings(DATABASE_URL=dsn), pool_size=1,
-                                           plan_each_call=plan_each_call)
-        try:
+        async with read_service(dsn, plan_each_call) as service:
             before = await reads_of_jobs(conn, service.pool)
             for _ in range(7):  # past the 5 calls after which PostgreSQL may keep one plan
                 first, cursor = await service.job_records_page(JobFilter(), limit=50)
@@ -156,8 +167,6 @@ async def test_pages_and_counts_walk_the_status_index_on_a_large_table(conn: asy
                 active = await service.active_counts()
                 assert active[("a", "queued")] == 6 and active[("b", "failed")] == 6
             counted = await reads_of_jobs(conn, service.pool)
-        finally:
-            await service.close()
         # Each page reads at most its length plus one per status.
         assert paged.seq_scans == before.seq_scans, label
         assert paged.rows - before.rows < 7 * 1_000, label
@@ -182,9 +191,7 @@ async def test_running_jobs_are_read_without_the_status_index(conn: asyncpg.Conn
     unfinished = {f"new-{i:02d}" for i in range(60)}
     for plan_each_call in (False, True):
         label = f"plan_each_call={plan_each_call}"
-        service = await JobService.connect(dsn, settings=load_settings(DATABASE_URL=dsn), pool_size=1,
-                                           plan_each_call=plan_each_call)
-        try:
+        async with read_service(dsn, plan_each_call) as service:
             before = await reads_of_jobs(conn, service.pool)
             for _ in range(7):  # past the 5 calls after which PostgreSQL may keep one plan
                 assert [r.id for r in await service.list_jobs(status=Status.IN_PROGRESS, limit=10)] == running[:10]
@@ -196,8 +203,6 @@ async def test_running_jobs_are_read_without_the_status_index(conn: asyncpg.Conn
                 counts = await service.status_counts(JobFilter())
                 assert (counts.counts[Status.IN_PROGRESS], counts.counts[Status.QUEUED]) == (30, 30)
             counted = await reads_of_jobs(conn, service.pool)
-        finally:
-            await service.close()
         # The pages read the unfinished jobs only: 30 running, then 60 unfinished, a round.
         assert paged.seq_scans == before.seq_scans, label
         assert paged.rows - before.rows <= 7 * 90, label
