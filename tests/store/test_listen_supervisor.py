@@ -14,7 +14,7 @@ import pytest
 from tests import pg
 from tests.helpers import wait_for
 from worker.store.listen_supervisor import Cause, ListenerSupervisor, Polling
-from worker.store.listener import NO_LISTEN_REASON, Sender
+from worker.store.listener import NO_LISTEN_REASON, Listener, Sender
 
 CHANNEL = "jd_test_channel"
 APP = "jd-supervised"
@@ -34,8 +34,9 @@ class Owner:
     def polling(self, polling: Polling) -> None:
         self.told.append(polling)
 
-    def supervisor(self, dsn: str | None, *, send: Sender | None = None) -> ListenerSupervisor:
-        return ListenerSupervisor(dsn, {CHANNEL: self.payloads.append}, on_listening=self.listening,
+    def supervisor(self, dsn: str | None, *, send: Sender | None = None,
+                   cls: type[ListenerSupervisor] = ListenerSupervisor) -> ListenerSupervisor:
+        return cls(dsn, {CHANNEL: self.payloads.append}, on_listening=self.listening,
                                   on_polling=self.polling, send=send, heartbeat_interval=0.3,
                                   check_interval=0.05, retry_min=0.05, retry_max=0.2, relisten_max=0.6,
                                   logger=logging.getLogger(LOGGER), subject="test changes",
@@ -153,6 +154,33 @@ async def test_stop_leaves_no_task_and_no_connection(dsn: str, conn: asyncpg.Con
     assert not supervisor.listening
     await wait_for(lambda: _no_pids(conn), timeout=5, what="the listen connection to go")
     await supervisor.stop()  # a second stop does nothing
+
+
+class LosesACancellation(ListenerSupervisor):
+    """Its watch loses the first cancellation, as Python 3.11's asyncio.wait_for does when the
+    call it waits for ends at the same moment, and goes on checking."""
+
+    lost = 0
+
+    async def _watch(self, listener: Listener) -> Polling:
+        while True:
+            try:
+                await asyncio.sleep(self.check_interval)
+            except asyncio.CancelledError:
+                if self.lost:
+                    raise
+                self.lost += 1
+
+
+async def test_stop_ends_the_task_even_when_a_cancellation_is_lost(dsn: str, conn: asyncpg.Connection,
+                                                                    owner: Owner) -> None:
+    supervisor = owner.supervisor(f"{dsn}&application_name={APP}", cls=LosesACancellation)
+    await supervisor.start()
+    await wait_for(lambda: listen_pids(conn), what="the listen connection")
+    await asyncio.wait_for(supervisor.stop(), 5)  # a single cancel waited forever
+    assert isinstance(supervisor, LosesACancellation) and supervisor.lost == 1
+    assert not [t for t in asyncio.all_tasks() if t.get_name().startswith("test-listener")]
+    await wait_for(lambda: _no_pids(conn), timeout=5, what="the listen connection to go")
 
 
 async def _no_pids(conn: asyncpg.Connection) -> bool:

@@ -26,6 +26,7 @@ from worker.store.listener import (
 )
 
 log = logging.getLogger(__name__)
+STOP_RETRY_S = 0.5  # how long `stop` waits for its cancellation to end the task before asking again
 
 # What opening or checking a listener raises when the database (or the path to it) is the trouble;
 # anything else is a bug, logged with its traceback.
@@ -153,6 +154,11 @@ class ListenerSupervisor:
         task, self._task = self._task, None
         if task is not None:
             task.cancel()
+            # Python 3.11's asyncio.wait_for loses a cancellation that arrives as the call it
+            # waits for ends (the heartbeat's, in _watch): the task then sleeps on, and a single
+            # cancel would wait for it forever. Ask again until it ends.
+            while not (await asyncio.wait({task}, timeout=STOP_RETRY_S))[0]:
+                task.cancel()
             await asyncio.gather(task, return_exceptions=True)
         listener, self._listener = self._listener, None
         if listener is not None:
@@ -203,7 +209,8 @@ class ListenerSupervisor:
         while True:
             await asyncio.sleep(self.check_interval)
             try:
-                await asyncio.wait_for(listener.ping(), timeout)
+                async with asyncio.timeout(timeout):  # not wait_for: see stop()
+                    await listener.ping()
             except ListenerDeaf as exc:
                 return Polling(Cause.DEAF, _reason(exc))
             except TimeoutError:

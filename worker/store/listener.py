@@ -97,7 +97,8 @@ class Listener:
             raise ListenerDeaf(f"no heartbeat back on the listen connection within "
                                f"{self.heartbeat_interval:g} s")
         try:
-            await asyncio.wait_for(conn.execute("SELECT 1"), self.heartbeat_interval)
+            async with asyncio.timeout(self.heartbeat_interval):  # wait_for can lose a cancellation on 3.11
+                await conn.execute("SELECT 1")
         except TimeoutError:
             raise ListenerDeaf(f"the listen connection did not answer within {self.heartbeat_interval:g} s") from None
         if self._pending is None and now - self._sent_at >= self.heartbeat_interval:
