@@ -122,7 +122,8 @@ class LaunchedWorker(QObject):
         self._note("stopping: running jobs may finish first")
         self.process.terminate()
         try:
-            await asyncio.wait_for(self._exited.wait(), self.stop_timeout_s + STOP_GRACE_S)
+            async with asyncio.timeout(self.stop_timeout_s + STOP_GRACE_S):
+                await self._exited.wait()
         except TimeoutError:
             self._note(f"still running after {self.stop_timeout_s + STOP_GRACE_S:.0f} s: killing it")
             self.kill()

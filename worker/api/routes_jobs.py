@@ -204,7 +204,8 @@ async def get_job(request: Request) -> Response:
                 break
             changed.clear()
             try:
-                await asyncio.wait_for(changed.wait(), min(remaining, 5.0))
+                async with asyncio.timeout(min(remaining, 5.0)):
+                    await changed.wait()
             except TimeoutError:
                 pass
             detail = await service.job_detail(job_id)
@@ -232,7 +233,8 @@ async def job_events(job_id: str, request: Request, caller: Caller = Depends(req
                 if detail.job.status in TERMINAL_STATUSES or hub.stopping.is_set():
                     return
                 try:
-                    await asyncio.wait_for(changed.wait(), 15.0)
+                    async with asyncio.timeout(15.0):
+                        await changed.wait()
                 except TimeoutError:
                     yield ": keep-alive\n\n"
                 changed.clear()

@@ -20,7 +20,8 @@ _PONG = b'{"pong":true}'
 async def healthz(request: Request) -> Response:
     """200 when the database answers, 503 otherwise."""
     try:
-        await asyncio.wait_for(request.app.state.ctx.service.ping(), 3)
+        async with asyncio.timeout(3):
+            await request.app.state.ctx.service.ping()
     except Exception as exc:  # noqa: BLE001 - any failure is the 503 the probe asks about; logged
         log.warning("healthz: the database did not answer: %s", str(exc).strip() or type(exc).__name__)
         return unavailable()

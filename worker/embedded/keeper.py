@@ -110,7 +110,8 @@ class Keeper:
                     log.info("no client for %s; stopped the embedded PostgreSQL", span(self.idle_stop_s or 0))
                     break
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(stop.wait(), self.interval)
+                    async with asyncio.timeout(self.interval):
+                        await stop.wait()
                 if stop.is_set():
                     log.info("asked to stop; stopping the embedded PostgreSQL")
                     break

@@ -81,7 +81,8 @@ class AlertSender:
         self._closing = True
         self._wake.set()
         try:
-            await asyncio.wait_for(asyncio.shield(self._task), timeout)
+            async with asyncio.timeout(timeout):
+                await asyncio.shield(self._task)
         except TimeoutError:
             log.warning("%d alert(s) not delivered before shutdown", len(self._queue))
             self._task.cancel()

@@ -110,7 +110,8 @@ class DbLink:
             log.warning("could not %s: the database is unreachable", what)
             return
         try:
-            await asyncio.wait_for(write(), FINAL_WRITES_S)
+            async with asyncio.timeout(FINAL_WRITES_S):
+                await write()
         except TimeoutError:
             log.warning("could not %s within %.0f s; the lease rescue takes back what this worker held",
                         what, FINAL_WRITES_S)
@@ -120,7 +121,8 @@ class DbLink:
         if self.pool is None:
             return
         try:
-            await asyncio.wait_for(self.pool.close(), timeout)
+            async with asyncio.timeout(timeout):
+                await self.pool.close()
         except TimeoutError:
             log.warning("connections still in use after %.0f s; closing them", timeout)
             self.pool.terminate()

@@ -84,7 +84,8 @@ class Kicks:
             if timeout is None:
                 await self._events[pump].wait()
             else:
-                await asyncio.wait_for(self._events[pump].wait(), timeout)
+                async with asyncio.timeout(timeout):
+                    await self._events[pump].wait()
         finally:
             self._waiting[pump] = False
 

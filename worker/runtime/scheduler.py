@@ -227,6 +227,7 @@ async def run_loop(db_call: DbCall, stopping: asyncio.Event, *,
         except Exception:
             log.exception("scheduler: firing schedules failed; trying again in %.0f s", MAX_SLEEP_S)
         try:
-            await asyncio.wait_for(stopping.wait(), timeout=max(wait, 0.01))
+            async with asyncio.timeout(max(wait, 0.01)):
+                await stopping.wait()
         except TimeoutError:
             pass

@@ -106,7 +106,8 @@ class Supervisor:
     async def run(self) -> None:
         while True:
             try:
-                await asyncio.wait_for(self._beat.wait(), self.interval)
+                async with asyncio.timeout(self.interval):
+                    await self._beat.wait()
             except TimeoutError:
                 pass
             self._beat.clear()

@@ -188,7 +188,8 @@ class Worker:
             await self._drain()
             try:  # what finished last goes into the metrics too, unless the database is away
                 if not self.db.down:
-                    await asyncio.wait_for(stats_rollup.flush(self.db.call, self.rollup), ROLLUP_LAST_FLUSH_S)
+                    async with asyncio.timeout(ROLLUP_LAST_FLUSH_S):
+                        await stats_rollup.flush(self.db.call, self.rollup)
             except TimeoutError:
                 log.warning("the last second of metrics was not written: the database did not answer")
             # A heartbeat still in flight would write "running" over the "stopped" below.

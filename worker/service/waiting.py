@@ -68,7 +68,8 @@ class Waiting(Enqueueing):
                     raise _timed_out([r for r in pending if r.id not in done], len(ids), timeout or 0)
                 pause = SAFETY_REREAD_S if watch.listening else POLL_S
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(woken.wait(), pause if left is None else min(pause, left))
+                    async with asyncio.timeout(pause if left is None else min(pause, left)):
+                        await woken.wait()
 
     async def run(self, type: str, input_data: dict[str, Any], *, timeout: float | None = None,
                   depends_on: Sequence[str] = (), user_id: int | None = None, pipeline_id: str | None = None,

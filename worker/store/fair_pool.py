@@ -44,7 +44,8 @@ class FairPool(asyncpg.Pool):
         if timeout is None:
             await self._turns.acquire()
         else:
-            await asyncio.wait_for(self._turns.acquire(), timeout)
+            async with asyncio.timeout(timeout):
+                await self._turns.acquire()
         try:
             proxy: PoolConnectionProxy = await super()._acquire(timeout)
         except BaseException:

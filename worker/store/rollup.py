@@ -210,7 +210,8 @@ async def run_loop(db_call: DbCall, rollup: Rollup, stopping: asyncio.Event) -> 
     next_depth = 0.0
     while not stopping.is_set():
         try:
-            await asyncio.wait_for(stopping.wait(), timeout=FLUSH_INTERVAL_S)
+            async with asyncio.timeout(FLUSH_INTERVAL_S):
+                await stopping.wait()
             return  # the stopping worker writes the rest itself, once its last jobs are recorded
         except TimeoutError:
             pass
