@@ -72,10 +72,12 @@ def test_live_table_actions_and_detail(qapp: QApplication, qtbot, qtmodeltester,
         await until(lambda: window.detail.job_id == "job-b", what="the detail pane, row already selected")
         # A change to the shown job while another one is being loaded (a DAG node was clicked)
         # leaves that load alone: the pane ends on the job asked for, not on the one it showed.
+        window.tabs.setCurrentWidget(window.pipelines)
         window.pipelines.job_clicked.emit("job-a")
         window._changed({"job-b"})  # as a notification of a change to job-b before job-a's detail has loaded
         await until(lambda: window._detail_loading is None, what="the detail loaded")
         assert window.detail.job_id == "job-a"
+        window.tabs.setCurrentWidget(window.jobs)
         window.select_job("job-b")
         await until(lambda: window.detail.job_id == "job-b", what="the detail pane, back on job-b")
 
