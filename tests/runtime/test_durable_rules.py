@@ -27,15 +27,21 @@ async def ended(conn: asyncpg.Connection, *ids: str, status: str = "completed") 
     return n == len(ids)
 
 
+async def run_until_completed(conn: asyncpg.Connection, dsn: str, job_id: str, what: str,
+                              timeout: float = 20.0) -> None:
+    """A worker of the durable processors runs until the job has completed, then stops."""
+    worker = RunningWorker(dsn, PROCESSORS)
+    try:
+        await wait_for(lambda: ended(conn, job_id), timeout=timeout, what=what)
+    finally:
+        await worker.stop()
+
+
 async def test_a_step_that_raised_runs_again_and_the_steps_before_it_do_not(conn: asyncpg.Connection,
                                                                              dsn: str) -> None:
     await conn.execute("CREATE TABLE step_calls (job_id text, step text, at timestamptz DEFAULT clock_timestamp())")
     [job_id] = await transitions.enqueue(conn, [JobCreate("durable.fails_once", {"dsn": dsn})])
-    worker = RunningWorker(dsn, PROCESSORS)
-    try:
-        await wait_for(lambda: ended(conn, job_id), what="the job")
-    finally:
-        await worker.stop()
+    await run_until_completed(conn, dsn, job_id, "the job")
     rows = await conn.fetch("SELECT step, count(*) AS n FROM step_calls GROUP BY step")
     assert {r["step"]: r["n"] for r in rows} == {"one": 1, "two": 2}
     row = await conn.fetchrow("SELECT result_data, retry_count, attempts FROM jobs WHERE id = $1", job_id)
@@ -50,11 +56,7 @@ async def test_timedelta_sleeps_sleep_until_and_a_timedelta_timeout(conn: asyncp
     """The wait times out, the processor emits the event and sleeps: the rerun after the sleep
     finds the wait timed out again (its stored checkpoint), not the event emitted since."""
     [job_id] = await transitions.enqueue(conn, [JobCreate("durable.timed", {"key": "never-emitted"})])
-    worker = RunningWorker(dsn, PROCESSORS)
-    try:
-        await wait_for(lambda: ended(conn, job_id), what="the job")
-    finally:
-        await worker.stop()
+    await run_until_completed(conn, dsn, job_id, "the job")
     assert await conn.fetchval("SELECT result_data FROM jobs WHERE id = $1", job_id) == {"timed_out": "never-emitted"}
     steps = {s.name: s.result for s in await durable.steps_of(conn, job_id)}
     assert set(steps) == {"@sleep 1", "@sleep 2", "@event 1", "@sleep 3"}
@@ -67,11 +69,7 @@ async def test_timedelta_sleeps_sleep_until_and_a_timedelta_timeout(conn: asyncp
 
 async def test_a_wait_for_child_jobs_that_timed_out_stays_timed_out(conn: asyncpg.Connection, dsn: str) -> None:
     [parent] = await transitions.enqueue(conn, [JobCreate("durable.parent_times_out", {})])
-    worker = RunningWorker(dsn, PROCESSORS)
-    try:
-        await wait_for(lambda: ended(conn, parent), timeout=60, what="the parent")
-    finally:
-        await worker.stop()
+    await run_until_completed(conn, dsn, parent, "the parent", timeout=60)
     assert await conn.fetchval("SELECT result_data FROM jobs WHERE id = $1", parent) == {"timed_out": True}
     steps = {s.name: s.result for s in await durable.steps_of(conn, parent)}
     pending = steps["pending"]
@@ -86,11 +84,7 @@ async def test_spawned_children_join_the_parents_pipeline(conn: asyncpg.Connecti
     parent_job = JobCreate("durable.parent", {})
     parent_job.pipeline_id = "pipe-1"
     [parent] = await transitions.enqueue(conn, [parent_job])
-    worker = RunningWorker(dsn, PROCESSORS)
-    try:
-        await wait_for(lambda: ended(conn, parent), what="the parent")
-    finally:
-        await worker.stop()
+    await run_until_completed(conn, dsn, parent, "the parent")
     rows = await conn.fetch("SELECT pipeline_id, spawned_by FROM jobs WHERE type = 'durable.child'")
     assert [(r["pipeline_id"], r["spawned_by"]) for r in rows] == [("pipe-1", parent)] * 3
 

@@ -49,6 +49,12 @@ async def add_users(conn: asyncpg.Connection, *ids: int) -> None:
                        "ON CONFLICT DO NOTHING", list(ids))
 
 
+async def completed(conn: asyncpg.Connection, job_type: str, n: int, what: str, timeout: float = 20.0) -> None:
+    """Wait until `n` jobs of the type have completed."""
+    await wait_for(lambda: conn.fetchval("SELECT count(*) = $1 FROM jobs WHERE type = $2 AND status = 'completed'",
+                                         n, job_type), timeout=timeout, what=what)
+
+
 async def check_rate(conn: asyncpg.Connection, rate: int, seconds: float) -> int:
     """Jobs of flow.rate started from the first start on, for `seconds`: never more than `rate`
     in any one-second window. Returns how many started in that span."""
@@ -131,8 +137,7 @@ async def test_a_rate_limit_holds_in_every_second_across_three_workers(conn: asy
     with fleet(dsn, tmp_path, JOB_RATE_LIMITS="flow.rate=20/s"):
         started = await check_rate(conn, 20, 10)
         # A type without a limit beside it is not held back.
-        await wait_for(lambda: conn.fetchval("SELECT count(*) = 50 FROM jobs WHERE type = 'flow.free' "
-                                             "AND status = 'completed'"), what="the unlimited jobs")
+        await completed(conn, "flow.free", 50, "the unlimited jobs")
     assert started >= 180
     # The jobs held back stayed queued, none lost.
     assert await conn.fetchval("SELECT count(*) FROM jobs WHERE type = 'flow.rate' AND status NOT IN "
@@ -146,8 +151,7 @@ async def test_one_job_per_user_at_a_time_while_users_run_in_parallel(conn: asyn
     await transitions.enqueue(conn, [JobCreate("flow.user", {"seconds": 0.15}, user_id=u)
                                      for _ in range(5) for u in users])
     with fleet(dsn, tmp_path, JOB_USER_LIMITS="flow.user=1"):
-        await wait_for(lambda: conn.fetchval("SELECT count(*) = 20 FROM jobs WHERE type = 'flow.user' "
-                                             "AND status = 'completed'"), timeout=60, what="the 20 jobs")
+        await completed(conn, "flow.user", 20, "the 20 jobs", timeout=60)
     await check_one_per_user(conn, users)
 
 
@@ -156,8 +160,7 @@ async def test_a_rate_per_user_across_three_workers(conn: asyncpg.Connection, ds
     await add_users(conn, *users)
     await transitions.enqueue(conn, [JobCreate("flow.urate", {}, user_id=u) for _ in range(15) for u in users])
     with fleet(dsn, tmp_path, JOB_USER_RATE_LIMITS="flow.urate=4/s"):
-        await wait_for(lambda: conn.fetchval("SELECT count(*) = 45 FROM jobs WHERE type = 'flow.urate' "
-                                             "AND status = 'completed'"), timeout=90, what="the 45 jobs")
+        await completed(conn, "flow.urate", 45, "the 45 jobs", timeout=90)
     await check_user_rate(conn, users, 4)
 
 
@@ -168,8 +171,7 @@ async def test_limits_per_user_combine_with_the_type_limit(conn: asyncpg.Connect
     await transitions.enqueue(conn, [JobCreate("flow.user", {"seconds": 0.15}, user_id=u)
                                      for _ in range(4) for u in users])
     with fleet(dsn, tmp_path, JOB_USER_LIMITS="flow.user=1", JOB_TYPE_LIMITS="flow.user=2"):
-        await wait_for(lambda: conn.fetchval("SELECT count(*) = 16 FROM jobs WHERE type = 'flow.user' "
-                                             "AND status = 'completed'"), timeout=90, what="the 16 jobs")
+        await completed(conn, "flow.user", 16, "the 16 jobs", timeout=90)
     await check_one_per_user(conn, users)
     rows = await conn.fetch("SELECT started_at, completed_at FROM jobs WHERE type = 'flow.user'")
     assert most_at_once(rows) == 2, "JOB_TYPE_LIMITS=flow.user=2 is the fleet's bound, and it was reached"
@@ -214,10 +216,8 @@ async def test_every_limit_behind_pgbouncer(conn: asyncpg.Connection, dsn: str, 
                JOB_FAIR_SHARE="flow.fair", JOB_USER_RATE_LIMITS="flow.urate=2/s"):
         await check_fair(conn, 50)
         assert await check_rate(conn, 10, 3) >= 20
-        await wait_for(lambda: conn.fetchval("SELECT count(*) = 9 FROM jobs WHERE type = 'flow.user' "
-                                             "AND status = 'completed'"), timeout=60, what="the per-user jobs")
-        await wait_for(lambda: conn.fetchval("SELECT count(*) = 18 FROM jobs WHERE type = 'flow.urate' "
-                                             "AND status = 'completed'"), timeout=60, what="the per-user rate's jobs")
+        await completed(conn, "flow.user", 9, "the per-user jobs", timeout=60)
+        await completed(conn, "flow.urate", 18, "the per-user rate's jobs", timeout=60)
     await check_one_per_user(conn, users)
     await check_user_rate(conn, users, 2)
 
