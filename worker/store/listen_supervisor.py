@@ -154,8 +154,9 @@ class ListenerSupervisor:
         task, self._task = self._task, None
         if task is not None:
             task.cancel()
-            # Python 3.11's asyncio.wait_for loses a cancellation that arrives as the call it
-            # waits for ends (the heartbeat's, in _watch): the task then sleeps on, and a single
+            # A cancellation can be lost on its way (Python 3.11's asyncio.wait_for returned the
+            # result of a call that ended as it arrived, which the heartbeat check in _watch once
+            # met; a library awaited there may do the same): the task then sleeps on, and a single
             # cancel would wait for it forever. Ask again until it ends.
             while not (await asyncio.wait({task}, timeout=STOP_RETRY_S))[0]:
                 task.cancel()
@@ -209,7 +210,7 @@ class ListenerSupervisor:
         while True:
             await asyncio.sleep(self.check_interval)
             try:
-                async with asyncio.timeout(timeout):  # not wait_for: see stop()
+                async with asyncio.timeout(timeout):
                     await listener.ping()
             except ListenerDeaf as exc:
                 return Polling(Cause.DEAF, _reason(exc))
