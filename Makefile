@@ -19,7 +19,7 @@ venv: $(STAMP)
 
 ## run: the console, a worker and the demo pipeline on the embedded database
 run: $(STAMP)
-	$(PY) -m desktop.devrun
+	$(PY) -m jobdesk.console.devrun
 
 ## test: the whole suite against a real embedded PostgreSQL, on two processes
 test: lint docs-check
@@ -33,7 +33,7 @@ lint: $(STAMP)
 
 ## schema: rewrite sql/schema.sql, the schema dumped from a freshly migrated database (the migrations stay the source of truth)
 schema: $(STAMP)
-	$(PY) -m worker.store.schema_dump sql/schema.sql
+	$(PY) -m jobdesk.store.schema_dump sql/schema.sql
 
 worker: $(STAMP)
 	$(VENV)/bin/jobdesk worker
@@ -78,7 +78,7 @@ clean:
 
 ## screenshots: the console rendered offscreen with demo data, light and dark
 screenshots: $(STAMP)
-	QT_QPA_PLATFORM=offscreen $(PY) -m desktop.screenshots screenshots
+	QT_QPA_PLATFORM=offscreen $(PY) -m jobdesk.console.screenshots screenshots
 
 ## bench-dag: layout and first paint of a 1,000-job pipeline in the DAG view (prints figures)
 bench-dag: $(STAMP)

@@ -2,7 +2,7 @@
 
 The repository keeps the numbered migrations in `sql/` and the console's icons and styles in
 `resources/`, where people look for them; an installed jobdesk reads them as package data, at
-`worker/sql/` and `desktop/resources/` (see `worker.core.paths`). Everything else is in
+`jobdesk/sql/` and `jobdesk/console/resources/` (see `jobdesk.core.paths`). Everything else is in
 pyproject.toml.
 """
 
@@ -12,7 +12,7 @@ from pathlib import Path
 from setuptools import setup
 from setuptools.command.build_py import build_py
 
-DATA_FOLDERS = {"sql": ("worker", "sql"), "resources": ("desktop", "resources")}
+DATA_FOLDERS = {"sql": ("jobdesk", "sql"), "resources": ("jobdesk", "console", "resources")}
 
 
 class BuildWithData(build_py):

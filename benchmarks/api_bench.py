@@ -34,10 +34,10 @@ import httpx
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from desktop.platform_check import install_debian_packages  # noqa: E402
+from jobdesk.console.platform_check import install_debian_packages  # noqa: E402
+from jobdesk.embedded.server import EmbeddedServer  # noqa: E402
 from tests.api.test_api_server import free_port  # noqa: E402
 from tests.helpers import JOBDESK, cli_env, run_cli  # noqa: E402
-from worker.embedded.server import EmbeddedServer  # noqa: E402
 
 
 def ensure_hey() -> str:

@@ -54,8 +54,8 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.engine_bench import stop_worker, worker_env  # noqa: E402
 from benchmarks.harness import server_cpu_seconds  # noqa: E402
+from jobdesk.embedded.server import EmbeddedServer  # noqa: E402
 from tests import pg  # noqa: E402
-from worker.embedded.server import EmbeddedServer  # noqa: E402
 
 PROCESSORS = "benchmarks.bench_processors"
 MANY_TYPES = 20  # bench.noop plus 19 bench.extra.N types, see bench_processors
@@ -152,7 +152,7 @@ async def run_case(server: EmbeddedServer, case: Case, n: int, backlog: int, aut
         env["LOG_LEVEL"] = "INFO"  # for the worker's last line, which counts its round trips
         server_cpu = server_cpu_seconds(server.pgdata)
         start = time.time()
-        proc = subprocess.Popen([sys.executable, "-m", "worker.cli", "worker", "--processors", PROCESSORS],
+        proc = subprocess.Popen([sys.executable, "-m", "jobdesk.cli", "worker", "--processors", PROCESSORS],
                                 env=env, cwd=ROOT, stderr=log)
         try:
             while True:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import time
 
-from worker import BaseProcessor, Job, ProcessorResult
+from jobdesk import BaseProcessor, Job, ProcessorResult
 
 
 class Noop(BaseProcessor):

@@ -24,10 +24,10 @@ import asyncpg  # noqa: E402
 from PySide6.QtWidgets import QMessageBox  # noqa: E402
 
 from benchmarks.harness import LoopLag, on_fresh_database  # noqa: E402
-from desktop.connection import ConsoleConnection  # noqa: E402
-from desktop.main_window import MainWindow  # noqa: E402
-from worker.core.models import Status  # noqa: E402
-from worker.core.settings import load_settings  # noqa: E402
+from jobdesk.console.connection import ConsoleConnection  # noqa: E402
+from jobdesk.console.main_window import MainWindow  # noqa: E402
+from jobdesk.core.models import Status  # noqa: E402
+from jobdesk.core.settings import load_settings  # noqa: E402
 
 
 async def fill(dsn: str, n: int, failed: int) -> None:

@@ -24,10 +24,10 @@ sys.path.insert(0, str(ROOT))
 import asyncpg  # noqa: E402
 
 from benchmarks.harness import LoopLag, on_fresh_database, pct  # noqa: E402
-from desktop.connection import ConsoleConnection  # noqa: E402
-from desktop.main_window import MainWindow  # noqa: E402
-from worker.core.models import Status  # noqa: E402
-from worker.core.settings import load_settings  # noqa: E402
+from jobdesk.console.connection import ConsoleConnection  # noqa: E402
+from jobdesk.console.main_window import MainWindow  # noqa: E402
+from jobdesk.core.models import Status  # noqa: E402
+from jobdesk.core.settings import load_settings  # noqa: E402
 
 
 def rss_mb() -> float:
@@ -87,7 +87,7 @@ async def measure(dsn: str, args: argparse.Namespace) -> None:
     while window.model.row_of(f"watch-{args.changes}") is None:
         await asyncio.sleep(0.01)
     env = {**os.environ, "DATABASE_URL": dsn, "LOG_LEVEL": "WARNING", "PYTHONPATH": str(ROOT)}
-    worker = subprocess.Popen([sys.executable, "-m", "worker.cli", "worker", "--processors",
+    worker = subprocess.Popen([sys.executable, "-m", "jobdesk.cli", "worker", "--processors",
                                "benchmarks.bench_processors"], env=env, cwd=ROOT)
     lag = LoopLag()
     lag.start()

@@ -24,10 +24,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from PySide6.QtGui import QImage, QPainter
 from PySide6.QtWidgets import QApplication
 
-from desktop.pipelines.dag_layout import layered_layout
-from desktop.pipelines.dag_view import DagView
-from worker.core.models import Status
-from worker.store.pipelines import GraphNode
+from jobdesk.console.pipelines.dag_layout import layered_layout
+from jobdesk.console.pipelines.dag_view import DagView
+from jobdesk.core.models import Status
+from jobdesk.store.pipelines import GraphNode
 
 
 def pipeline(n: int, seed: int = 1) -> list[GraphNode]:

@@ -54,9 +54,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.engine_bench import stop_worker, worker_env  # noqa: E402
+from jobdesk.core.settings import Settings  # noqa: E402
+from jobdesk.embedded.server import EmbeddedServer  # noqa: E402
 from tests import pg  # noqa: E402
-from worker.core.settings import Settings  # noqa: E402
-from worker.embedded.server import EmbeddedServer  # noqa: E402
 
 PROCESSORS = "benchmarks.durable_processors"
 TIMEOUT_S = 900.0
@@ -75,7 +75,7 @@ class Run:
 def launch(dsn: str, steps: int) -> subprocess.Popen[bytes]:
     env = worker_env(dsn)
     env["BENCH_STEPS"] = str(steps)
-    return subprocess.Popen([sys.executable, "-m", "worker.cli", "worker", "--processors", PROCESSORS],
+    return subprocess.Popen([sys.executable, "-m", "jobdesk.cli", "worker", "--processors", PROCESSORS],
                             env=env, cwd=ROOT)
 
 
@@ -132,7 +132,7 @@ STORE_CALLS = ("load_steps", "save_step", "take_event", "suspend", "emit_event",
 @contextmanager
 def counting_store() -> Iterator[Counter[str]]:
     """Count the calls of every function of the durable store (one statement each)."""
-    from worker.store import durable
+    from jobdesk.store import durable
 
     counts: Counter[str] = Counter()
     originals = {name: getattr(durable, name) for name in STORE_CALLS}
@@ -156,8 +156,8 @@ async def count_round_trips(conn: asyncpg.Connection, dsn: str, n: int, steps: i
     """Run N step jobs on an in-process worker with the store counted; (calls by name, rows)."""
     os.environ["BENCH_STEPS"] = str(steps)
     from benchmarks.durable_processors import PROCESSOR_MAP
-    from worker.core.settings import load_settings
-    from worker.runtime.worker import Worker
+    from jobdesk.core.settings import load_settings
+    from jobdesk.runtime.worker import Worker
 
     await add_jobs(conn, "bench.steps", n)
     with counting_store() as counts:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from datetime import UTC, datetime
 
-from worker import BaseProcessor, Job, ProcessorResult
+from jobdesk import BaseProcessor, Job, ProcessorResult
 
 STEPS = int(os.environ.get("BENCH_STEPS", "10"))
 

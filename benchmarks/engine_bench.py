@@ -48,7 +48,7 @@ def worker_env(dsn: str) -> dict[str, str]:
 
 
 def launch_worker(dsn: str, extra_env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
-    return subprocess.Popen([sys.executable, "-m", "worker.cli", "worker", "--processors", PROCESSORS,
+    return subprocess.Popen([sys.executable, "-m", "jobdesk.cli", "worker", "--processors", PROCESSORS,
                              *WORKER_ARGS],
                             env={**worker_env(dsn), **(extra_env or {})}, cwd=ROOT)
 

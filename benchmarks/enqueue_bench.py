@@ -31,10 +31,10 @@ import asyncpg
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from jobdesk.core.models import JobCreate
+from jobdesk.core.settings import load_settings
+from jobdesk.service.jobs import JobService
 from tests import pg
-from worker.core.models import JobCreate
-from worker.core.settings import load_settings
-from worker.service.jobs import JobService
 
 INSERT = "INSERT INTO jobs (type, user_id, input_data, dependent_on_jobs) VALUES ($1, $2, $3::jsonb, $4::jsonb)"
 

@@ -23,11 +23,11 @@ sys.path.insert(0, str(ROOT))
 import asyncpg  # noqa: E402
 
 from benchmarks.harness import on_fresh_database  # noqa: E402
-from desktop.connection import ConsoleConnection  # noqa: E402
-from desktop.main_window import MainWindow  # noqa: E402
-from worker.core.fingerprint import fingerprint  # noqa: E402
-from worker.core.settings import load_settings  # noqa: E402
-from worker.service.jobs import JobService  # noqa: E402
+from jobdesk.console.connection import ConsoleConnection  # noqa: E402
+from jobdesk.console.main_window import MainWindow  # noqa: E402
+from jobdesk.core.fingerprint import fingerprint  # noqa: E402
+from jobdesk.core.settings import load_settings  # noqa: E402
+from jobdesk.service.jobs import JobService  # noqa: E402
 
 ERRORS = [f"{kind}: upstream 'host-{{g}}' refused after {{g}} tries (code {i})" for i, kind in
           enumerate(["ConnectionError", "TimeoutError", "KeyError", "ValueError", "OSError"] * 4)]
@@ -65,7 +65,7 @@ async def fill(dsn: str, n: int, failed: int) -> None:
         await conn.execute("VACUUM ANALYZE job_attempts")
         attempts = await conn.fetchval("SELECT count(*) FROM job_attempts")
         if os.environ.get("EXPLAIN"):
-            from worker.store.failures import _groups_sql
+            from jobdesk.store.failures import _groups_sql
 
             plan = await conn.fetch("EXPLAIN (ANALYZE, BUFFERS) " + _groups_sql(False), 24)
             print("\n".join(r[0] for r in plan), flush=True)

@@ -40,8 +40,8 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.engine_bench import stop_worker, worker_env  # noqa: E402
 from benchmarks.harness import pct  # noqa: E402
+from jobdesk.embedded.server import EmbeddedServer  # noqa: E402
 from tests import pg  # noqa: E402
-from worker.embedded.server import EmbeddedServer  # noqa: E402
 
 PROCESSORS = "benchmarks.flow_bench_processors"
 
@@ -50,7 +50,7 @@ def launch(dsn: str, **settings: str) -> tuple[subprocess.Popen[bytes], object]:
     env = worker_env(dsn)
     env.update(settings)
     log = tempfile.TemporaryFile()
-    proc = subprocess.Popen([sys.executable, "-m", "worker.cli", "worker", "--processors", PROCESSORS],
+    proc = subprocess.Popen([sys.executable, "-m", "jobdesk.cli", "worker", "--processors", PROCESSORS],
                             env=env, cwd=ROOT, stderr=log)
     return proc, log
 

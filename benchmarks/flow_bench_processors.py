@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import os
 
-from worker import BaseProcessor, Job, ProcessorResult
+from jobdesk import BaseProcessor, Job, ProcessorResult
 
 
 class Noop(BaseProcessor):

@@ -33,9 +33,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.engine_bench import insert_rows
 from benchmarks.harness import process_cpu_seconds
+from jobdesk.core.models import ProcessorResult
+from jobdesk.store.transitions.claim import complete_and_claim
 from tests import pg
-from worker.core.models import ProcessorResult
-from worker.store.transitions.claim import complete_and_claim
 
 SET = ("INSERT INTO jobs (type, user_id, input_data, dependent_on_jobs) "
        "SELECT 'bench.noop', 1, '{}'::jsonb, '[]'::jsonb FROM generate_series(1, $1)")

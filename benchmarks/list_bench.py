@@ -22,11 +22,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.harness import on_fresh_database
 from benchmarks.metrics_bench import timed
-from worker.api.server import connect_service
-from worker.core.models import Status
-from worker.core.settings import load_settings
-from worker.service.jobs import JobService
-from worker.store.jobs import JobFilter
+from jobdesk.api.server import connect_service
+from jobdesk.core.models import Status
+from jobdesk.core.settings import load_settings
+from jobdesk.service.jobs import JobService
+from jobdesk.store.jobs import JobFilter
 
 CHUNK = 250_000
 

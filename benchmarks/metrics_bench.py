@@ -27,9 +27,9 @@ import asyncpg
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.harness import on_fresh_database
-from worker.store import rollup as stats_rollup
-from worker.store.db import connect
-from worker.store.stats import (
+from jobdesk.store import rollup as stats_rollup
+from jobdesk.store.db import connect
+from jobdesk.store.stats import (
     COUNTS_SQL,
     DEPTH_SQL,
     HIST_HOURS_DAYS_SQL,

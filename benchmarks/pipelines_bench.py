@@ -22,8 +22,8 @@ import asyncpg
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.harness import on_fresh_database
-from worker.store.db import connect
-from worker.store.pipelines import (
+from jobdesk.store.db import connect
+from jobdesk.store.pipelines import (
     PipelineFilter,
     PipelineStatus,
     fetch_graph,

@@ -36,7 +36,7 @@ TABLES = ("jobs", "job_attempts", "job_dependencies")
 def launch_worker(dsn: str) -> subprocess.Popen[bytes]:
     # The measured worker prunes nothing itself: `jobdesk prune` is the pruner, started at a known time.
     env = {**worker_env(dsn), "JOB_RETENTION_COMPLETED": "forever"}
-    return subprocess.Popen([sys.executable, "-m", "worker.cli", "worker", "--processors", PROCESSORS],
+    return subprocess.Popen([sys.executable, "-m", "jobdesk.cli", "worker", "--processors", PROCESSORS],
                             env=env, cwd=ROOT)
 
 
@@ -102,7 +102,7 @@ async def main() -> None:
         env = {k: v for k, v in os.environ.items() if not k.startswith("JOB")}
         env.update({"DATABASE_URL": dsn, "PYTHONPATH": str(ROOT), "JOB_STATEMENT_TIMEOUT": "60"})
         p0 = time.perf_counter()
-        pruner = subprocess.Popen([sys.executable, "-m", "worker.cli", "prune", "--status", "completed"],
+        pruner = subprocess.Popen([sys.executable, "-m", "jobdesk.cli", "prune", "--status", "completed"],
                                   env=env, cwd=ROOT, stdout=subprocess.PIPE, text=True)
         pid = None
         while pid is None and pruner.poll() is None:

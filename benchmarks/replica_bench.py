@@ -28,11 +28,11 @@ import httpx
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from jobdesk.api import create_app  # noqa: E402
+from jobdesk.api.server import connect_service  # noqa: E402
+from jobdesk.core.settings import load_settings  # noqa: E402
 from tests.read_replica import replica_settings, start_pair  # noqa: E402
 from tests.replication import Pair  # noqa: E402
-from worker.api import create_app  # noqa: E402
-from worker.api.server import connect_service  # noqa: E402
-from worker.core.settings import load_settings  # noqa: E402
 
 JOBS = 1000
 CONCURRENCY = 16

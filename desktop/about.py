@@ -9,7 +9,7 @@ import PySide6
 from PySide6.QtCore import Qt, qVersion
 from PySide6.QtWidgets import QDialog, QDialogButtonBox, QLabel, QVBoxLayout, QWidget
 
-from worker.core.version import __version__
+from jobdesk.core.version import __version__
 
 DOCS_HINT = "Documentation: the docs/ folder of jobdesk's source (make docs builds the site)."
 

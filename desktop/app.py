@@ -17,17 +17,17 @@ import qasync
 from PySide6.QtCore import QLibraryInfo
 from PySide6.QtWidgets import QApplication, QMessageBox
 
-from desktop import errors
-from desktop.connection import ConsoleConnection
-from desktop.connection_dialog import Profile
-from desktop.main_window import MainWindow
-from desktop.platform_check import Problem, check_platform
-from desktop.smoke import smoke_test
-from desktop.tasks import spawn
-from desktop.theme import apply_style, follow_os_style, icon
-from worker.core.errors import JobdeskError
-from worker.core.settings import load_settings
-from worker.store.db import Database
+from jobdesk.console import errors
+from jobdesk.console.connection import ConsoleConnection
+from jobdesk.console.connection_dialog import Profile
+from jobdesk.console.main_window import MainWindow
+from jobdesk.console.platform_check import Problem, check_platform
+from jobdesk.console.smoke import smoke_test
+from jobdesk.console.tasks import spawn
+from jobdesk.console.theme import apply_style, follow_os_style, icon
+from jobdesk.core.errors import JobdeskError
+from jobdesk.core.settings import load_settings
+from jobdesk.store.db import Database
 
 log = logging.getLogger("jobdesk.console")
 

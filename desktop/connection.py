@@ -5,7 +5,7 @@ when the database goes away. Plain asyncio; Qt sees it through signals.
 With DATABASE_READ_URL the console reads a replica and still acts and LISTENs on the primary. It
 reads its own writes: `act` fences the service's reads after an action, and each refresh a
 notification asks for is fenced too, so that reads go to the primary until the replica has
-replayed the change (see `worker.service.replica`)."""
+replayed the change (see `jobdesk.service.replica`)."""
 
 from __future__ import annotations
 
@@ -17,14 +17,14 @@ from typing import TypeVar
 
 from PySide6.QtCore import QObject, Signal
 
-from desktop.errors import EXPECTED, reason
-from desktop.tasks import spawn
-from worker.core.errors import DatabaseUnavailable, JobdeskError
-from worker.core.settings import Settings
-from worker.service.jobs import JobService, prepare_schema
-from worker.store.db import CONNECTION_ERRORS, Database, describe, is_starting_up
-from worker.store.listen_supervisor import ListenerSupervisor
-from worker.store.listener import JOB_CHANGES_CHANNEL, listen_dsn
+from jobdesk.console.errors import EXPECTED, reason
+from jobdesk.console.tasks import spawn
+from jobdesk.core.errors import DatabaseUnavailable, JobdeskError
+from jobdesk.core.settings import Settings
+from jobdesk.service.jobs import JobService, prepare_schema
+from jobdesk.store.db import CONNECTION_ERRORS, Database, describe, is_starting_up
+from jobdesk.store.listen_supervisor import ListenerSupervisor
+from jobdesk.store.listener import JOB_CHANGES_CHANNEL, listen_dsn
 
 log = logging.getLogger("jobdesk.console")
 T = TypeVar("T")

@@ -11,15 +11,15 @@ from __future__ import annotations
 import asyncio
 import sys
 
-from desktop.launcher import has_display
-from desktop.platform_check import Problem, install_debian_packages
-from worker.core.errors import JobdeskError
+from jobdesk.console.launcher import has_display
+from jobdesk.console.platform_check import Problem, install_debian_packages
+from jobdesk.core.errors import JobdeskError
 
 
 def window_problem() -> Problem | None:
     """Why the console could not open here; as root with apt-get, the missing system libraries
     are installed first (containers, CI, a fresh machine run by its admin)."""
-    from desktop.app import qt_platform_problem  # the libraries, even where a QApplication runs (tests)
+    from jobdesk.console.app import qt_platform_problem  # the libraries, even where a QApplication runs (tests)
 
     problem = qt_platform_problem()
     if problem is not None and install_debian_packages(problem.debian_packages):
@@ -31,7 +31,7 @@ def main() -> int:
     if not has_display():
         print("no display found: running the database, a worker and the demo without the console",
               file=sys.stderr)
-        from worker.cli.devrun import main as engine_only
+        from jobdesk.cli.devrun import main as engine_only
 
         asyncio.run(engine_only())
         return 0
@@ -39,8 +39,8 @@ def main() -> int:
     if problem is not None:
         print(f"jobdesk: error: {problem.message}", file=sys.stderr)
         return 1
-    from worker.cli.devrun import seed_demo
-    from worker.core.settings import load_settings
+    from jobdesk.cli.devrun import seed_demo
+    from jobdesk.core.settings import load_settings
 
     try:
         database, first = asyncio.run(seed_demo(load_settings()))
@@ -50,7 +50,7 @@ def main() -> int:
     hint = ("the console starts a worker" if database.embedded
             else "start a worker with `jobdesk worker` or the console's Launch worker button")
     print(f"demo pipeline {first.pipeline_id} enqueued on {database.describe()}; {hint}", file=sys.stderr)
-    from desktop.app import main as console_main
+    from jobdesk.console.app import main as console_main
 
     return console_main([])
 

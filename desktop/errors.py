@@ -3,7 +3,7 @@
 Expected failures (a `JobdeskError`, a database that is away or refused a query) become a
 message where they happen. Anything else is a bug: it reaches one hook, which logs the traceback
 and shows a dialog, whether it was raised in a Qt slot (`sys.excepthook`) or in a background
-task (the loop's exception handler, and `desktop.tasks.spawn`)."""
+task (the loop's exception handler, and `jobdesk.console.tasks.spawn`)."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ import traceback
 from types import TracebackType
 from typing import Any
 
-from worker.core.errors import JobdeskError
-from worker.store.db import EXPECTED_DB_ERRORS
+from jobdesk.core.errors import JobdeskError
+from jobdesk.store.db import EXPECTED_DB_ERRORS
 
 log = logging.getLogger("jobdesk.console")
 

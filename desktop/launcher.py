@@ -23,17 +23,17 @@ def has_display() -> bool:
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if all(a in CONSOLE_FLAGS for a in args):
-        from worker.core.extras import MissingExtra, require_extra
+        from jobdesk.core.extras import MissingExtra, require_extra
 
         try:
             require_extra("console", "the jobdesk console")
         except MissingExtra as exc:
             print(exc, file=sys.stderr)
             return 1
-        from desktop.app import main as console_main
+        from jobdesk.console.app import main as console_main
 
         return console_main(args)
-    from worker.cli.main import main as cli_main
+    from jobdesk.cli.main import main as cli_main
 
     return cli_main(args)
 

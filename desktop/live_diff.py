@@ -85,7 +85,7 @@ def reload_diff(rows: Sequence[R], fresh: Sequence[R], *, key: Callable[[R], str
     keeps the selection; None when the rows that stay changed their order (reset instead).
 
     Rows past `fresh` go, as a reset would drop them: the reload starts from the first page
-    (and reloads as many rows as were shown, up to a cap: `desktop.table_model.RELOAD_DEPTH`)."""
+    (and reloads as many rows as were shown, up to a cap: `jobdesk.console.table_model.RELOAD_DEPTH`)."""
     fresh_keys = {key(r): r for r in fresh}
     removals = sorted((i for i, r in enumerate(rows) if key(r) not in fresh_keys), reverse=True)
     gone = set(removals)

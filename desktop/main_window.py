@@ -11,31 +11,31 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QCloseEvent
 from PySide6.QtWidgets import QMainWindow, QMessageBox, QTableView, QTabWidget
 
-from desktop.about import AboutDialog
-from desktop.approvals.approvals_tab import ApprovalsTab
-from desktop.connection import ConsoleConnection
-from desktop.connection_dialog import ConnectionDialog, ProfileStore
-from desktop.errors import EXPECTED, reason
-from desktop.failures.failures_tab import FailuresTab
-from desktop.jobs.bulk_action import BulkActions
-from desktop.jobs.input_models import input_models
-from desktop.jobs.job_actions import JobActions
-from desktop.jobs.job_detail import JobDetail
-from desktop.jobs.jobs_tab import JobsTab
-from desktop.jobs.new_job_dialog import NewJobDialog
-from desktop.metrics.metrics_tab import MetricsTab, TableSizeLabel
-from desktop.notify.notifier import Notice, NotificationSettings, Notifier
-from desktop.notify.tray import AttentionPresenter
-from desktop.pipelines.pipelines_tab import PipelinesTab
-from desktop.replica_lag import ReplicaLagLabel
-from desktop.schedules.schedules_tab import SchedulesTab
-from desktop.shortcuts import ShortcutsDialog, add_shortcut, move_in
-from desktop.tasks import spawn
-from desktop.theme import icon
-from desktop.window_chrome import Banner, MainToolbar, central_widget
-from desktop.workers.workers_controller import WorkersController
-from worker.core.models import short_id
-from worker.store.jobs import JobFilter, JobRow
+from jobdesk.console.about import AboutDialog
+from jobdesk.console.approvals.approvals_tab import ApprovalsTab
+from jobdesk.console.connection import ConsoleConnection
+from jobdesk.console.connection_dialog import ConnectionDialog, ProfileStore
+from jobdesk.console.errors import EXPECTED, reason
+from jobdesk.console.failures.failures_tab import FailuresTab
+from jobdesk.console.jobs.bulk_action import BulkActions
+from jobdesk.console.jobs.input_models import input_models
+from jobdesk.console.jobs.job_actions import JobActions
+from jobdesk.console.jobs.job_detail import JobDetail
+from jobdesk.console.jobs.jobs_tab import JobsTab
+from jobdesk.console.jobs.new_job_dialog import NewJobDialog
+from jobdesk.console.metrics.metrics_tab import MetricsTab, TableSizeLabel
+from jobdesk.console.notify.notifier import Notice, NotificationSettings, Notifier
+from jobdesk.console.notify.tray import AttentionPresenter
+from jobdesk.console.pipelines.pipelines_tab import PipelinesTab
+from jobdesk.console.replica_lag import ReplicaLagLabel
+from jobdesk.console.schedules.schedules_tab import SchedulesTab
+from jobdesk.console.shortcuts import ShortcutsDialog, add_shortcut, move_in
+from jobdesk.console.tasks import spawn
+from jobdesk.console.theme import icon
+from jobdesk.console.window_chrome import Banner, MainToolbar, central_widget
+from jobdesk.console.workers.workers_controller import WorkersController
+from jobdesk.core.models import short_id
+from jobdesk.store.jobs import JobFilter, JobRow
 
 log = logging.getLogger("jobdesk.console")
 

@@ -9,15 +9,15 @@ from typing import Protocol
 from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QLabel
 
-from desktop.connection import ConsoleConnection
-from desktop.errors import EXPECTED, reason
-from desktop.tasks import spawn
+from jobdesk.console.connection import ConsoleConnection
+from jobdesk.console.errors import EXPECTED, reason
+from jobdesk.console.tasks import spawn
 
 log = logging.getLogger("jobdesk.console")
 
 
 class ReplicaLag(Protocol):
-    """What the label reads of `worker.service.replica.ReplicaLag` (JobService.replica_lag)."""
+    """What the label reads of `jobdesk.service.replica.ReplicaLag` (JobService.replica_lag)."""
 
     @property
     def where(self) -> str: ...

@@ -1,6 +1,6 @@
 """`make screenshots`: render the console offscreen with demo data, light and dark, to PNG files.
 
-    python -m desktop.screenshots [OUTPUT_FOLDER]
+    python -m jobdesk.console.screenshots [OUTPUT_FOLDER]
 
 It starts a private embedded PostgreSQL, fills it with `worker.showcase` (the demo pipelines and
 a few failing jobs run through a real worker), then opens the console on that database and
@@ -22,13 +22,13 @@ os.environ.setdefault("QT_API", "pyside6")
 import qasync
 from PySide6.QtWidgets import QApplication
 
-from desktop.connection import ConsoleConnection
-from desktop.main_window import MainWindow
-from desktop.theme import apply_style
-from worker.cli.showcase import metrics_history, showcase
-from worker.core.settings import load_settings
-from worker.embedded.server import EmbeddedServer
-from worker.service.jobs import migrate_database
+from jobdesk.cli.showcase import metrics_history, showcase
+from jobdesk.console.connection import ConsoleConnection
+from jobdesk.console.main_window import MainWindow
+from jobdesk.console.theme import apply_style
+from jobdesk.core.settings import load_settings
+from jobdesk.embedded.server import EmbeddedServer
+from jobdesk.service.jobs import migrate_database
 
 
 async def shoot(app: QApplication, dsn: str, out: Path) -> list[Path]:

@@ -13,9 +13,9 @@ import sys
 import time
 from collections.abc import Callable
 
-from desktop.main_window import MainWindow
-from desktop.theme import RESOURCES, icon
-from worker.core.errors import JobdeskError
+from jobdesk.console.main_window import MainWindow
+from jobdesk.console.theme import RESOURCES, icon
+from jobdesk.core.errors import JobdeskError
 
 CONNECT_TIMEOUT_S = 15.0
 ROWS_TIMEOUT_S = 30.0

@@ -16,9 +16,9 @@ from typing import Any
 
 from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, Qt, Signal
 
-from desktop.live_diff import Diff, reload_diff
-from desktop.tasks import spawn
-from worker.service.jobs import JobService
+from jobdesk.console.live_diff import Diff, reload_diff
+from jobdesk.console.tasks import spawn
+from jobdesk.service.jobs import JobService
 
 Index = QModelIndex | QPersistentModelIndex
 # Runs `fn(service)` with the console's JobService (`ConsoleConnection.run`).

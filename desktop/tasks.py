@@ -38,7 +38,7 @@ def _finished(task: asyncio.Task[Any]) -> None:
         return
     exc = task.exception()
     assert exc is not None
-    from desktop.errors import EXPECTED, reason, report_bug
+    from jobdesk.console.errors import EXPECTED, reason, report_bug
 
     if isinstance(exc, EXPECTED):
         log.warning("background task %s failed: %s", task.get_name(), reason(exc))

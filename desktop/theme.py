@@ -8,8 +8,8 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor, QGuiApplication, QIcon, QPalette
 from PySide6.QtWidgets import QApplication
 
-from worker.core.models import Status
-from worker.core.paths import resources_dir
+from jobdesk.core.models import Status
+from jobdesk.core.paths import resources_dir
 
 RESOURCES = resources_dir()
 

@@ -22,7 +22,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from desktop.theme import icon
+from jobdesk.console.theme import icon
 
 
 class Banner(QLabel):

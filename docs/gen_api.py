@@ -36,8 +36,8 @@ Routes marked **token** need `Authorization: Bearer TOKEN` with the scope the
 
 
 def openapi_document() -> dict[str, Any]:
-    from worker.api import create_app
-    from worker.service import JobService
+    from jobdesk.api import create_app
+    from jobdesk.service import JobService
 
     client = JobService(None)  # type: ignore[arg-type]  # never connects: only the schema is read
     app = create_app(client, "postgresql://localhost/jobdesk", settings=client.settings)

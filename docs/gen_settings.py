@@ -59,7 +59,7 @@ These are read outside the settings above:
 
 def settings_class() -> type:
     try:
-        from worker.core.settings import Settings
+        from jobdesk.core.settings import Settings
     except ImportError:
         from worker.settings import Settings  # type: ignore[no-redef]
     return Settings

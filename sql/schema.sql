@@ -1,6 +1,6 @@
 -- jobdesk's database schema as the migrations leave it: tables, indexes, functions and triggers.
 --
--- GENERATED: do not edit. `make schema` writes it (python -m worker.store.schema_dump sql/schema.sql)
+-- GENERATED: do not edit. `make schema` writes it (python -m jobdesk.store.schema_dump sql/schema.sql)
 -- from a freshly migrated database, with pg_dump --schema-only --no-owner --no-privileges.
 -- The numbered migrations in this folder remain the source of truth; change the schema with a new
 -- migration, then run `make schema`. tests/store/test_schema_file.py fails while this file is out of date.

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from worker import BaseProcessor, Job, ProcessorResult
+from jobdesk import BaseProcessor, Job, ProcessorResult
 
 
 class RecordRun(BaseProcessor):

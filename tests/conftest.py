@@ -11,10 +11,10 @@ import pytest
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 os.environ.setdefault("QT_API", "pyside6")
 
+from jobdesk.embedded.server import EmbeddedServer
+from jobdesk.store.db import connect
 from tests import bundle_build, pg
 from tests.pgbouncer import PgBouncer
-from worker.embedded.server import EmbeddedServer
-from worker.store.db import connect
 
 
 @pytest.fixture(scope="session")

@@ -9,7 +9,7 @@ from typing import Any
 
 import asyncpg
 
-from worker import BaseProcessor, EventTimeout, Job, JobCreate, JobWaitTimeout, PermanentJobError, ProcessorResult
+from jobdesk import BaseProcessor, EventTimeout, Job, JobCreate, JobWaitTimeout, PermanentJobError, ProcessorResult
 
 
 async def count_call(dsn: str, job_id: str, step: str) -> None:

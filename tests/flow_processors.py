@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from worker import BaseProcessor, Job, ProcessorResult
+from jobdesk import BaseProcessor, Job, ProcessorResult
 
 
 class Nap(BaseProcessor):

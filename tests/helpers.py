@@ -17,11 +17,11 @@ from typing import Any, NamedTuple
 
 import asyncpg
 
-from worker.core.models import Job, ProcessorResult
-from worker.core.processor import BaseProcessor
+from jobdesk.core.models import Job, ProcessorResult
+from jobdesk.core.processor import BaseProcessor
 
 ROOT = Path(__file__).resolve().parent.parent
-JOBDESK = [sys.executable, "-m", "worker.cli"]
+JOBDESK = [sys.executable, "-m", "jobdesk.cli"]
 TERMINAL = ("completed", "failed", "cancelled")
 
 
@@ -116,8 +116,8 @@ class RunningWorker:
     """A Worker running in this test's event loop; stop() drains and joins it."""
 
     def __init__(self, dsn: str, processors: dict[str, Any], **settings: Any) -> None:
-        from worker.core.settings import load_settings
-        from worker.runtime.worker import Worker
+        from jobdesk.core.settings import load_settings
+        from jobdesk.runtime.worker import Worker
 
         defaults: dict[str, Any] = {"DATABASE_URL": dsn, "JOB_PROCESSOR_POLL_INTERVAL": 0.05,
                                     "JOB_RETRY_INTERVALS": [0.1, 0.1, 0.1]}

@@ -10,8 +10,8 @@ from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 
-from worker.embedded.server import EmbeddedServer
-from worker.store.migrations import migrate
+from jobdesk.embedded.server import EmbeddedServer
+from jobdesk.store.migrations import migrate
 
 TEMPLATE = "jobdesk_template"
 _counter = itertools.count(1)

@@ -16,8 +16,8 @@ import time
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from desktop.platform_check import install_debian_packages
-from worker.embedded.server import EmbeddedServer
+from jobdesk.console.platform_check import install_debian_packages
+from jobdesk.embedded.server import EmbeddedServer
 
 SERVER_POOL_SIZE = 4  # server sessions per database: fewer than the clients, so they are shared
 

@@ -9,9 +9,9 @@ import time
 
 import asyncpg
 
+from jobdesk.core.settings import Settings, load_settings
+from jobdesk.service.schema import migrate_database
 from tests.replication import Pair
-from worker.core.settings import Settings, load_settings
-from worker.service.schema import migrate_database
 
 
 def start_pair() -> Pair:

@@ -14,9 +14,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from jobdesk.core.paths import program_env
+from jobdesk.embedded import binaries
 from tests.helpers import free_port
-from worker.core.paths import program_env
-from worker.embedded import binaries
 
 DATABASE = "jobdesk"
 

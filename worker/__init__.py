@@ -12,14 +12,21 @@ The public Python API is what `__all__` names, importable from here:
   `EventTimeout` (`job.wait_for_event` timed out), `StepError` (a step misused);
 - `__version__`.
 
-    from worker import BaseProcessor, Job, JobClient, JobCreate, PermanentJobError, ProcessorResult
+    from jobdesk import BaseProcessor, Job, JobClient, JobCreate, PermanentJobError, ProcessorResult
 
-Everything else, the subpackages (`worker.core`, `worker.store`, `worker.runtime`,
-`worker.service`, `worker.api`, `worker.cli`, ...) included, is internal: it may change from one
+The console is `jobdesk.console`. Everything else, the subpackages (`jobdesk.core`, `jobdesk.store`, `jobdesk.runtime`,
+`jobdesk.service`, `jobdesk.api`, `jobdesk.cli`, ...) included, is internal: it may change from one
 release to the next.
+
+In a checkout this package's folder is `worker/` (and the console's `desktop/`); `jobdesk` is the
+only name it is imported by, there as from a wheel.
 """
 
-from worker.core.errors import (
+if __name__ != "jobdesk":  # the checkout's folder imported by its old name
+    raise ImportError(f"jobdesk is imported as `jobdesk`, not `{__name__}`: write `from jobdesk import ...` "
+                      "(the old names `worker` and `desktop` were dropped in 0.2.0; see the changelog)")
+
+from jobdesk.core.errors import (
     DatabaseUnavailable,
     EventTimeout,
     IllegalTransition,
@@ -31,11 +38,11 @@ from worker.core.errors import (
     PermanentJobError,
     StepError,
 )
-from worker.core.models import Job, JobCreate, JobRecord, ProcessorResult, Status
-from worker.core.processor import BaseProcessor
-from worker.core.schedules import Schedule
-from worker.core.version import __version__
-from worker.service.client import JobClient
+from jobdesk.core.models import Job, JobCreate, JobRecord, ProcessorResult, Status
+from jobdesk.core.processor import BaseProcessor
+from jobdesk.core.schedules import Schedule
+from jobdesk.core.version import __version__
+from jobdesk.service.client import JobClient
 
 __all__ = [
     # the backend client

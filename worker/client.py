@@ -1,3 +1,3 @@
-"""Moved to `worker.service.client`; this path stays for code written against it."""
+"""Moved to `jobdesk.service.client`; this path stays for code written against it."""
 
-from worker.service.client import *  # noqa: F403
+from jobdesk.service.client import *  # noqa: F403

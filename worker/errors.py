@@ -1,3 +1,3 @@
-"""Moved to `worker.core.errors`; this path stays for code written against it."""
+"""Moved to `jobdesk.core.errors`; this path stays for code written against it."""
 
-from worker.core.errors import *  # noqa: F403
+from jobdesk.core.errors import *  # noqa: F403

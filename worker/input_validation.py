@@ -1,3 +1,3 @@
-"""Moved to `worker.core.input_validation`; this path stays for code written against it."""
+"""Moved to `jobdesk.core.input_validation`; this path stays for code written against it."""
 
-from worker.core.input_validation import *  # noqa: F403
+from jobdesk.core.input_validation import *  # noqa: F403

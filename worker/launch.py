@@ -1,3 +1,3 @@
-"""Moved to `worker.runtime.launch`; this path stays for code written against it."""
+"""Moved to `jobdesk.runtime.launch`; this path stays for code written against it."""
 
-from worker.runtime.launch import *  # noqa: F403
+from jobdesk.runtime.launch import *  # noqa: F403

@@ -1,3 +1,3 @@
-"""Moved to `worker.core.models`; this path stays for code written against it."""
+"""Moved to `jobdesk.core.models`; this path stays for code written against it."""
 
-from worker.core.models import *  # noqa: F403
+from jobdesk.core.models import *  # noqa: F403

@@ -1,3 +1,3 @@
-"""Moved to `worker.core.paths`; this path stays for code written against it."""
+"""Moved to `jobdesk.core.paths`; this path stays for code written against it."""
 
-from worker.core.paths import *  # noqa: F403
+from jobdesk.core.paths import *  # noqa: F403

@@ -1,3 +1,3 @@
-"""Moved to `worker.core.processor`; this path stays for code written against it."""
+"""Moved to `jobdesk.core.processor`; this path stays for code written against it."""
 
-from worker.core.processor import *  # noqa: F403
+from jobdesk.core.processor import *  # noqa: F403

@@ -1,3 +1,3 @@
-"""Moved to `worker.runtime.registry`; this path stays for code written against it."""
+"""Moved to `jobdesk.runtime.registry`; this path stays for code written against it."""
 
-from worker.runtime.registry import *  # noqa: F403
+from jobdesk.runtime.registry import *  # noqa: F403

@@ -1,3 +1,3 @@
-"""Moved to `worker.core.schedules`; this path stays for code written against it."""
+"""Moved to `jobdesk.core.schedules`; this path stays for code written against it."""
 
-from worker.core.schedules import *  # noqa: F403
+from jobdesk.core.schedules import *  # noqa: F403

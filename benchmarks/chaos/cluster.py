@@ -1,6 +1,6 @@
 """What a chaos case runs on: one PostgreSQL server from the embedded binaries (a raw server, so
 that it can be restarted and its connection slots counted), a fresh database per case, and the
-worker processes, real `python -m worker.cli worker` subprocesses in process groups of their own."""
+worker processes, real `python -m jobdesk.cli worker` subprocesses in process groups of their own."""
 
 from __future__ import annotations
 
@@ -93,7 +93,7 @@ class Workers:
         log = open(self.runs_dir / f"worker-{name}.log", "ab")
         try:
             self.procs[name] = subprocess.Popen(
-                [sys.executable, "-m", "worker.cli", "worker", "--processors", PROCESSORS],
+                [sys.executable, "-m", "jobdesk.cli", "worker", "--processors", PROCESSORS],
                 env=self.env(), cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                 start_new_session=True, preexec_fn=_die_with_parent)
         finally:

@@ -9,7 +9,7 @@ from typing import Any
 import asyncpg
 
 from benchmarks.chaos.cluster import DRIVER_APP
-from worker.store.db import CONNECTION_ERRORS
+from jobdesk.store.db import CONNECTION_ERRORS
 
 
 async def connect(dsn: str, **kwargs: Any) -> asyncpg.Connection:

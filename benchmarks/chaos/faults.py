@@ -15,7 +15,7 @@ import asyncpg
 from benchmarks.chaos.cluster import Server, Workers
 from benchmarks.chaos.driver import Driver, connect
 from benchmarks.chaos.load import Producer
-from worker.store.db import CONNECTION_ERRORS
+from jobdesk.store.db import CONNECTION_ERRORS
 
 _TERMINATE = """
 SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity

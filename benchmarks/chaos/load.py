@@ -10,8 +10,8 @@ import logging
 import time
 from dataclasses import dataclass, field
 
-from worker import DatabaseUnavailable, JobClient
-from worker.core.models import JobCreate
+from jobdesk import DatabaseUnavailable, JobClient
+from jobdesk.core.models import JobCreate
 
 TICK_S = 0.02
 MAX_BATCH_S = 0.5  # after a stall, at most half a second's worth in one batch

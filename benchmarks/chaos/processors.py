@@ -13,7 +13,7 @@ import os
 import time
 from pathlib import Path
 
-from worker import BaseProcessor, Job, ProcessorResult
+from jobdesk import BaseProcessor, Job, ProcessorResult
 
 RUNS_DIR_ENV = "CHAOS_RUNS_DIR"
 _fd: int | None = None

@@ -17,7 +17,7 @@ from benchmarks.chaos import faults, measure
 from benchmarks.chaos.cluster import Server, Workers, fresh_database
 from benchmarks.chaos.driver import Driver
 from benchmarks.chaos.load import Producer
-from worker import JobClient
+from jobdesk import JobClient
 
 WORKERS = ("a", "b")
 CONCURRENCY = 10  # MAX_CONCURRENT_JOBS of each worker

@@ -12,16 +12,16 @@ import logging
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QSplitter, QToolButton, QVBoxLayout, QWidget
 
-from desktop.connection import ConsoleConnection
-from desktop.errors import EXPECTED
-from desktop.jobs.job_actions import JobActions
-from desktop.jobs.job_detail import JsonView
-from desktop.jobs.job_table_model import COL_CREATED, COL_ID, COL_PIPELINE, COL_TYPE, COLUMNS, JobTableModel
-from desktop.list_table import list_table
-from desktop.shown_gate import ShownGate
-from desktop.tasks import spawn
-from worker.core.models import Status, short_id
-from worker.store.jobs import JobFilter, JobRow
+from jobdesk.console.connection import ConsoleConnection
+from jobdesk.console.errors import EXPECTED
+from jobdesk.console.jobs.job_actions import JobActions
+from jobdesk.console.jobs.job_detail import JsonView
+from jobdesk.console.jobs.job_table_model import COL_CREATED, COL_ID, COL_PIPELINE, COL_TYPE, COLUMNS, JobTableModel
+from jobdesk.console.list_table import list_table
+from jobdesk.console.shown_gate import ShownGate
+from jobdesk.console.tasks import spawn
+from jobdesk.core.models import Status, short_id
+from jobdesk.store.jobs import JobFilter, JobRow
 
 log = logging.getLogger("jobdesk.console")
 

@@ -6,9 +6,9 @@ from datetime import UTC, datetime
 
 from PySide6.QtCore import Qt
 
-from desktop.table_model import Index, RowsTableModel
-from worker.core.timefmt import relative
-from worker.store.failures import FailureGroup
+from jobdesk.console.table_model import Index, RowsTableModel
+from jobdesk.core.timefmt import relative
+from jobdesk.store.failures import FailureGroup
 
 # The error last: it is the widest, and the last column stretches.
 COLUMNS = ("Failed jobs", "Attempts 24 h", "Types", "First seen", "Last seen", "Error")

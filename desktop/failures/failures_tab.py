@@ -22,15 +22,15 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from desktop.connection import ConsoleConnection
-from desktop.errors import EXPECTED, reason
-from desktop.failures.failure_model import COL_ERROR, FailureGroupModel
-from desktop.jobs.job_detail import monospace
-from desktop.list_table import list_table
-from desktop.tasks import spawn
-from worker.core.models import Status, short_id
-from worker.store.failures import WINDOW_HOURS, FailureGroup, FailureSample
-from worker.store.jobs import JobFilter
+from jobdesk.console.connection import ConsoleConnection
+from jobdesk.console.errors import EXPECTED, reason
+from jobdesk.console.failures.failure_model import COL_ERROR, FailureGroupModel
+from jobdesk.console.jobs.job_detail import monospace
+from jobdesk.console.list_table import list_table
+from jobdesk.console.tasks import spawn
+from jobdesk.core.models import Status, short_id
+from jobdesk.store.failures import WINDOW_HOURS, FailureGroup, FailureSample
+from jobdesk.store.jobs import JobFilter
 
 log = logging.getLogger("jobdesk.console")
 

@@ -17,10 +17,10 @@ from PySide6.QtCore import QEvent, QPointF, QRectF, QSize, Qt
 from PySide6.QtGui import QBrush, QColor, QFontMetrics, QHelpEvent, QPainter, QPaintEvent, QPen, QPolygonF
 from PySide6.QtWidgets import QSizePolicy, QToolTip, QWidget
 
-from desktop.theme import STATUS_COLOURS
-from worker.core.models import JobRecord, Status
-from worker.core.timefmt import span
-from worker.service.jobs import Attempt
+from jobdesk.console.theme import STATUS_COLOURS
+from jobdesk.core.models import JobRecord, Status
+from jobdesk.core.timefmt import span
+from jobdesk.service.jobs import Attempt
 
 WAIT, RUN, BACKOFF, SUSPEND = "wait", "run", "backoff", "suspend"
 SUSPENDED = "suspended"  # the outcome of a run that ended in a sleep or a wait (job_attempts)

@@ -24,13 +24,13 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from desktop.connection import ConsoleConnection
-from desktop.errors import EXPECTED, reason
-from desktop.tasks import spawn
-from desktop.theme import icon
-from worker.core.rules import LEGAL_FROM, BulkChunk
-from worker.service.jobs import BulkCount, JobService
-from worker.store.jobs import JobFilter, StatusCounts
+from jobdesk.console.connection import ConsoleConnection
+from jobdesk.console.errors import EXPECTED, reason
+from jobdesk.console.tasks import spawn
+from jobdesk.console.theme import icon
+from jobdesk.core.rules import LEGAL_FROM, BulkChunk
+from jobdesk.service.jobs import BulkCount, JobService
+from jobdesk.store.jobs import JobFilter, StatusCounts
 
 log = logging.getLogger("jobdesk.console")
 

@@ -11,9 +11,9 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from worker.core.json_value import JsonValue
-from worker.core.settings import Settings
-from worker.runtime.registry import load_processor_classes
+from jobdesk.core.json_value import JsonValue
+from jobdesk.core.settings import Settings
+from jobdesk.runtime.registry import load_processor_classes
 
 
 def input_models(settings: Settings) -> dict[str, type[BaseModel]]:

@@ -10,12 +10,12 @@ from PySide6.QtCore import QObject, Signal
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import QInputDialog, QMessageBox, QWidget
 
-from desktop.errors import EXPECTED
-from desktop.tasks import spawn
-from desktop.theme import icon
-from worker.core.errors import JobdeskError
-from worker.core.models import Status
-from worker.core.rules import is_legal
+from jobdesk.console.errors import EXPECTED
+from jobdesk.console.tasks import spawn
+from jobdesk.console.theme import icon
+from jobdesk.core.errors import JobdeskError
+from jobdesk.core.models import Status
+from jobdesk.core.rules import is_legal
 
 # action name: (label, shortcut, confirmation question or None)
 ACTIONS: dict[str, tuple[str, str, str | None]] = {
@@ -30,7 +30,7 @@ ACTIONS: dict[str, tuple[str, str, str | None]] = {
 
 TOOLTIPS = {"retry_fresh": "Retry the selected jobs from scratch, forgetting their stored steps"}
 
-# The rule (worker.core.rules) an action obeys, where its name is not one.
+# The rule (jobdesk.core.rules) an action obeys, where its name is not one.
 RULES = {"retry_fresh": "retry"}
 
 

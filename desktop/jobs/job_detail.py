@@ -24,14 +24,14 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from desktop.jobs.attempt_timeline import AttemptTimeline, marks, segments
-from desktop.jobs.step_list import StepTable
-from desktop.theme import STATUS_COLOURS, status_label
-from worker.core.json_value import JsonObject, JsonValue
-from worker.core.models import short_id
-from worker.core.timefmt import relative
-from worker.service import jobs as service
-from worker.store.waiting import WaitingReason
+from jobdesk.console.jobs.attempt_timeline import AttemptTimeline, marks, segments
+from jobdesk.console.jobs.step_list import StepTable
+from jobdesk.console.theme import STATUS_COLOURS, status_label
+from jobdesk.core.json_value import JsonObject, JsonValue
+from jobdesk.core.models import short_id
+from jobdesk.core.timefmt import relative
+from jobdesk.service import jobs as service
+from jobdesk.store.waiting import WaitingReason
 
 SUSPENDED_KINDS = {"sleeping": "sleeping", "event": "waiting for an event", "children": "waiting for child jobs"}
 RAW_LIMIT = 200_000  # characters of raw JSON shown; the rest is cut with a note

@@ -13,12 +13,12 @@ from typing import Any
 
 from PySide6.QtCore import Qt
 
-from desktop.live_diff import diff_rows
-from desktop.table_model import Index, PagedTableModel, Query
-from desktop.theme import status_label
-from worker.core.models import Status, short_id
-from worker.core.timefmt import relative, span, until
-from worker.store.jobs import MAX_YEAR, JobFilter, JobRow, glob_matches
+from jobdesk.console.live_diff import diff_rows
+from jobdesk.console.table_model import Index, PagedTableModel, Query
+from jobdesk.console.theme import status_label
+from jobdesk.core.models import Status, short_id
+from jobdesk.core.timefmt import relative, span, until
+from jobdesk.store.jobs import MAX_YEAR, JobFilter, JobRow, glob_matches
 
 log = logging.getLogger("jobdesk.console")
 

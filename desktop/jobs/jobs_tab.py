@@ -11,10 +11,10 @@ from datetime import UTC, datetime, timedelta
 from PySide6.QtCore import QEvent, QObject, QRect, Qt, QTimer, Signal
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QLineEdit, QToolButton, QVBoxLayout, QWidget
 
-from desktop.column_prefs import ColumnPrefs
-from desktop.connection import ConsoleConnection
-from desktop.errors import EXPECTED
-from desktop.jobs.job_table_model import (
+from jobdesk.console.column_prefs import ColumnPrefs
+from jobdesk.console.connection import ConsoleConnection
+from jobdesk.console.errors import EXPECTED
+from jobdesk.console.jobs.job_table_model import (
     COL_CREATED,
     COL_DURATION,
     COL_ID,
@@ -24,15 +24,15 @@ from desktop.jobs.job_table_model import (
     COL_USER,
     JobTableModel,
 )
-from desktop.jobs.search_box import SearchBox
-from desktop.jobs.search_syntax import parse_search
-from desktop.jobs.status_delegate import StatusChipDelegate
-from desktop.list_table import list_table
-from desktop.status_filter import checked, status_buttons
-from desktop.tasks import spawn
-from desktop.theme import STATUS_COLOURS, status_label
-from worker.core.models import Status
-from worker.store.jobs import JobFilter, JobRow, StatusCounts
+from jobdesk.console.jobs.search_box import SearchBox
+from jobdesk.console.jobs.search_syntax import parse_search
+from jobdesk.console.jobs.status_delegate import StatusChipDelegate
+from jobdesk.console.list_table import list_table
+from jobdesk.console.status_filter import checked, status_buttons
+from jobdesk.console.tasks import spawn
+from jobdesk.console.theme import STATUS_COLOURS, status_label
+from jobdesk.core.models import Status
+from jobdesk.store.jobs import JobFilter, JobRow, StatusCounts
 
 log = logging.getLogger("jobdesk.console")
 

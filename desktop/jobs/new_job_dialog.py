@@ -26,12 +26,12 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from desktop.connection import ConsoleConnection
-from desktop.errors import EXPECTED, reason
-from desktop.jobs.input_models import check_input, skeleton
-from desktop.jobs.job_detail import monospace
-from desktop.tasks import spawn
-from worker.core.models import short_id
+from jobdesk.console.connection import ConsoleConnection
+from jobdesk.console.errors import EXPECTED, reason
+from jobdesk.console.jobs.input_models import check_input, skeleton
+from jobdesk.console.jobs.job_detail import monospace
+from jobdesk.console.tasks import spawn
+from jobdesk.core.models import short_id
 
 
 class NewJobDialog(QDialog):

@@ -6,7 +6,7 @@ from __future__ import annotations
 from PySide6.QtCore import QModelIndex, QPersistentModelIndex, QStringListModel, Qt
 from PySide6.QtWidgets import QCompleter, QLineEdit, QWidget
 
-from desktop.jobs.search_syntax import KEYS, completions
+from jobdesk.console.jobs.search_syntax import KEYS, completions
 
 
 class TermCompleter(QCompleter):

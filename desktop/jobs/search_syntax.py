@@ -12,8 +12,8 @@ import re
 import shlex
 from dataclasses import dataclass, field, replace
 
-from worker.core.models import Status
-from worker.store.jobs import JobFilter
+from jobdesk.core.models import Status
+from jobdesk.store.jobs import JobFilter
 
 # key: what it matches, for completion and the inline help
 KEYS: dict[str, str] = {

@@ -7,10 +7,10 @@ from PySide6.QtCore import QModelIndex, QPersistentModelIndex, QRectF, Qt
 from PySide6.QtGui import QColor, QPainter
 from PySide6.QtWidgets import QStyle, QStyledItemDelegate, QStyleOptionViewItem
 
-from desktop.jobs.attempt_timeline import SUSPEND_COLOUR
-from desktop.jobs.job_table_model import ROW_ROLE
-from desktop.theme import STATUS_COLOURS, STATUS_SYMBOLS, status_label
-from worker.core.models import Status
+from jobdesk.console.jobs.attempt_timeline import SUSPEND_COLOUR
+from jobdesk.console.jobs.job_table_model import ROW_ROLE
+from jobdesk.console.theme import STATUS_COLOURS, STATUS_SYMBOLS, status_label
+from jobdesk.core.models import Status
 
 STATUS_ROLE = Qt.ItemDataRole.UserRole + 7  # a row's Status, for models whose rows are not JobRows
 

@@ -13,8 +13,8 @@ from typing import Protocol
 from PySide6.QtGui import QBrush, QColor, QFont
 from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QTableWidget, QTableWidgetItem
 
-from worker.core.json_value import JsonValue
-from worker.core.timefmt import relative, span
+from jobdesk.core.json_value import JsonValue
+from jobdesk.core.timefmt import relative, span
 
 COMPACT_LIMIT = 160  # characters of a result shown in its cell
 COLUMNS = ["Step", "Attempt", "Finished", "Duration", "Result"]

@@ -14,12 +14,12 @@ from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QHideEvent, QPalette, QShowEvent
 from PySide6.QtWidgets import QComboBox, QGridLayout, QHBoxLayout, QLabel, QVBoxLayout, QWidget
 
-from desktop.connection import ConsoleConnection
-from desktop.errors import EXPECTED, reason
-from desktop.tasks import spawn
-from desktop.theme import STATUS_COLOURS
-from worker.core.models import Status
-from worker.store.stats import QUEUE_STATUSES, WINDOWS, Metrics, TableSize, Window
+from jobdesk.console.connection import ConsoleConnection
+from jobdesk.console.errors import EXPECTED, reason
+from jobdesk.console.tasks import spawn
+from jobdesk.console.theme import STATUS_COLOURS
+from jobdesk.core.models import Status
+from jobdesk.store.stats import QUEUE_STATUSES, WINDOWS, Metrics, TableSize, Window
 
 log = logging.getLogger("jobdesk.console")
 

@@ -1,7 +1,7 @@
 """Tells the operator when jobs need them: it watches the live changes for jobs that fail for good
 or start waiting for approval, and gathers them into one notification per burst window
 ("5 jobs of pdf.render failed"). Jobs that were already so when the console connected, and muted
-types, are left out. The tray presenter (`desktop.notify.tray`) shows what this decides."""
+types, are left out. The tray presenter (`jobdesk.console.notify.tray`) shows what this decides."""
 
 from __future__ import annotations
 
@@ -13,11 +13,11 @@ from datetime import datetime
 
 from PySide6.QtCore import QObject, QSettings, QTimer, Signal
 
-from desktop.connection import ConsoleConnection
-from desktop.errors import EXPECTED, reason
-from desktop.tasks import spawn
-from worker.core.models import short_id
-from worker.store.stats import Attention, Transition
+from jobdesk.console.connection import ConsoleConnection
+from jobdesk.console.errors import EXPECTED, reason
+from jobdesk.console.tasks import spawn
+from jobdesk.core.models import short_id
+from jobdesk.store.stats import Attention, Transition
 
 log = logging.getLogger("jobdesk.console")
 

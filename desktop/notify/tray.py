@@ -8,9 +8,9 @@ from PySide6.QtCore import QObject, QRect, Qt, Signal
 from PySide6.QtGui import QAction, QColor, QFont, QIcon, QPainter, QPixmap
 from PySide6.QtWidgets import QLabel, QMenu, QStatusBar, QSystemTrayIcon, QWidget
 
-from desktop.notify.notifier import Notice, NotificationSettings
-from desktop.theme import icon
-from worker.store.stats import Attention
+from jobdesk.console.notify.notifier import Notice, NotificationSettings
+from jobdesk.console.theme import icon
+from jobdesk.store.stats import Attention
 
 
 def badge_icon(base: QIcon, count: int) -> QIcon:

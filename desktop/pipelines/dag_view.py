@@ -36,11 +36,11 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from desktop.pipelines.dag_layout import NODE_H, NODE_W, layered_layout
-from desktop.theme import STATUS_COLOURS, STATUS_SYMBOLS, status_label
-from worker.core.models import Status
-from worker.core.timefmt import span
-from worker.store.pipelines import GraphNode
+from jobdesk.console.pipelines.dag_layout import NODE_H, NODE_W, layered_layout
+from jobdesk.console.theme import STATUS_COLOURS, STATUS_SYMBOLS, status_label
+from jobdesk.core.models import Status
+from jobdesk.core.timefmt import span
+from jobdesk.store.pipelines import GraphNode
 
 # What "follow" and C centre on, most urgent first.
 FOCUS_ORDER = (Status.IN_PROGRESS, Status.FAILED, Status.WAITING_APPROVAL)

@@ -10,11 +10,11 @@ from datetime import UTC, datetime
 
 from PySide6.QtCore import Qt
 
-from desktop.live_diff import diff_rows
-from desktop.table_model import Index, PagedTableModel, Query
-from worker.core.models import short_id
-from worker.core.timefmt import relative, span
-from worker.store.pipelines import (
+from jobdesk.console.live_diff import diff_rows
+from jobdesk.console.table_model import Index, PagedTableModel, Query
+from jobdesk.core.models import short_id
+from jobdesk.core.timefmt import relative, span
+from jobdesk.store.pipelines import (
     PipelineFilter,
     PipelineRow,
     PipelineStatus,

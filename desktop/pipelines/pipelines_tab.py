@@ -18,20 +18,20 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from desktop.connection import ConsoleConnection
-from desktop.errors import EXPECTED
-from desktop.jobs.job_actions import ACTIONS, RULES, JobActions, action_is_legal
-from desktop.list_table import list_table
-from desktop.pipelines.dag_view import DagView
-from desktop.pipelines.pipeline_model import COL_PROGRESS, COL_STATUS, PipelineListModel, pipeline_label
-from desktop.pipelines.progress_delegate import PIPELINE_COLOURS, PipelineDelegate
-from desktop.shown_gate import ShownGate
-from desktop.status_filter import checked, status_buttons
-from desktop.tasks import spawn
-from desktop.theme import icon
-from worker.core.models import Status, short_id
-from worker.core.rules import is_legal
-from worker.store.pipelines import (
+from jobdesk.console.connection import ConsoleConnection
+from jobdesk.console.errors import EXPECTED
+from jobdesk.console.jobs.job_actions import ACTIONS, RULES, JobActions, action_is_legal
+from jobdesk.console.list_table import list_table
+from jobdesk.console.pipelines.dag_view import DagView
+from jobdesk.console.pipelines.pipeline_model import COL_PROGRESS, COL_STATUS, PipelineListModel, pipeline_label
+from jobdesk.console.pipelines.progress_delegate import PIPELINE_COLOURS, PipelineDelegate
+from jobdesk.console.shown_gate import ShownGate
+from jobdesk.console.status_filter import checked, status_buttons
+from jobdesk.console.tasks import spawn
+from jobdesk.console.theme import icon
+from jobdesk.core.models import Status, short_id
+from jobdesk.core.rules import is_legal
+from jobdesk.store.pipelines import (
     GRAPH_LIMIT,
     GraphNode,
     PipelineFilter,

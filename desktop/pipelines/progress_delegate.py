@@ -6,10 +6,10 @@ from PySide6.QtCore import QModelIndex, QPersistentModelIndex, QRectF, Qt
 from PySide6.QtGui import QColor, QPainter, QPalette
 from PySide6.QtWidgets import QStyle, QStyledItemDelegate, QStyleOptionViewItem
 
-from desktop.pipelines.pipeline_model import COL_PROGRESS, COL_STATUS, ROW_ROLE, pipeline_label
-from desktop.theme import STATUS_COLOURS
-from worker.core.models import Status
-from worker.store.pipelines import PipelineRow, PipelineStatus
+from jobdesk.console.pipelines.pipeline_model import COL_PROGRESS, COL_STATUS, ROW_ROLE, pipeline_label
+from jobdesk.console.theme import STATUS_COLOURS
+from jobdesk.core.models import Status
+from jobdesk.store.pipelines import PipelineRow, PipelineStatus
 
 # A pipeline's status borrows the colour of the job status it stands for.
 PIPELINE_COLOURS = {

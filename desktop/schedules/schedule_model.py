@@ -6,12 +6,12 @@ from datetime import UTC, datetime
 
 from PySide6.QtCore import Qt
 
-from desktop.jobs.status_delegate import STATUS_ROLE
-from desktop.live_diff import diff_rows
-from desktop.table_model import Index, RowsTableModel
-from worker.core.models import short_id
-from worker.core.timefmt import relative
-from worker.runtime.scheduler import ScheduledJob, ScheduleRecord
+from jobdesk.console.jobs.status_delegate import STATUS_ROLE
+from jobdesk.console.live_diff import diff_rows
+from jobdesk.console.table_model import Index, RowsTableModel
+from jobdesk.core.models import short_id
+from jobdesk.core.timefmt import relative
+from jobdesk.runtime.scheduler import ScheduledJob, ScheduleRecord
 
 COLUMNS = ["Name", "When", "Timezone", "Type", "Next run", "Last run", "State"]
 COL_NAME, COL_WHEN, COL_ZONE, COL_TYPE, COL_NEXT, COL_LAST, COL_STATE = range(len(COLUMNS))

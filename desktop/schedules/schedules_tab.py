@@ -9,13 +9,13 @@ from __future__ import annotations
 from PySide6.QtCore import QModelIndex, Qt, QTimer, Signal
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QSplitter, QVBoxLayout, QWidget
 
-from desktop.connection import ConsoleConnection
-from desktop.errors import EXPECTED, reason
-from desktop.jobs.status_delegate import StatusChipDelegate
-from desktop.list_table import list_table
-from desktop.schedules.schedule_model import TICK_COL_STATUS, ScheduleTableModel, TickTableModel
-from desktop.tasks import spawn
-from worker.runtime.scheduler import ScheduleRecord
+from jobdesk.console.connection import ConsoleConnection
+from jobdesk.console.errors import EXPECTED, reason
+from jobdesk.console.jobs.status_delegate import StatusChipDelegate
+from jobdesk.console.list_table import list_table
+from jobdesk.console.schedules.schedule_model import TICK_COL_STATUS, ScheduleTableModel, TickTableModel
+from jobdesk.console.tasks import spawn
+from jobdesk.runtime.scheduler import ScheduleRecord
 
 REFRESH_MS = 3000
 

@@ -6,8 +6,8 @@ from PySide6.QtCore import QAbstractItemModel, QEvent, QModelIndex, QPersistentM
 from PySide6.QtGui import QFont, QMouseEvent, QPainter, QPalette
 from PySide6.QtWidgets import QApplication, QStyle, QStyledItemDelegate, QStyleOptionViewItem
 
-from desktop.workers.worker_table_model import JOBS_ROLE
-from worker.core.models import short_id
+from jobdesk.console.workers.worker_table_model import JOBS_ROLE
+from jobdesk.core.models import short_id
 
 MAX_LINKS = 3  # links drawn per cell; the rest are counted
 

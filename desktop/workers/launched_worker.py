@@ -17,9 +17,9 @@ from collections.abc import Mapping
 
 from PySide6.QtCore import QObject, QProcess, QProcessEnvironment, Signal
 
-from desktop.connection import ConsoleConnection
-from desktop.workers.worker_log import LineSplitter, LogLine
-from worker.runtime.launch import worker_command
+from jobdesk.console.connection import ConsoleConnection
+from jobdesk.console.workers.worker_log import LineSplitter, LogLine
+from jobdesk.runtime.launch import worker_command
 
 log = logging.getLogger("jobdesk.console")
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QTableWidget, QTableWidgetItem, QWidget
 
-from worker.core.limits import LimitUse, next_start_text
+from jobdesk.core.limits import LimitUse, next_start_text
 
 HEADERS = ("Type", "Limit", "In use now", "Held back", "Next start")
 MAX_ROWS_SHOWN = 8  # the table grows with its rows up to this many, then scrolls

@@ -18,11 +18,11 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from desktop.jobs.job_detail import monospace
-from desktop.tasks import spawn
-from desktop.theme import is_dark
-from desktop.workers.launched_worker import MAX_LINES, LaunchedWorker, WorkerLauncher
-from desktop.workers.worker_log import LEVELS, LogLine, record_level
+from jobdesk.console.jobs.job_detail import monospace
+from jobdesk.console.tasks import spawn
+from jobdesk.console.theme import is_dark
+from jobdesk.console.workers.launched_worker import MAX_LINES, LaunchedWorker, WorkerLauncher
+from jobdesk.console.workers.worker_log import LEVELS, LogLine, record_level
 
 FILTER_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 EMPTY_TEXT = "No worker launched from this console yet. “Launch worker” starts one on this database."

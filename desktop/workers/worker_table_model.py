@@ -14,12 +14,12 @@ from datetime import UTC, datetime, timedelta
 from PySide6.QtCore import QModelIndex, Qt
 from PySide6.QtGui import QColor, QFont
 
-from desktop.table_model import Index, RowsTableModel
-from desktop.theme import is_dark
-from worker.core.models import short_id
-from worker.core.timefmt import relative
-from worker.store import fleet
-from worker.store.fleet import WorkerRecord
+from jobdesk.console.table_model import Index, RowsTableModel
+from jobdesk.console.theme import is_dark
+from jobdesk.core.models import short_id
+from jobdesk.core.timefmt import relative
+from jobdesk.store import fleet
+from jobdesk.store.fleet import WorkerRecord
 
 WORKER_ROLE = Qt.ItemDataRole.UserRole + 1  # the WorkerRecord of a row
 JOBS_ROLE = Qt.ItemDataRole.UserRole + 2  # ids of the jobs it runs

@@ -10,14 +10,14 @@ from PySide6.QtCore import QObject, Qt, Signal
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import QDockWidget, QMainWindow, QMessageBox
 
-from desktop.connection import ConsoleConnection
-from desktop.tasks import spawn
-from desktop.theme import icon
-from desktop.workers.launched_worker import LaunchedWorker, WorkerLauncher
-from desktop.workers.log_dock import WorkerLogDock
-from desktop.workers.workers_panel import WorkersPanel
-from worker.store import fleet
-from worker.store.fleet import WorkerRecord
+from jobdesk.console.connection import ConsoleConnection
+from jobdesk.console.tasks import spawn
+from jobdesk.console.theme import icon
+from jobdesk.console.workers.launched_worker import LaunchedWorker, WorkerLauncher
+from jobdesk.console.workers.log_dock import WorkerLogDock
+from jobdesk.console.workers.workers_panel import WorkersPanel
+from jobdesk.store import fleet
+from jobdesk.store.fleet import WorkerRecord
 
 log = logging.getLogger("jobdesk.console")
 

@@ -21,17 +21,17 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from desktop.connection import ConsoleConnection
-from desktop.errors import EXPECTED
-from desktop.list_table import list_table
-from desktop.tasks import spawn
-from desktop.workers.job_links_delegate import JobLinksDelegate
-from desktop.workers.limits_table import LimitsTable
-from desktop.workers.worker_table_model import COL_JOBS, COLUMNS, WorkerTableModel
-from worker.core.errors import JobdeskError
-from worker.core.rules import worker_command_is_legal
-from worker.store import fleet
-from worker.store.fleet import UnservedType, WorkerRecord
+from jobdesk.console.connection import ConsoleConnection
+from jobdesk.console.errors import EXPECTED
+from jobdesk.console.list_table import list_table
+from jobdesk.console.tasks import spawn
+from jobdesk.console.workers.job_links_delegate import JobLinksDelegate
+from jobdesk.console.workers.limits_table import LimitsTable
+from jobdesk.console.workers.worker_table_model import COL_JOBS, COLUMNS, WorkerTableModel
+from jobdesk.core.errors import JobdeskError
+from jobdesk.core.rules import worker_command_is_legal
+from jobdesk.store import fleet
+from jobdesk.store.fleet import UnservedType, WorkerRecord
 
 log = logging.getLogger("jobdesk.console")
 

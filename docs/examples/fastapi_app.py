@@ -8,7 +8,7 @@ from typing import Annotated, Any
 from fastapi import Depends, FastAPI, HTTPException, Request
 from pydantic import BaseModel
 
-from worker import JobClient, JobNotFound, JobWaitTimeout, Status
+from jobdesk import JobClient, JobNotFound, JobWaitTimeout, Status
 
 
 class ReportRequest(BaseModel):

@@ -6,9 +6,9 @@ from dataclasses import dataclass
 import httpx
 import pytest
 
-from worker.api import create_app
-from worker.core.settings import load_settings
-from worker.service.jobs import JobService
+from jobdesk.api import create_app
+from jobdesk.core.settings import load_settings
+from jobdesk.service.jobs import JobService
 
 
 @dataclass

@@ -9,10 +9,10 @@ import time
 
 import httpx
 
+from jobdesk.api import create_app
+from jobdesk.core.settings import load_settings
+from jobdesk.service.jobs import JobService, migrate_database
 from tests import pg
-from worker.api import create_app
-from worker.core.settings import load_settings
-from worker.service.jobs import JobService, migrate_database
 
 
 async def test_503_while_the_database_is_down_then_recovery() -> None:

@@ -16,11 +16,11 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
+from jobdesk.core.settings import load_settings
+from jobdesk.service.jobs import JobService
 from tests import pg
 from tests.api.test_api_server import start_api, stop
 from tests.helpers import run_cli
-from worker.core.settings import load_settings
-from worker.service.jobs import JobService
 
 
 @pytest.fixture(scope="module")

@@ -168,8 +168,8 @@ async def test_healthz_metrics_ping_and_docs(api: Api) -> None:
 async def test_sse_and_long_poll_follow_a_job_a_worker_runs(api: Api, dsn: str) -> None:
     """A real worker picks the job up and completes it: the stream shows each status within a
     second of the worker's commit, then ends; a long-poll answers with the change."""
+    from jobdesk.processors.builtin import SleepProcessor
     from tests.helpers import RunningWorker
-    from worker.processors.builtin import SleepProcessor
 
     job = (await api.client.post("/api/jobs", json={"type": "sleep", "input_data": {"seconds": 0.6}})).json()
     seen: list[tuple[float, str]] = []

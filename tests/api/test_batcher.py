@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from worker.api.batcher import Batcher
+from jobdesk.api.batcher import Batcher
 
 
 class Recorder:

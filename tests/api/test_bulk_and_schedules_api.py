@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+from jobdesk.core.models import JobCreate
+from jobdesk.core.schedules import Schedule
+from jobdesk.store.jobs import JobFilter
 from tests.api.conftest import Api
 from tests.api.test_jobs_api import assert_error
-from worker.core.models import JobCreate
-from worker.core.schedules import Schedule
-from worker.store.jobs import JobFilter
 
 
 async def fail(api: Api, ids: list[str]) -> None:

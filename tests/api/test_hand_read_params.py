@@ -8,10 +8,10 @@ import asyncio
 import httpx
 from fastapi import FastAPI
 
+from jobdesk.api import errors
+from jobdesk.api.schemas import JobIn
 from tests.api.conftest import Api
 from tests.api.test_jobs_api import assert_error
-from worker.api import errors
-from worker.api.schemas import JobIn
 
 
 async def test_wait_and_status_are_validated_with_the_field_path(api: Api) -> None:

@@ -9,11 +9,11 @@ from datetime import UTC, datetime, timedelta
 import asyncpg
 import pytest
 
+from jobdesk.api.render import detail_json, job_json
+from jobdesk.core.errors import JobNotFound
+from jobdesk.core.models import JobCreate
+from jobdesk.store import transitions
 from tests.api.conftest import Api
-from worker.api.render import detail_json, job_json
-from worker.core.errors import JobNotFound
-from worker.core.models import JobCreate
-from worker.store import transitions
 
 WORKER = "w-doc"
 
@@ -95,7 +95,7 @@ async def test_another_users_job_is_not_found_as_an_unknown_one_is(api: Api) -> 
 
 
 async def test_one_group_read_answers_each_reader_in_its_own_scope(api: Api) -> None:
-    """Concurrent polls share one read (worker.api.batcher): each still sees only what its
+    """Concurrent polls share one read (jobdesk.api.batcher): each still sees only what its
     token's scope shows it, as when it reads alone."""
     svc = api.service
     alices, queued = await svc.enqueue_many([JobCreate("doc.user", {}, user_id=2), JobCreate("doc.queued", {})])

@@ -7,9 +7,9 @@ import asyncio
 
 import pytest
 
+from jobdesk.api import auth
 from tests.api.conftest import Api
 from tests.api.test_jobs_api import assert_error
-from worker.api import auth
 
 
 async def test_a_revocation_without_notify_takes_effect_within_the_cache_time(

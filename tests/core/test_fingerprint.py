@@ -5,11 +5,11 @@ from __future__ import annotations
 import asyncpg
 import pytest
 
-from worker.core.fingerprint import NO_ERROR, fingerprint
-from worker.core.models import JobCreate
-from worker.store import failures as failure_queries
-from worker.store import transitions
-from worker.store.jobs import JobFilter, fetch_page
+from jobdesk.core.fingerprint import NO_ERROR, fingerprint
+from jobdesk.core.models import JobCreate
+from jobdesk.store import failures as failure_queries
+from jobdesk.store import transitions
+from jobdesk.store.jobs import JobFilter, fetch_page
 
 
 @pytest.mark.parametrize(("error", "expected"), [

@@ -9,9 +9,9 @@ from pathlib import Path
 import asyncpg
 import pytest
 
+from jobdesk.core.input_validation import InvalidInput, make_validator
+from jobdesk.runtime.registry import input_schemas, load_processor_classes
 from tests.helpers import run_cli, start_worker, wait_for
-from worker.core.input_validation import InvalidInput, make_validator
-from worker.runtime.registry import input_schemas, load_processor_classes
 
 GOOD_ORDER = {"customer": "ada", "lines": [{"sku": "a", "qty": 2}, {"sku": "b", "qty": 3}]}
 BAD_ORDER = {"customer": "ada", "lines": [{"sku": "a", "qty": 2}, {"sku": "b", "qty": 0}]}

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from worker.core import paths
+from jobdesk.core import paths
 
 
 def test_outside_a_bundle_programs_inherit_the_environment() -> None:

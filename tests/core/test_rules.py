@@ -6,9 +6,9 @@ from datetime import UTC, datetime
 
 import pytest
 
-from worker.core.errors import InvalidJob
-from worker.core.models import JobCreate, Status
-from worker.core.rules import (
+from jobdesk.core.errors import InvalidJob
+from jobdesk.core.models import JobCreate, Status
+from jobdesk.core.rules import (
     BULK_ACTIONS,
     LEGAL_FROM,
     WORKER_COMMANDS_LEGAL_FROM,
@@ -18,8 +18,8 @@ from worker.core.rules import (
     retry_decision,
     worker_command_is_legal,
 )
-from worker.core.validation import check_new_job, json_text, storable_text
-from worker.store import fleet, transitions
+from jobdesk.core.validation import check_new_job, json_text, storable_text
+from jobdesk.store import fleet, transitions
 
 
 def test_operator_actions_start_from_these_statuses() -> None:

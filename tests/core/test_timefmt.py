@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from worker.core.timefmt import relative, span, until
+from jobdesk.core.timefmt import relative, span, until
 
 
 def test_span_reads_naturally_at_every_scale() -> None:

@@ -13,14 +13,14 @@ from PySide6.QtCore import QPoint
 from PySide6.QtGui import QFontMetrics
 from PySide6.QtWidgets import QApplication
 
-from desktop.connection import ConsoleConnection
-from desktop.jobs.attempt_timeline import BACKOFF, RUN, SUSPEND, WAIT, AttemptTimeline, Segment, segments
-from desktop.main_window import MainWindow
+from jobdesk.console.connection import ConsoleConnection
+from jobdesk.console.jobs.attempt_timeline import BACKOFF, RUN, SUSPEND, WAIT, AttemptTimeline, Segment, segments
+from jobdesk.console.main_window import MainWindow
+from jobdesk.core.models import JobRecord
+from jobdesk.core.settings import load_settings
+from jobdesk.service.jobs import Attempt
 from tests import pg
 from tests.desktop.qt_helpers import run_qasync, until
-from worker.core.models import JobRecord
-from worker.core.settings import load_settings
-from worker.service.jobs import Attempt
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 import asyncpg
 from PySide6.QtWidgets import QApplication, QMessageBox
 
-from desktop.failures.failure_model import COL_ATTEMPTS, COL_ERROR, COL_FAILED, COL_TYPES
-from desktop.jobs.bulk_action import BulkActions
+from jobdesk.console.failures.failure_model import COL_ATTEMPTS, COL_ERROR, COL_FAILED, COL_TYPES
+from jobdesk.console.jobs.bulk_action import BulkActions
+from jobdesk.core.models import Status
 from tests.desktop.qt_helpers import run_qasync, until
 from tests.desktop.test_console import ids_shown, open_window, test_db  # noqa: F401
-from worker.core.models import Status
 
 REFUSED = "ConnectionError: upstream <str> refused after <n> tries"
 

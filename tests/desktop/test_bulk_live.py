@@ -13,12 +13,12 @@ from PySide6.QtCore import QEvent, QObject, QPoint
 from PySide6.QtGui import QRegion
 from PySide6.QtWidgets import QApplication, QMessageBox, QWidget
 
-from desktop.jobs.bulk_action import BulkActions
-from desktop.jobs.job_table_model import COL_CREATED, COL_ID, COL_TYPE
+from jobdesk.console.jobs.bulk_action import BulkActions
+from jobdesk.console.jobs.job_table_model import COL_CREATED, COL_ID, COL_TYPE
+from jobdesk.core.models import Status
 from tests.desktop.qt_helpers import run_qasync, until
 from tests.desktop.test_bulk_and_failures import fill
 from tests.desktop.test_console import ids_shown, open_window, test_db  # noqa: F401
-from worker.core.models import Status
 
 
 class PaintedRegions(QObject):

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from PySide6.QtCore import QSettings
 
-from desktop.connection_dialog import ConnectionDialog, Profile, ProfileStore, with_password, without_password
+from jobdesk.console.connection_dialog import ConnectionDialog, Profile, ProfileStore, with_password, without_password
 
 
 def store(tmp_path: Path) -> ProfileStore:

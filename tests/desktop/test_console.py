@@ -8,12 +8,12 @@ import asyncpg
 import pytest
 from PySide6.QtWidgets import QApplication
 
-from desktop.connection import ConsoleConnection
-from desktop.main_window import MainWindow
+from jobdesk.console.connection import ConsoleConnection
+from jobdesk.console.main_window import MainWindow
+from jobdesk.core.models import Status
+from jobdesk.core.settings import load_settings
 from tests import pg
 from tests.desktop.qt_helpers import run_qasync, until
-from worker.core.models import Status
-from worker.core.settings import load_settings
 
 
 @pytest.fixture
@@ -154,10 +154,10 @@ def test_reconnects_after_the_database_restarts(qapp: QApplication, qtbot, test_
 
 def test_worker_progress_and_every_action_show_in_the_table(qapp: QApplication, qtbot,  # type: ignore[no-untyped-def]
                                                             test_db: str) -> None:
-    from worker.core.models import JobCreate
-    from worker.processors.builtin import EchoProcessor
-    from worker.runtime.worker import Worker
-    from worker.store.transitions import enqueue
+    from jobdesk.core.models import JobCreate
+    from jobdesk.processors.builtin import EchoProcessor
+    from jobdesk.runtime.worker import Worker
+    from jobdesk.store.transitions import enqueue
 
     async def scenario() -> None:
         conn = await asyncpg.connect(test_db)
@@ -173,7 +173,7 @@ def test_worker_progress_and_every_action_show_in_the_table(qapp: QApplication, 
             return None if row is None else window.model.row_at(row).status  # type: ignore[union-attr]
 
         # A worker completing a job changes its row, and the detail pane shows its result.
-        from worker.store.db import connect
+        from jobdesk.store.db import connect
         c = await connect(test_db)
         await enqueue(c, [JobCreate("echo", {"say": "hi"}, id="echoed")])
         await c.close()
@@ -212,8 +212,8 @@ def test_worker_progress_and_every_action_show_in_the_table(qapp: QApplication, 
 
 
 def test_switching_to_a_production_profile(qapp: QApplication, qtbot, test_db: str) -> None:  # type: ignore[no-untyped-def]
-    from desktop.app import Console, parse_args
-    from desktop.connection_dialog import Profile
+    from jobdesk.console.app import Console, parse_args
+    from jobdesk.console.connection_dialog import Profile
 
     async def scenario() -> None:
         console = Console(parse_args([]))

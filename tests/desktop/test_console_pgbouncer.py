@@ -10,12 +10,12 @@ import asyncpg
 import pytest
 from PySide6.QtWidgets import QApplication
 
-from desktop.connection import ConsoleConnection
-from desktop.main_window import MainWindow
+from jobdesk.console.connection import ConsoleConnection
+from jobdesk.console.main_window import MainWindow
+from jobdesk.core.settings import load_settings
 from tests import pg
 from tests.desktop.qt_helpers import run_qasync, until
 from tests.pgbouncer import PgBouncer
-from worker.core.settings import load_settings
 
 
 @pytest.fixture

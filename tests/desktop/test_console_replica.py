@@ -15,8 +15,8 @@ import asyncpg
 import pytest
 from PySide6.QtWidgets import QApplication
 
-from desktop.connection import ConsoleConnection
-from desktop.main_window import MainWindow
+from jobdesk.console.connection import ConsoleConnection
+from jobdesk.console.main_window import MainWindow
 from tests.desktop.qt_helpers import run_qasync, until
 from tests.read_replica import pause_replay, replica_settings, resume_replay, start_pair
 from tests.replication import Pair

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 
-from desktop.pipelines.dag_layout import NODE_W, layered_layout
+from jobdesk.console.pipelines.dag_layout import NODE_W, layered_layout
 
 
 def test_layers_follow_dependencies_left_to_right() -> None:

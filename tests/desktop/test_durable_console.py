@@ -13,19 +13,19 @@ import asyncpg
 import pytest
 from PySide6.QtWidgets import QApplication, QMessageBox
 
-from desktop.jobs import job_actions
-from desktop.jobs.attempt_timeline import RUN, SUSPEND, SUSPENDED, WAIT, AttemptTimeline, marks, segments
-from desktop.jobs.job_table_model import COL_STATUS
-from desktop.jobs.step_list import COL_RESULT, COL_STEP, compact
-from desktop.main_window import MainWindow
+from jobdesk.console.jobs import job_actions
+from jobdesk.console.jobs.attempt_timeline import RUN, SUSPEND, SUSPENDED, WAIT, AttemptTimeline, marks, segments
+from jobdesk.console.jobs.job_table_model import COL_STATUS
+from jobdesk.console.jobs.step_list import COL_RESULT, COL_STEP, compact
+from jobdesk.console.main_window import MainWindow
+from jobdesk.core.models import JobCreate, Status
+from jobdesk.service.jobs import JobService
+from jobdesk.store.durable import StepRow
 from tests.desktop.qt_helpers import run_qasync, until
 from tests.desktop.test_attempt_timeline import at, attempt, job, shape
 from tests.desktop.test_console import open_window, test_db  # noqa: F401
 from tests.durable_processors import PROCESSOR_MAP
 from tests.helpers import RunningWorker, wait_for
-from worker.core.models import JobCreate, Status
-from worker.service.jobs import JobService
-from worker.store.durable import StepRow
 
 PROCESSORS = {name: cls() for name, cls in PROCESSOR_MAP.items()}
 

@@ -10,10 +10,10 @@ import sys
 import pytest
 from PySide6.QtWidgets import QApplication, QMessageBox
 
-from desktop import errors
-from desktop.tasks import spawn
+from jobdesk.console import errors
+from jobdesk.console.tasks import spawn
+from jobdesk.core.errors import DatabaseUnavailable
 from tests.desktop.qt_helpers import run_qasync
-from worker.core.errors import DatabaseUnavailable
 
 
 def bug_dialogs() -> list[QMessageBox]:

@@ -10,11 +10,11 @@ import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QApplication, QInputDialog
 
-from desktop.connection import ConsoleConnection
-from desktop.main_window import MainWindow
+from jobdesk.console.connection import ConsoleConnection
+from jobdesk.console.main_window import MainWindow
+from jobdesk.core.settings import load_settings
 from tests import pg
 from tests.desktop.qt_helpers import run_qasync, until
-from worker.core.settings import load_settings
 
 
 @pytest.fixture

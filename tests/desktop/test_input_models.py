@@ -6,8 +6,8 @@ from enum import Enum
 
 from pydantic import BaseModel, Field
 
-from desktop.jobs.input_models import check_input, input_models, skeleton
-from worker.core.settings import load_settings
+from jobdesk.console.jobs.input_models import check_input, input_models, skeleton
+from jobdesk.core.settings import load_settings
 
 
 class Size(Enum):

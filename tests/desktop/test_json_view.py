@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from PySide6.QtWidgets import QApplication
 
-from desktop.jobs.job_detail import JsonView
+from jobdesk.console.jobs.job_detail import JsonView
 
 
 def rows(view: JsonView) -> list[tuple[str, str]]:

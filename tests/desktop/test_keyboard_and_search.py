@@ -11,14 +11,14 @@ from PySide6.QtCore import QModelIndex, Qt
 from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QApplication, QLabel
 
-from desktop.connection import ConsoleConnection
-from desktop.jobs.job_table_model import COL_ERROR, COL_PIPELINE, COL_USER
-from desktop.main_window import MainWindow
-from desktop.shortcuts import ShortcutsDialog
+from jobdesk.console.connection import ConsoleConnection
+from jobdesk.console.jobs.job_table_model import COL_ERROR, COL_PIPELINE, COL_USER
+from jobdesk.console.main_window import MainWindow
+from jobdesk.console.shortcuts import ShortcutsDialog
+from jobdesk.core.settings import load_settings
+from jobdesk.core.version import __version__
 from tests import pg
 from tests.desktop.qt_helpers import run_qasync, until
-from worker.core.settings import load_settings
-from worker.core.version import __version__
 
 
 @pytest.fixture

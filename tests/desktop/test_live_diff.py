@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from desktop.live_diff import apply, diff_rows, insert_position, reload_diff
+from jobdesk.console.live_diff import apply, diff_rows, insert_position, reload_diff
 
 
 @dataclass(frozen=True)

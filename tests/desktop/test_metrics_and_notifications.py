@@ -11,15 +11,15 @@ import pytest
 from PySide6.QtCore import QSettings
 from PySide6.QtWidgets import QApplication, QSystemTrayIcon
 
-from desktop.connection import ConsoleConnection
-from desktop.main_window import MainWindow
-from desktop.notify.notifier import Notice, NotificationSettings
+from jobdesk.console.connection import ConsoleConnection
+from jobdesk.console.main_window import MainWindow
+from jobdesk.console.notify.notifier import Notice, NotificationSettings
+from jobdesk.core.errors import SettingsError
+from jobdesk.core.models import Status
+from jobdesk.core.settings import load_settings
+from jobdesk.store import rollup as stats_rollup
 from tests import pg
 from tests.desktop.qt_helpers import run_qasync, until
-from worker.core.errors import SettingsError
-from worker.core.models import Status
-from worker.core.settings import load_settings
-from worker.store import rollup as stats_rollup
 
 
 @pytest.fixture

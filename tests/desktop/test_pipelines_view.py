@@ -11,17 +11,17 @@ from PySide6.QtCore import QPoint, QPointF, Qt
 from PySide6.QtGui import QWheelEvent
 from PySide6.QtWidgets import QApplication
 
-from desktop import tasks
-from desktop.connection import ConsoleConnection
-from desktop.main_window import MainWindow
+from jobdesk.console import tasks
+from jobdesk.console.connection import ConsoleConnection
+from jobdesk.console.main_window import MainWindow
+from jobdesk.core.models import JobCreate, Status
+from jobdesk.core.settings import load_settings
+from jobdesk.processors.demo_video import demo_pipeline
+from jobdesk.store import transitions
+from jobdesk.store.pipelines import PipelineStatus
 from tests import pg
 from tests.desktop.qt_helpers import run_qasync, until
 from tests.helpers import start_worker
-from worker.core.models import JobCreate, Status
-from worker.core.settings import load_settings
-from worker.processors.demo_video import demo_pipeline
-from worker.store import transitions
-from worker.store.pipelines import PipelineStatus
 
 STAGES = ["video.script", "video.voice", "video.image", "video.render", "video.composite"]
 EDGES = {("video.script", "video.voice"), ("video.script", "video.image"), ("video.voice", "video.render"),
@@ -232,8 +232,8 @@ def test_clicks_navigation_and_pipeline_actions(qapp: QApplication, qtbot, test_
 def test_dag_view_pans_by_dragging_and_follows_the_running_job(qapp: QApplication, qtbot) -> None:  # type: ignore[no-untyped-def]
     from datetime import UTC, datetime
 
-    from desktop.pipelines.dag_view import DagView
-    from worker.store.pipelines import GraphNode
+    from jobdesk.console.pipelines.dag_view import DagView
+    from jobdesk.store.pipelines import GraphNode
 
     now = datetime.now(UTC)
 

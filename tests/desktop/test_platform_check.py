@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from PySide6.QtCore import QLibraryInfo
 
-from desktop import platform_check
-from desktop.platform_check import check_platform, missing_libraries, packages_for
+from jobdesk.console import platform_check
+from jobdesk.console.platform_check import check_platform, missing_libraries, packages_for
 from tests.helpers import cli_env
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -69,9 +69,9 @@ def test_platform_choice_follows_qt() -> None:
 
 
 def test_the_console_with_a_hidden_library_exits_cleanly_with_one_line() -> None:
-    hide = ("import sys, desktop.platform_check as p; "
+    hide = ("import sys, jobdesk.console.platform_check as p; "
             "p.plugin_missing_libraries = lambda path: ['libxcb-cursor.so.0']; "
-            "import desktop.app; sys.exit(desktop.app.main([]))")
+            "import jobdesk.console.app; sys.exit(jobdesk.console.app.main([]))")
     done = console("-c", hide, QT_QPA_PLATFORM="xcb", DISPLAY=":93")
     assert done.returncode == 1 and done.stdout == ""
     [line] = done.stderr.splitlines()
@@ -80,7 +80,7 @@ def test_the_console_with_a_hidden_library_exits_cleanly_with_one_line() -> None
 
 
 def test_an_unknown_platform_is_one_line_not_an_abort() -> None:
-    done = console("-m", "desktop.launcher", QT_QPA_PLATFORM="bogus")
+    done = console("-m", "jobdesk.console.launcher", QT_QPA_PLATFORM="bogus")
     assert done.returncode == 1 and done.stdout == ""
     [line] = done.stderr.splitlines()
     assert line.startswith("jobdesk: error: unknown QT_QPA_PLATFORM 'bogus'; this Qt has: ") and "xcb" in line
@@ -129,7 +129,7 @@ def start_xvfb() -> tuple[subprocess.Popen[bytes], str]:
 def xvfb() -> Iterator[str]:
     """A real X server; the console's libraries installed the way `make run` installs them (in a
     test process where a Qt test already made a QApplication, too)."""
-    from desktop.devrun import window_problem
+    from jobdesk.console.devrun import window_problem
 
     if shutil.which("Xvfb") is None:
         assert platform_check.install_debian_packages(["xvfb", "xauth"]), "cannot install xvfb with apt-get"
@@ -152,7 +152,7 @@ def xvfb() -> Iterator[str]:
 
 
 def test_no_x_server_behind_display_is_one_line(xvfb: str) -> None:
-    done = console("-m", "desktop.launcher", DISPLAY=":94", QT_QPA_PLATFORM="xcb")
+    done = console("-m", "jobdesk.console.launcher", DISPLAY=":94", QT_QPA_PLATFORM="xcb")
     assert done.returncode == 1 and done.stdout == ""
     assert done.stderr.splitlines() == [
         "jobdesk: error: no X server answers at DISPLAY=:94; start one or fix DISPLAY "
@@ -163,6 +163,6 @@ def test_the_console_opens_in_a_real_window(xvfb: str, dsn: str) -> None:
     from tests.helpers import run_cli
 
     run_cli("submit", "echo", "--input", '{"x": 1}', dsn=dsn)
-    done = console("-m", "desktop.launcher", "--smoke-test", DISPLAY=xvfb, DATABASE_URL=dsn)
+    done = console("-m", "jobdesk.console.launcher", "--smoke-test", DISPLAY=xvfb, DATABASE_URL=dsn)
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("smoke: connected to ") and done.stdout.endswith(" 1 job shown\n")

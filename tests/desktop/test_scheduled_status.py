@@ -7,10 +7,10 @@ from typing import Any
 
 from PySide6.QtWidgets import QApplication
 
-from desktop.jobs.job_table_model import COL_STATUS, JobTableModel
-from worker.core.models import JobCreate
-from worker.service.jobs import JobService
-from worker.store.jobs import JobFilter
+from jobdesk.console.jobs.job_table_model import COL_STATUS, JobTableModel
+from jobdesk.core.models import JobCreate
+from jobdesk.service.jobs import JobService
+from jobdesk.store.jobs import JobFilter
 
 
 async def test_a_queued_job_due_later_reads_scheduled_in(qapp: QApplication, dsn: str) -> None:
@@ -34,7 +34,7 @@ async def test_a_queued_job_due_later_reads_scheduled_in(qapp: QApplication, dsn
 
 
 async def test_the_detail_pane_says_why_a_job_waits(qapp: QApplication, dsn: str) -> None:
-    from desktop.jobs.job_detail import JobDetail
+    from jobdesk.console.jobs.job_detail import JobDetail
 
     service = await JobService.connect(dsn, pool_size=2)
     try:

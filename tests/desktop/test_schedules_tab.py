@@ -7,16 +7,16 @@ import asyncio
 import pytest
 from PySide6.QtWidgets import QApplication
 
-from desktop.jobs.status_delegate import STATUS_ROLE, StatusChipDelegate
+from jobdesk.console.jobs.status_delegate import STATUS_ROLE, StatusChipDelegate
+from jobdesk.core.models import Status
+from jobdesk.core.schedules import Schedule
+from jobdesk.core.settings import load_settings
+from jobdesk.processors.builtin import EchoProcessor
+from jobdesk.service.jobs import JobService
 from tests import pg
 from tests.desktop.qt_helpers import run_qasync, until
 from tests.desktop.test_console import open_window
 from tests.helpers import RunningWorker
-from worker.core.models import Status
-from worker.core.schedules import Schedule
-from worker.core.settings import load_settings
-from worker.processors.builtin import EchoProcessor
-from worker.service.jobs import JobService
 
 
 @pytest.fixture

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import asyncpg
 
-from desktop.jobs.search_syntax import completions, parse_search
-from worker.core.models import Status
-from worker.store.jobs import JobFilter, fetch_page, glob_matches, glob_to_like
+from jobdesk.console.jobs.search_syntax import completions, parse_search
+from jobdesk.core.models import Status
+from jobdesk.store.jobs import JobFilter, fetch_page, glob_matches, glob_to_like
 
 
 def test_every_key_and_free_text() -> None:

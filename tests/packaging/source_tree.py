@@ -1,5 +1,5 @@
 """A copy of the checkout's source for a build to work in: the files git tracks and the new ones
-it does not ignore, as they are in the working tree. A build writes `build/` and `*.egg-info`
+it does not ignore, as they are in the working tree (links kept as links). A build writes `build/` and `*.egg-info`
 beside its source, so two builds in the checkout itself (two test processes at once) would
 trip over each other, and leave those folders behind."""
 
@@ -18,7 +18,11 @@ def copy_source(dest: Path) -> Path:
                             capture_output=True, check=True).stdout.decode()
     for name in filter(None, listed.split("\0")):
         source = ROOT / name
-        if source.is_file():  # a tracked file deleted in the working tree is left out
+        if source.is_symlink():  # `jobdesk` and `worker/console`, the links that name the import package
+            target = dest / name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.symlink_to(source.readlink())
+        elif source.is_file():  # a tracked file deleted in the working tree is left out
             target = dest / name
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(source, target)

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
+from jobdesk.embedded.server import EmbeddedServer
 from tests import bundle_build
 from tests.helpers import ROOT, TERMINAL, Inbox
-from worker.embedded.server import EmbeddedServer
 
 pytestmark = pytest.mark.timeout(600)  # waiting for the build: about a minute of one core
 
@@ -35,8 +35,8 @@ SITE_PROCESSORS = '''
 
     from pydantic import BaseModel
 
-    from worker import BaseProcessor, Job, ProcessorResult
-    from worker.runtime.launch import worker_command
+    from jobdesk import BaseProcessor, Job, ProcessorResult
+    from jobdesk.runtime.launch import worker_command
 
 
     class Values(BaseModel):

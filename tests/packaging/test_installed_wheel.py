@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,19 +15,27 @@ from pathlib import Path
 import asyncpg
 import pytest
 
+from jobdesk.embedded.server import EmbeddedServer
 from tests import pg
 from tests.packaging.source_tree import copy_source
-from worker.embedded.server import EmbeddedServer
 
 WHEELHOUSE = Path(sys.prefix) / "wheelhouse"  # filled by `make test` (pip download .)
 
+# The project's own modules named `worker` and `desktop`, as many job projects have: jobdesk's one
+# import package is `jobdesk`, so they stay the project's own.
+OWN_MODULES = {"worker.py": 'ROLE = "the project\'s worker"\n', "desktop.py": 'ROLE = "the project\'s desktop"\n'}
+
 PROCESSOR = '''
-from worker import BaseProcessor, Job, ProcessorResult
+import desktop
+import worker
+
+from jobdesk import BaseProcessor, Job, ProcessorResult
 
 
 class Shout(BaseProcessor):
     async def process(self, job: Job) -> ProcessorResult:
-        return ProcessorResult({"said": job.input_data["text"].upper()})
+        return ProcessorResult({"said": job.input_data["text"].upper(), "worker": worker.ROLE,
+                                "desktop": desktop.ROLE})
 
 
 PROCESSOR_MAP = {"myproject.shout": Shout}
@@ -72,24 +81,29 @@ async def empty_database(pg_server: EmbeddedServer) -> object:
     await pg.drop_test_database(url)
 
 
-def _project_env(database_url: str, home: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "VIRTUAL_ENV", "JOBDESK_"))}
-    env.update(DATABASE_URL=database_url, HOME=str(home), JOB_PROCESSOR_POLL_INTERVAL="0.2")
+def _project_env(database_url: str | None, home: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("PYTHON", "VIRTUAL_ENV", "JOBDESK_")) and k != "DATABASE_URL"}
+    env.update(HOME=str(home), JOB_PROCESSOR_POLL_INTERVAL="0.2")
+    if database_url is not None:
+        env["DATABASE_URL"] = database_url
     return env
 
 
-async def test_a_project_installs_the_wheel_and_runs_a_job_from_its_own_folder(
-        installed: Path, empty_database: str, tmp_path: Path) -> None:
-    project = tmp_path / "myproject"
-    project.mkdir()
-    (project / "myproc.py").write_text(PROCESSOR)
-    env = _project_env(empty_database, tmp_path)
+def _make_project(root: Path) -> Path:
+    """A project folder with its own worker.py and desktop.py, and its processors in app/procs.py."""
+    project = root / "myproject"
+    (project / "app").mkdir(parents=True)
+    for name, text in OWN_MODULES.items():
+        (project / name).write_text(text)
+    (project / "app" / "__init__.py").write_text("")
+    (project / "app" / "procs.py").write_text(PROCESSOR)
+    return project
+
+
+def _run_a_job(installed: Path, project: Path, env: dict[str, str]) -> dict[str, object]:
+    """jobdesk migrate, submit, then jobdesk worker --processors app.procs until the job is done."""
     jobdesk = str(installed / "jobdesk")
-
-    no_qt = _run([str(installed / "python"), "-c", "import importlib.util as u; print(u.find_spec('PySide6'))"],
-                 cwd=project, env=env)
-    assert no_qt.stdout.strip() == "None", "the core install must not bring Qt"
-
     migrated = _run([jobdesk, "migrate", "--json"], cwd=project, env=env)
     assert migrated.returncode == 0, migrated.stderr
     assert len(json.loads(migrated.stdout)["applied"]) >= 16
@@ -99,7 +113,7 @@ async def test_a_project_installs_the_wheel_and_runs_a_job_from_its_own_folder(
     assert submitted.returncode == 0, submitted.stderr
     job_id = json.loads(submitted.stdout)["id"]
 
-    worker = subprocess.Popen([jobdesk, "worker", "--processors", "myproc"], cwd=project, env=env,
+    worker = subprocess.Popen([jobdesk, "worker", "--processors", "app.procs"], cwd=project, env=env,
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         shown: dict[str, object] = {}
@@ -114,7 +128,62 @@ async def test_a_project_installs_the_wheel_and_runs_a_job_from_its_own_folder(
         worker.terminate()
         log = worker.communicate(timeout=30)[0]
     assert shown.get("status") == "completed", log
-    assert shown["result_data"] == {"said": "HI"}
+    return shown
+
+
+def test_the_wheel_puts_one_import_package_on_the_path(installed: Path, tmp_path: Path) -> None:
+    site = next((installed.parent / "lib").glob("python3*/site-packages"))
+    ours = {p.name for p in site.iterdir() if p.name.startswith("jobdesk") or p.name in ("worker", "desktop")}
+    assert ours == {"jobdesk", f"jobdesk-{_version(installed)}.dist-info"}, ours
+    record = next(site.glob("jobdesk-*.dist-info")).joinpath("RECORD").read_text()
+    paths = [line.split(",", 1)[0] for line in record.splitlines()]
+    tops = {p.split("/", 1)[0] for p in paths if "/" in p and not p.startswith("..")}  # ../../../bin/jobdesk
+    assert tops == {"jobdesk", f"jobdesk-{_version(installed)}.dist-info"}, tops
+    env = _project_env(None, tmp_path)
+    for argv in ([str(installed / "jobdesk"), "--version"], [str(installed / "python"), "-m", "jobdesk", "--version"]):
+        done = _run(argv, cwd=tmp_path, env=env)
+        assert done.returncode == 0 and done.stdout.strip().endswith(_version(installed)), (argv, done)
+
+
+def _version(installed: Path) -> str:
+    done = _run([str(installed / "python"), "-c", "import jobdesk; print(jobdesk.__version__)"])
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+async def test_a_project_with_its_own_worker_module_runs_a_job_on_database_url(
+        installed: Path, empty_database: str, tmp_path: Path) -> None:
+    project = _make_project(tmp_path)
+    env = _project_env(empty_database, tmp_path)
+
+    no_qt = _run([str(installed / "python"), "-c", "import importlib.util as u; print(u.find_spec('PySide6'))"],
+                 cwd=project, env=env)
+    assert no_qt.stdout.strip() == "None", "the core install must not bring Qt"
+    own = _run([str(installed / "python"), "-c", "import worker, desktop; print(worker.ROLE, '|', desktop.ROLE)"],
+               cwd=project, env=env)
+    assert own.stdout.strip() == "the project's worker | the project's desktop", own.stderr
+
+    shown = _run_a_job(installed, project, env)
+    assert shown["result_data"] == {"said": "HI", "worker": "the project's worker",
+                                    "desktop": "the project's desktop"}
+
+
+def test_a_project_with_its_own_worker_module_runs_a_job_on_the_embedded_database(
+        installed: Path, tmp_path: Path) -> None:
+    project = _make_project(tmp_path)
+    data_dir = Path(tempfile.mkdtemp(prefix="jdwheel-emb-"))
+    data_dir.chmod(0o755)  # the embedded server's own user reaches its folder
+    env = {**_project_env(None, tmp_path), "JOBDESK_DATA_DIR": str(data_dir), "JOBDESK_EMBEDDED_IDLE_STOP": "60s"}
+    try:
+        shown = _run_a_job(installed, project, env)
+        assert shown["result_data"] == {"said": "HI", "worker": "the project's worker",
+                                        "desktop": "the project's desktop"}
+        status = _run([str(installed / "jobdesk"), "db", "status", "--json"], cwd=project, env=env)
+        assert json.loads(status.stdout)["running"] is True, status.stdout
+    finally:
+        _run([str(installed / "jobdesk"), "db", "stop", "--force"], cwd=project, env=env)
+        EmbeddedServer(data_dir).stop()
+        subprocess.run(["rm", "-rf", str(data_dir)], check=False)
 
 
 def test_the_core_install_names_the_extra_a_command_needs(installed: Path, tmp_path: Path) -> None:
@@ -130,12 +199,12 @@ def test_the_core_install_names_the_extra_a_command_needs(installed: Path, tmp_p
 async def test_migrate_without_migration_files_fails_in_one_line(installed: Path, empty_database: str,
                                                                   tmp_path: Path) -> None:
     site = next((installed.parent / "lib").glob("python3*/site-packages"))
-    hidden = site / "worker" / "sql-hidden"
-    (site / "worker" / "sql").rename(hidden)
+    hidden = site / "jobdesk" / "sql-hidden"
+    (site / "jobdesk" / "sql").rename(hidden)
     try:
         done = _run([str(installed / "jobdesk"), "migrate"], cwd=tmp_path, env=_project_env(empty_database, tmp_path))
     finally:
-        hidden.rename(site / "worker" / "sql")
+        hidden.rename(site / "jobdesk" / "sql")
     assert done.returncode == 1
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and "no migration files found" in lines[0], done.stderr

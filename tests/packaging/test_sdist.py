@@ -30,6 +30,7 @@ def test_the_sdist_and_the_wheel_built_from_it_carry_sql_and_resources(tmp_path:
     (wheel,) = tmp_path.glob("jobdesk-*.whl")
     with zipfile.ZipFile(wheel) as whl:
         inside = set(whl.namelist())
-    assert {f"worker/sql/{m}" for m in migrations} <= inside, "python -m build makes the wheel from the sdist"
-    assert {f"desktop/{i}" for i in icons} <= inside
+    assert {f"jobdesk/sql/{m}" for m in migrations} <= inside, "python -m build makes the wheel from the sdist"
+    assert {f"jobdesk/console/{i}" for i in icons} <= inside
+    assert {n.split("/", 1)[0] for n in inside if not n.startswith("jobdesk-")} == {"jobdesk"}, "one import package"
     assert not any(n.startswith(("tests/", "benchmarks/")) for n in inside)

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import asyncpg
 
+from jobdesk.processors.demo_video import PROCESSOR_MAP as DEMO_MAP
+from jobdesk.processors.demo_video import demo_pipeline
+from jobdesk.store import durable, transitions
 from tests.helpers import RunningWorker, wait_for
-from worker.processors.demo_video import PROCESSOR_MAP as DEMO_MAP
-from worker.processors.demo_video import demo_pipeline
-from worker.store import durable, transitions
 
 
 async def test_render_stage_suspends_and_resumes_in_fast_mode(conn: asyncpg.Connection, dsn: str) -> None:

@@ -13,14 +13,14 @@ from pathlib import Path
 import asyncpg
 import httpx
 
+from jobdesk import JobClient
+from jobdesk.core.models import JobCreate
+from jobdesk.service.jobs import JobService
+from jobdesk.store import transitions
 from tests.api.test_api_server import start_api, stop
 from tests.durable_processors import PROCESSOR_MAP
 from tests.helpers import RunningWorker, run_cli, start_worker, wait_for
 from tests.pgbouncer import PgBouncer
-from worker import JobClient
-from worker.core.models import JobCreate
-from worker.service.jobs import JobService
-from worker.store import transitions
 
 FAST = {"JOB_HEARTBEAT_INTERVAL": "0.3", "JOB_LEASE_TIMEOUT": "1.5", "JOB_RETRY_INTERVALS": "0.1,0.1,0.1",
         "JOB_PROCESSOR_MODULES": "durable_processors", "JOB_PROCESSOR_POLL_INTERVAL": "0.2"}

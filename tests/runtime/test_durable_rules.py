@@ -9,10 +9,10 @@ from datetime import datetime
 
 import asyncpg
 
+from jobdesk.core.models import JobCreate
+from jobdesk.store import durable, transitions
 from tests.durable_processors import PROCESSOR_MAP
 from tests.helpers import RunningWorker, wait_for
-from worker.core.models import JobCreate
-from worker.store import durable, transitions
 
 PROCESSORS = {name: cls() for name, cls in PROCESSOR_MAP.items()}
 POLL_S = 0.2

@@ -8,11 +8,11 @@ from typing import Any
 
 import asyncpg
 
+from jobdesk.core.models import Job, JobCreate
+from jobdesk.core.processor import BaseProcessor
+from jobdesk.processors.builtin import SleepProcessor
+from jobdesk.store import transitions
 from tests.helpers import RunningWorker, assert_no_job_lost, wait_for
-from worker.core.models import Job, JobCreate
-from worker.core.processor import BaseProcessor
-from worker.processors.builtin import SleepProcessor
-from worker.store import transitions
 
 
 async def done(conn: asyncpg.Connection, *ids: str, status: str = "completed") -> bool:

@@ -17,10 +17,10 @@ from pathlib import Path
 import asyncpg
 import pytest
 
+from jobdesk.core.models import JobCreate
+from jobdesk.store import transitions
 from tests.helpers import start_worker, wait_for
 from tests.pgbouncer import PgBouncer
-from worker.core.models import JobCreate
-from worker.store import transitions
 
 FLEET = 3
 

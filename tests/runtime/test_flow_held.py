@@ -8,10 +8,10 @@ import asyncio
 
 import asyncpg
 
+from jobdesk.core.models import JobCreate
+from jobdesk.store import transitions
 from tests.flow_processors import Nap
 from tests.helpers import RunningWorker, wait_for
-from worker.core.models import JobCreate
-from worker.store import transitions
 
 
 async def test_jobs_held_by_a_rate_stay_queued_without_a_slot_or_a_busy_loop(conn: asyncpg.Connection,

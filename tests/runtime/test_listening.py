@@ -10,11 +10,11 @@ from collections.abc import Iterator
 import asyncpg
 import pytest
 
+from jobdesk.core.settings import load_settings
+from jobdesk.processors.builtin import EchoProcessor
+from jobdesk.runtime import listening
+from jobdesk.store.listener import Listener
 from tests.helpers import RunningWorker, wait_for
-from worker.core.settings import load_settings
-from worker.processors.builtin import EchoProcessor
-from worker.runtime import listening
-from worker.store.listener import Listener
 
 CANNOT_LISTEN = "cannot listen for new jobs"
 AGAIN = "listening for new jobs again"

@@ -11,13 +11,13 @@ from urllib.parse import urlsplit
 
 import asyncpg
 
+from jobdesk.core.models import Job, JobCreate, ProcessorResult
+from jobdesk.core.processor import BaseProcessor
+from jobdesk.core.settings import load_settings
+from jobdesk.runtime.dblink import DbLink
+from jobdesk.runtime.outcomes import Outcomes
+from jobdesk.store import rollup, transitions
 from tests.helpers import RunningWorker, wait_for
-from worker.core.models import Job, JobCreate, ProcessorResult
-from worker.core.processor import BaseProcessor
-from worker.core.settings import load_settings
-from worker.runtime.dblink import DbLink
-from worker.runtime.outcomes import Outcomes
-from worker.store import rollup, transitions
 
 
 class Counted(BaseProcessor):

@@ -8,11 +8,11 @@ from datetime import timedelta
 
 import asyncpg
 
+from jobdesk.core.errors import PermanentJobError
+from jobdesk.core.models import Job, JobCreate, ProcessorResult
+from jobdesk.core.processor import BaseProcessor
+from jobdesk.store import transitions
 from tests.helpers import RunningWorker, wait_for
-from worker.core.errors import PermanentJobError
-from worker.core.models import Job, JobCreate, ProcessorResult
-from worker.core.processor import BaseProcessor
-from worker.store import transitions
 
 
 async def done(conn: asyncpg.Connection, *ids: str, status: str = "completed") -> bool:

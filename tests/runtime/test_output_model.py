@@ -9,12 +9,12 @@ import asyncpg
 import pytest
 from pydantic import BaseModel, ValidationError
 
+from jobdesk import JobClient, NoJobResult, Status
+from jobdesk.core.models import Job, ProcessorResult
+from jobdesk.core.processor import BaseProcessor
+from jobdesk.core.settings import load_settings
+from jobdesk.runtime.execution import InvalidResult, check_output
 from tests.helpers import RunningWorker
-from worker import JobClient, NoJobResult, Status
-from worker.core.models import Job, ProcessorResult
-from worker.core.processor import BaseProcessor
-from worker.core.settings import load_settings
-from worker.runtime.execution import InvalidResult, check_output
 
 
 class SumIn(BaseModel):

@@ -18,18 +18,18 @@ from typing import Any
 import asyncpg
 import pytest
 
+from jobdesk.cli import main as cli
+from jobdesk.core.errors import DatabaseUnavailable
+from jobdesk.core.models import Job, JobCreate, ProcessorResult
+from jobdesk.core.processor import BaseProcessor
+from jobdesk.core.settings import load_settings
+from jobdesk.processors.builtin import EchoProcessor, SleepProcessor
+from jobdesk.service.jobs import JobService
+from jobdesk.store.db import is_pooled, know_pooler
+from jobdesk.store.listener import Listener, ListenerDeaf
 from tests import pg
 from tests.helpers import RunningWorker, assert_no_job_lost, run_cli, start_worker, wait_for
 from tests.pgbouncer import SERVER_POOL_SIZE, PgBouncer
-from worker.cli import main as cli
-from worker.core.errors import DatabaseUnavailable
-from worker.core.models import Job, JobCreate, ProcessorResult
-from worker.core.processor import BaseProcessor
-from worker.core.settings import load_settings
-from worker.processors.builtin import EchoProcessor, SleepProcessor
-from worker.service.jobs import JobService
-from worker.store.db import is_pooled, know_pooler
-from worker.store.listener import Listener, ListenerDeaf
 
 POLLING = "DATABASE_LISTEN_URL is not set, so there is no LISTEN"
 

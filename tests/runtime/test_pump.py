@@ -7,11 +7,11 @@ import asyncio
 
 import asyncpg
 
+from jobdesk.core.models import Job, JobCreate, ProcessorResult
+from jobdesk.core.processor import BaseProcessor
+from jobdesk.processors.builtin import EchoProcessor
+from jobdesk.store import transitions
 from tests.helpers import RunningWorker, wait_for
-from worker.core.models import Job, JobCreate, ProcessorResult
-from worker.core.processor import BaseProcessor
-from worker.processors.builtin import EchoProcessor
-from worker.store import transitions
 
 
 async def done(conn: asyncpg.Connection, *ids: str, status: str = "completed") -> bool:

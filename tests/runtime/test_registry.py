@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from worker.core.errors import ProcessorLoadError
-from worker.processors.builtin import EchoProcessor
-from worker.runtime.registry import instantiate, load_processor_classes
+from jobdesk.core.errors import ProcessorLoadError
+from jobdesk.processors.builtin import EchoProcessor
+from jobdesk.runtime.registry import instantiate, load_processor_classes
 
 
 def write_module(folder: Path, name: str, body: str) -> None:
@@ -18,7 +18,7 @@ def write_module(folder: Path, name: str, body: str) -> None:
 
 
 PLUGIN = """
-    from worker import BaseProcessor, ProcessorResult
+    from jobdesk import BaseProcessor, ProcessorResult
 
     class Shout(BaseProcessor):
         async def process(self, job):
@@ -75,7 +75,7 @@ def test_bad_modules_are_refused_clearly(plugin_dir: Path, body: str, message: s
 
 def test_processor_that_cannot_be_instantiated(plugin_dir: Path) -> None:
     write_module(plugin_dir, "jd_plugin_init", """
-        from worker import BaseProcessor
+        from jobdesk import BaseProcessor
 
         class NeedsArgs(BaseProcessor):
             def __init__(self, url):

@@ -8,13 +8,13 @@ import logging
 import asyncpg
 import pytest
 
+from jobdesk.core.durations import parse_duration
+from jobdesk.core.errors import SettingsError
+from jobdesk.core.settings import load_settings
+from jobdesk.processors.builtin import EchoProcessor
+from jobdesk.runtime import retention
+from jobdesk.service.jobs import JobService
 from tests.helpers import RunningWorker, run_cli, wait_for
-from worker.core.durations import parse_duration
-from worker.core.errors import SettingsError
-from worker.core.settings import load_settings
-from worker.processors.builtin import EchoProcessor
-from worker.runtime import retention
-from worker.service.jobs import JobService
 
 DAY = 86400.0
 KEEP = {"completed": 7 * DAY, "cancelled": 7 * DAY, "failed": 30 * DAY, "audit": 90 * DAY}

@@ -14,11 +14,11 @@ from pathlib import Path
 import asyncpg
 import pytest
 
+from jobdesk.core.errors import InvalidJob
+from jobdesk.core.schedules import Schedule, due_ticks
+from jobdesk.runtime import scheduler
+from jobdesk.store.db import connect
 from tests.helpers import run_cli, start_worker, wait_for
-from worker.core.errors import InvalidJob
-from worker.core.schedules import Schedule, due_ticks
-from worker.runtime import scheduler
-from worker.store.db import connect
 
 T0 = datetime(2026, 3, 27, 12, 0, 0, tzinfo=UTC)
 
@@ -214,7 +214,7 @@ def test_three_workers_make_exactly_one_job_per_tick_across_a_restart(dsn: str, 
 def test_a_processor_module_declares_schedules(dsn: str, tmp_path: Path) -> None:
     module = tmp_path / "nightly_reports.py"
     module.write_text(
-        "from worker import BaseProcessor, ProcessorResult, Schedule\n"
+        "from jobdesk import BaseProcessor, ProcessorResult, Schedule\n"
         "class Report(BaseProcessor):\n"
         "    async def process(self, job):\n"
         "        return ProcessorResult({'ok': True})\n"

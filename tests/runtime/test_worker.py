@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import asyncpg
 
+from jobdesk.core.models import JobCreate
+from jobdesk.processors.builtin import EchoProcessor, SleepProcessor
+from jobdesk.processors.demo_video import PROCESSOR_MAP as DEMO_MAP
+from jobdesk.processors.demo_video import demo_pipeline
+from jobdesk.store import transitions
 from tests.helpers import RunningWorker, wait_for
-from worker.core.models import JobCreate
-from worker.processors.builtin import EchoProcessor, SleepProcessor
-from worker.processors.demo_video import PROCESSOR_MAP as DEMO_MAP
-from worker.processors.demo_video import demo_pipeline
-from worker.store import transitions
 
 
 async def done(conn: asyncpg.Connection, *ids: str, status: str = "completed") -> bool:

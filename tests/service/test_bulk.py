@@ -9,14 +9,14 @@ from collections.abc import AsyncIterator
 import asyncpg
 import pytest
 
+from jobdesk.cli import main as cli
+from jobdesk.core.errors import InvalidJob
+from jobdesk.core.models import Status
+from jobdesk.core.settings import load_settings
+from jobdesk.service.jobs import JobService
+from jobdesk.store.jobs import JobFilter
 from tests.cli.test_cli import one_line_error
 from tests.helpers import run_cli
-from worker.cli import main as cli
-from worker.core.errors import InvalidJob
-from worker.core.models import Status
-from worker.core.settings import load_settings
-from worker.service.jobs import JobService
-from worker.store.jobs import JobFilter
 
 
 @pytest.fixture

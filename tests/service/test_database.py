@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from worker.core.settings import load_settings
-from worker.store.db import Database, known_direct
+from jobdesk.core.settings import load_settings
+from jobdesk.store.db import Database, known_direct
 
 URL = "postgresql://jd@db.example:5432/jobs"
 LISTEN = "postgresql://jd@db-direct.example:5432/jobs"
@@ -32,7 +32,7 @@ def test_a_declared_pooler_without_listen_url_polls() -> None:
 
 
 def test_only_the_embedded_default_is_revived(monkeypatch: pytest.MonkeyPatch) -> None:
-    import worker.embedded.server as embedded
+    import jobdesk.embedded.server as embedded
 
     def no_server() -> None:
         raise AssertionError("a database given by URL never touches the embedded server")
@@ -42,7 +42,7 @@ def test_only_the_embedded_default_is_revived(monkeypatch: pytest.MonkeyPatch) -
 
 
 def test_the_embedded_revive_is_the_servers(monkeypatch: pytest.MonkeyPatch) -> None:
-    import worker.embedded.server as embedded
+    import jobdesk.embedded.server as embedded
 
     class Server:
         dsn = "postgresql://postgres@/jobdesk?host=/run&port=5432"

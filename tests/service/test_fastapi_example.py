@@ -11,9 +11,9 @@ from types import ModuleType
 import httpx
 import pytest
 
+from jobdesk.core.models import Job, ProcessorResult
+from jobdesk.core.processor import BaseProcessor
 from tests.helpers import ROOT, RunningWorker
-from worker.core.models import Job, ProcessorResult
-from worker.core.processor import BaseProcessor
 
 EXAMPLE = ROOT / "docs" / "examples" / "fastapi_app.py"
 PAGE = ROOT / "docs" / "fastapi.md"

@@ -15,14 +15,14 @@ from collections.abc import AsyncIterator, Iterator
 import httpx
 import pytest
 
+from jobdesk.api import create_app
+from jobdesk.api.server import connect_service
+from jobdesk.core.errors import SettingsError
+from jobdesk.core.settings import load_settings
+from jobdesk.service.jobs import JobService
 from tests.helpers import run_cli
 from tests.read_replica import pause_replay, replica_settings, resume_replay, start_pair
 from tests.replication import Pair, free_port
-from worker.api import create_app
-from worker.api.server import connect_service
-from worker.core.errors import SettingsError
-from worker.core.settings import load_settings
-from worker.service.jobs import JobService
 
 
 @pytest.fixture(scope="module")

@@ -8,15 +8,15 @@ from collections.abc import AsyncIterator
 import asyncpg
 import pytest
 
+from jobdesk.api.server import connect_service
+from jobdesk.core.errors import IllegalTransition, InvalidJob, JobNotFound
+from jobdesk.core.models import JobCreate, Status
+from jobdesk.core.settings import load_settings
+from jobdesk.service.jobs import JobService
+from jobdesk.store import fleet, transitions
+from jobdesk.store.jobs import JobFilter
+from jobdesk.store.pipelines import PipelineFilter
 from tests.helpers import seq_scans_of_jobs
-from worker.api.server import connect_service
-from worker.core.errors import IllegalTransition, InvalidJob, JobNotFound
-from worker.core.models import JobCreate, Status
-from worker.core.settings import load_settings
-from worker.service.jobs import JobService
-from worker.store import fleet, transitions
-from worker.store.jobs import JobFilter
-from worker.store.pipelines import PipelineFilter
 
 
 @pytest.fixture
@@ -122,8 +122,8 @@ async def test_a_group_commit_answers_each_caller_and_audits_each_submitter(serv
     database refuses fails its own caller only."""
     from datetime import UTC, datetime, timedelta
 
-    from worker.api.render import job_json
-    from worker.core.errors import InvalidJob
+    from jobdesk.api.render import job_json
+    from jobdesk.core.errors import InvalidJob
 
     ann, bob = transitions.Actor("api", None, "ann"), transitions.Actor("api", None, "bob")
     [parent] = await service.enqueue_many([JobCreate("t", {})])

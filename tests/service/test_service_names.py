@@ -3,11 +3,11 @@ importable from where they always were."""
 
 from __future__ import annotations
 
-import worker
-import worker.service
-import worker.service.jobs
-from worker.core.version import __version__
-from worker.service import JobClient, JobService
+import jobdesk
+import jobdesk.service
+import jobdesk.service.jobs
+from jobdesk.core.version import __version__
+from jobdesk.service import JobClient, JobService
 
 # What a backend does with a client: enqueue, read, wait, act.
 CLIENT_METHODS = ("connect", "close", "enqueue", "enqueue_many", "create_pipeline", "get_job", "job_records",
@@ -31,20 +31,20 @@ def test_the_service_is_a_client_with_the_front_doors_reads_besides() -> None:
 def test_service_package_exports_the_service_and_its_read_models() -> None:
     for name in ("Attempt", "BulkCount", "BulkResult", "Enqueued", "JobDetail", "PipelineSteps", "Submitted",
                  "WorkersView"):
-        assert getattr(worker.service, name) is getattr(worker.service.jobs, name)
+        assert getattr(jobdesk.service, name) is getattr(jobdesk.service.jobs, name)
 
 
 def test_names_imported_from_service_jobs_are_still_there() -> None:
     for name in ("JobService", "Attempt", "BulkCount", "Enqueued", "JobDetail", "PipelineSteps", "BULK_COUNT_CAP",
                  "ensure_schema", "prepare_schema", "migrate_database"):
-        assert hasattr(worker.service.jobs, name), name
+        assert hasattr(jobdesk.service.jobs, name), name
 
 
 def test_the_package_names_its_public_surface() -> None:
-    from worker import BaseProcessor, Job, JobClient, JobCreate, PermanentJobError, ProcessorResult  # noqa: F401
+    from jobdesk import BaseProcessor, Job, JobClient, JobCreate, PermanentJobError, ProcessorResult  # noqa: F401
 
-    assert worker.JobClient is JobClient
-    assert worker.__version__ == __version__
-    for name in worker.__all__:
-        assert hasattr(worker, name), name
-    assert {"JobClient", "JobWaitTimeout", "NoJobResult", "JobRecord", "Status"} <= set(worker.__all__)
+    assert jobdesk.JobClient is JobClient
+    assert jobdesk.__version__ == __version__
+    for name in jobdesk.__all__:
+        assert hasattr(jobdesk, name), name
+    assert {"JobClient", "JobWaitTimeout", "NoJobResult", "JobRecord", "Status"} <= set(jobdesk.__all__)

@@ -13,11 +13,11 @@ from collections.abc import AsyncIterator
 import asyncpg
 import pytest
 
-import worker
+import jobdesk
+from jobdesk import DatabaseUnavailable, JobClient, JobdeskError
+from jobdesk.embedded.server import EmbeddedServer
+from jobdesk.service.jobs import migrate_database
 from tests import pg
-from worker import DatabaseUnavailable, JobClient, JobdeskError
-from worker.embedded.server import EmbeddedServer
-from worker.service.jobs import migrate_database
 
 
 @pytest.fixture
@@ -32,7 +32,7 @@ async def private() -> AsyncIterator[EmbeddedServer]:
 
 
 def test_exported_beside_the_client() -> None:
-    assert "DatabaseUnavailable" in worker.__all__ and issubclass(DatabaseUnavailable, JobdeskError)
+    assert "DatabaseUnavailable" in jobdesk.__all__ and issubclass(DatabaseUnavailable, JobdeskError)
 
 
 async def test_one_line_down_one_line_back(private: EmbeddedServer, caplog: pytest.LogCaptureFixture) -> None:

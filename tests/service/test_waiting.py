@@ -9,15 +9,15 @@ from collections.abc import AsyncIterator
 
 import pytest
 
+from jobdesk import JobClient, JobNotFound, JobWaitTimeout, Status
+from jobdesk.core.models import Job, ProcessorResult
+from jobdesk.core.processor import BaseProcessor
+from jobdesk.core.settings import load_settings
+from jobdesk.processors.builtin import EchoProcessor, SleepProcessor
+from jobdesk.service import waiting
+from jobdesk.store.listen_supervisor import Cause
 from tests.helpers import RunningWorker, wait_for
 from tests.pgbouncer import PgBouncer
-from worker import JobClient, JobNotFound, JobWaitTimeout, Status
-from worker.core.models import Job, ProcessorResult
-from worker.core.processor import BaseProcessor
-from worker.core.settings import load_settings
-from worker.processors.builtin import EchoProcessor, SleepProcessor
-from worker.service import waiting
-from worker.store.listen_supervisor import Cause
 
 
 class Failing(BaseProcessor):

@@ -12,7 +12,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from worker.store.transitions import claim, inserts
+from jobdesk.store.transitions import claim, inserts
 
 GOLDEN = Path(__file__).parent / "golden"
 LANE = (1, 2)  # a worker's second pump of two

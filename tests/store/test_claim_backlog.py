@@ -9,11 +9,11 @@ from collections import Counter
 
 import asyncpg
 
+from jobdesk.core.models import Job, JobCreate, ProcessorResult, Status
+from jobdesk.core.processor import BaseProcessor
+from jobdesk.store import transitions
+from jobdesk.store.db import connect
 from tests.helpers import RecordsStarts, RunningWorker, seq_scans_of_jobs, wait_for
-from worker.core.models import Job, JobCreate, ProcessorResult, Status
-from worker.core.processor import BaseProcessor
-from worker.store import transitions
-from worker.store.db import connect
 
 
 async def claim_all(conn: asyncpg.Connection, types: list[str], batch: int) -> list[str]:
@@ -257,7 +257,7 @@ async def test_database_ids_are_canonical_carry_their_time_and_differ_across_see
 
 
 def test_ids_made_in_python_are_time_ordered_uuid7_in_canonical_form() -> None:
-    from worker.core.models import new_job_id
+    from jobdesk.core.models import new_job_id
 
     ids = [new_job_id() for _ in range(200)]
     parsed = [uuid.UUID(i) for i in ids]

@@ -8,8 +8,8 @@ import difflib
 
 import pytest
 
+from jobdesk.store import transitions
 from tests.store.golden_claim import GOLDEN, variants
-from worker.store import transitions
 
 REGENERATE = ("If the change to the SQL is meant, regenerate the golden files with "
               "`python -m tests.store.golden_claim --write` and review their diff in the commit.")

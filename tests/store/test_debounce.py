@@ -12,13 +12,13 @@ from datetime import timedelta
 import asyncpg
 import pytest
 
+from jobdesk.core.errors import InvalidJob
+from jobdesk.core.models import Job, JobCreate, ProcessorResult
+from jobdesk.core.processor import BaseProcessor
+from jobdesk.service.jobs import JobService
+from jobdesk.store import transitions
 from tests.api.conftest import Api, api  # noqa: F401  (the API fixture)
 from tests.helpers import RunningWorker, run_cli, wait_for
-from worker.core.errors import InvalidJob
-from worker.core.models import Job, JobCreate, ProcessorResult
-from worker.core.processor import BaseProcessor
-from worker.service.jobs import JobService
-from worker.store import transitions
 
 
 class Remembers(BaseProcessor):

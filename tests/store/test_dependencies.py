@@ -6,11 +6,11 @@ import asyncio
 
 import asyncpg
 
+from jobdesk.core.models import JobCreate
+from jobdesk.processors.builtin import EchoProcessor
+from jobdesk.store import transitions
+from jobdesk.store.db import connect
 from tests.helpers import RunningWorker, seq_scans_of_jobs, wait_for
-from worker.core.models import JobCreate
-from worker.processors.builtin import EchoProcessor
-from worker.store import transitions
-from worker.store.db import connect
 
 
 async def test_children_enqueued_during_parent_completion_are_released(dsn: str, conn: asyncpg.Connection) -> None:

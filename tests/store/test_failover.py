@@ -15,15 +15,15 @@ import asyncpg
 import httpx
 import pytest
 
+from jobdesk import DatabaseUnavailable, JobClient
+from jobdesk.core.models import Job, JobCreate, ProcessorResult
+from jobdesk.core.processor import BaseProcessor
+from jobdesk.runtime.outcomes import Finished
+from jobdesk.store import transitions
+from jobdesk.store.db import CONNECTION_ERRORS
+from jobdesk.store.migrations import migrate
 from tests.helpers import JOBDESK, ROOT, RunningWorker, cli_env, run_cli
 from tests.replication import Pair, free_port
-from worker import DatabaseUnavailable, JobClient
-from worker.core.models import Job, JobCreate, ProcessorResult
-from worker.core.processor import BaseProcessor
-from worker.runtime.outcomes import Finished
-from worker.store import transitions
-from worker.store.db import CONNECTION_ERRORS
-from worker.store.migrations import migrate
 
 JOBS = 5000
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncpg
 
-from worker.store import fleet
+from jobdesk.store import fleet
 
 
 def test_a_worker_is_lost_when_declared_or_when_its_live_heartbeat_is_past_the_lease() -> None:

@@ -7,9 +7,9 @@ from collections import Counter
 
 import asyncpg
 
-from worker.core.limits import ClaimLimits, FlowConfig, Rate
-from worker.core.models import JobCreate
-from worker.store import flow_limits, transitions
+from jobdesk.core.limits import ClaimLimits, FlowConfig, Rate
+from jobdesk.core.models import JobCreate
+from jobdesk.store import flow_limits, transitions
 
 LIMITS = ClaimLimits(flow=frozenset({"t"}))
 

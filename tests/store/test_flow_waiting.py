@@ -9,13 +9,13 @@ from collections.abc import AsyncIterator
 import asyncpg
 import pytest
 
+from jobdesk.core.limits import ClaimLimits, FlowConfig, Rate, next_start_text
+from jobdesk.core.models import JobCreate
+from jobdesk.service.jobs import JobService
+from jobdesk.store import flow_limits, transitions
 from tests.api.conftest import Api, api  # noqa: F401  (the API fixture)
 from tests.helpers import run_cli
 from tests.store.test_waiting import add_worker, reason
-from worker.core.limits import ClaimLimits, FlowConfig, Rate, next_start_text
-from worker.core.models import JobCreate
-from worker.service.jobs import JobService
-from worker.store import flow_limits, transitions
 
 
 @pytest.fixture
@@ -69,7 +69,7 @@ async def test_fair_share_names_the_users_ahead(service: JobService, conn: async
 
 
 async def test_metrics_count_the_jobs_held_back(conn: asyncpg.Connection, dsn: str) -> None:
-    from worker.api.metrics import ApiMetrics
+    from jobdesk.api.metrics import ApiMetrics
 
     await flow_limits.declare(conn, {"image.generate": FlowConfig(rate=Rate(1, 3600))})
     await transitions.enqueue(conn, [JobCreate("image.generate", {}) for _ in range(4)])

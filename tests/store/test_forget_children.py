@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncpg
 import pytest
 
-from worker.runtime.retention import prune
+from jobdesk.runtime.retention import prune
 
 CHILD_COUNTS = """
 SELECT (SELECT count(*) FROM job_attempts WHERE job_id = $1),

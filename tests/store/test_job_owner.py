@@ -9,8 +9,8 @@ import asyncio
 import asyncpg
 import pytest
 
-from worker.core.errors import InvalidJob
-from worker.service.client import JobClient
+from jobdesk.core.errors import InvalidJob
+from jobdesk.service.client import JobClient
 
 PLAIN_INSERT = "INSERT INTO jobs (type, user_id, input_data) VALUES ('t', $1, '{}')"
 

@@ -12,11 +12,11 @@ from datetime import UTC, datetime, timedelta
 import asyncpg
 import pytest
 
+from jobdesk.core.models import Status
+from jobdesk.core.settings import load_settings
+from jobdesk.service.jobs import JobService
+from jobdesk.store.jobs import SORT_KEYS, JobFilter, fetch_page, fetch_rows, status_counts
 from tests.helpers import reads_of_jobs
-from worker.core.models import Status
-from worker.core.settings import load_settings
-from worker.service.jobs import JobService
-from worker.store.jobs import SORT_KEYS, JobFilter, fetch_page, fetch_rows, status_counts
 
 TYPES = ["video.render", "email", "echo", "resize_50%"]
 

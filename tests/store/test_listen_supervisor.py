@@ -11,10 +11,10 @@ from collections.abc import AsyncIterator
 import asyncpg
 import pytest
 
+from jobdesk.store.listen_supervisor import Cause, ListenerSupervisor, Polling
+from jobdesk.store.listener import NO_LISTEN_REASON, Listener, Sender
 from tests import pg
 from tests.helpers import wait_for
-from worker.store.listen_supervisor import Cause, ListenerSupervisor, Polling
-from worker.store.listener import NO_LISTEN_REASON, Listener, Sender
 
 CHANNEL = "jd_test_channel"
 APP = "jd-supervised"

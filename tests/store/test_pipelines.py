@@ -5,10 +5,10 @@ from __future__ import annotations
 import asyncpg
 import pytest
 
-from worker.core.errors import IllegalTransition, JobNotFound
-from worker.core.models import JobCreate
-from worker.store import transitions
-from worker.store.pipelines import (
+from jobdesk.core.errors import IllegalTransition, JobNotFound
+from jobdesk.core.models import JobCreate
+from jobdesk.store import transitions
+from jobdesk.store.pipelines import (
     PipelineFilter,
     PipelineStatus,
     fetch_graph,
@@ -140,7 +140,7 @@ async def test_cancel_pipeline_cancels_what_is_left(conn: asyncpg.Connection) ->
 @pytest.mark.parametrize("candidates_max", [0, 10_000], ids=["walk every pipeline", "start from the jobs"])
 async def test_failed_and_cancelled_filters_either_way(conn: asyncpg.Connection, monkeypatch: pytest.MonkeyPatch,
                                                        candidates_max: int) -> None:
-    from worker.store import pipelines as pipeline_queries
+    from jobdesk.store import pipelines as pipeline_queries
 
     monkeypatch.setattr(pipeline_queries, "CANDIDATES_MAX", candidates_max)
     failed = await diamond(conn, "p-f")

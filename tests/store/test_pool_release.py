@@ -8,7 +8,7 @@ import asyncio
 import asyncpg
 import pytest
 
-from worker.store.db import create_pool
+from jobdesk.store.db import create_pool
 
 
 async def test_release_sends_no_reset_query_and_rolls_back_an_open_transaction(dsn: str) -> None:

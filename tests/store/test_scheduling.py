@@ -8,11 +8,11 @@ from datetime import UTC, datetime, timedelta
 import asyncpg
 import pytest
 
+from jobdesk.core.errors import IllegalTransition
+from jobdesk.core.models import Job, JobCreate, ProcessorResult
+from jobdesk.store import transitions
+from jobdesk.store.db import connect
 from tests.helpers import RecordsStarts, RunningWorker, wait_for
-from worker.core.errors import IllegalTransition
-from worker.core.models import Job, JobCreate, ProcessorResult
-from worker.store import transitions
-from worker.store.db import connect
 
 
 async def claim(conn: asyncpg.Connection, types: list[str], limit: int = 100) -> list[str]:

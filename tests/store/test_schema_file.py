@@ -11,11 +11,11 @@ from pathlib import Path
 import asyncpg
 import pytest
 
+from jobdesk.core.paths import sql_dir
+from jobdesk.embedded.server import EmbeddedServer
+from jobdesk.store.migrations import MigrationsMissing, available_migrations, migrate
+from jobdesk.store.schema_dump import HEADER, normalise, schema_path, schema_text
 from tests import pg
-from worker.core.paths import sql_dir
-from worker.embedded.server import EmbeddedServer
-from worker.store.migrations import MigrationsMissing, available_migrations, migrate
-from worker.store.schema_dump import HEADER, normalise, schema_path, schema_text
 
 DIFF_LINES = 40  # of the unified diff shown on a failure
 

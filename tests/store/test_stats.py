@@ -10,13 +10,13 @@ import time
 import asyncpg
 import pytest
 
+from jobdesk.core.models import Job, JobCreate, ProcessorResult
+from jobdesk.core.processor import BaseProcessor
+from jobdesk.store import rollup as stats_rollup
+from jobdesk.store import stats as stats_queries
+from jobdesk.store import transitions
+from jobdesk.store.stats import WINDOWS, BadWindow, bin_bounds, parse_window, percentile
 from tests.helpers import RunningWorker, run_cli, wait_for
-from worker.core.models import Job, JobCreate, ProcessorResult
-from worker.core.processor import BaseProcessor
-from worker.store import rollup as stats_rollup
-from worker.store import stats as stats_queries
-from worker.store import transitions
-from worker.store.stats import WINDOWS, BadWindow, bin_bounds, parse_window, percentile
 
 
 class Sleepy(BaseProcessor):

@@ -5,9 +5,9 @@ from __future__ import annotations
 import asyncpg
 import pytest
 
-from worker.core.errors import IllegalTransition, InvalidJob, JobNotFound
-from worker.core.models import JobCreate
-from worker.store import transitions
+from jobdesk.core.errors import IllegalTransition, InvalidJob, JobNotFound
+from jobdesk.core.models import JobCreate
+from jobdesk.store import transitions
 
 ACTOR = transitions.Actor("api", "tester")
 

@@ -7,14 +7,14 @@ import asyncio
 import asyncpg
 import pytest
 
+from jobdesk.core.errors import SettingsError
+from jobdesk.core.limits import ClaimLimits
+from jobdesk.core.models import Job, JobCreate, ProcessorResult
+from jobdesk.core.processor import BaseProcessor
+from jobdesk.core.settings import load_settings
+from jobdesk.store import transitions
+from jobdesk.store.db import connect
 from tests.helpers import RecordsStarts, RunningWorker, run_cli, wait_for
-from worker.core.errors import SettingsError
-from worker.core.limits import ClaimLimits
-from worker.core.models import Job, JobCreate, ProcessorResult
-from worker.core.processor import BaseProcessor
-from worker.core.settings import load_settings
-from worker.store import transitions
-from worker.store.db import connect
 
 
 class Sleeps(BaseProcessor):
@@ -73,7 +73,7 @@ async def test_a_worker_without_the_setting_respects_the_stored_limit(conn: asyn
 
 
 async def test_a_workers_own_cap(conn: asyncpg.Connection, dsn: str) -> None:
-    from worker.runtime.worker import Worker
+    from jobdesk.runtime.worker import Worker
 
     await transitions.enqueue(conn, [JobCreate("render", {}) for _ in range(8)])
     stop = asyncio.Event()

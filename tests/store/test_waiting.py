@@ -8,10 +8,10 @@ from datetime import UTC, datetime, timedelta
 import asyncpg
 import pytest
 
+from jobdesk.core.models import JobCreate
+from jobdesk.service.jobs import JobService
+from jobdesk.store import transitions
 from tests.helpers import run_cli
-from worker.core.models import JobCreate
-from worker.service.jobs import JobService
-from worker.store import transitions
 
 
 @pytest.fixture

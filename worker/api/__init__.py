@@ -1,5 +1,5 @@
 """The HTTP API (`jobdesk api`): a FastAPI app on `JobService`, served by uvicorn."""
 
-from worker.api.app import ApiContext, accept_any_input, create_app
+from jobdesk.api.app import ApiContext, accept_any_input, create_app
 
 __all__ = ["ApiContext", "accept_any_input", "create_app"]

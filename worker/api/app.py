@@ -10,7 +10,7 @@ from typing import Any
 from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 
-from worker.api import (
+from jobdesk.api import (
     errors,
     routes_bulk,
     routes_events,
@@ -19,18 +19,18 @@ from worker.api import (
     routes_schedules,
     routes_system,
 )
-from worker.api.auth import Caller, TokenCache, document_security
-from worker.api.batcher import Batcher
-from worker.api.body_limit import BodyLimitMiddleware
-from worker.api.events import ChangeHub
-from worker.api.hand_read import document_bodies
-from worker.api.metrics import ApiMetrics, MetricsMiddleware
-from worker.core.models import JobCreate
-from worker.core.rules import Actor
-from worker.core.settings import Settings
-from worker.core.version import __version__
-from worker.service.jobs import Enqueued, JobService
-from worker.store.tokens import SCOPES, TOKENS_CHANNEL
+from jobdesk.api.auth import Caller, TokenCache, document_security
+from jobdesk.api.batcher import Batcher
+from jobdesk.api.body_limit import BodyLimitMiddleware
+from jobdesk.api.events import ChangeHub
+from jobdesk.api.hand_read import document_bodies
+from jobdesk.api.metrics import ApiMetrics, MetricsMiddleware
+from jobdesk.core.models import JobCreate
+from jobdesk.core.rules import Actor
+from jobdesk.core.settings import Settings
+from jobdesk.core.version import __version__
+from jobdesk.service.jobs import Enqueued, JobService
+from jobdesk.store.tokens import SCOPES, TOKENS_CHANNEL
 
 # Called with (type, input_data) before every enqueue; raises InvalidJob or ValueError to refuse
 # it (422 naming input_data). The hook typed processor inputs plug into.

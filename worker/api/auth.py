@@ -11,11 +11,11 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.security import HTTPBearer
 
-from worker.api.errors import ApiError
-from worker.api.openapi_doc import F, amend, marked, operations
-from worker.core.rules import Actor
-from worker.service.jobs import JobService
-from worker.store.tokens import TokenRecord
+from jobdesk.api.errors import ApiError
+from jobdesk.api.openapi_doc import F, amend, marked, operations
+from jobdesk.core.rules import Actor
+from jobdesk.service.jobs import JobService
+from jobdesk.store.tokens import TokenRecord
 
 # A token is read from the database at most this often per process, not on every request; a
 # revocation clears every process's cache at once over NOTIFY, and this bounds how long one

@@ -13,12 +13,12 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 from starlette.routing import Match
 
-from worker.core.errors import DatabaseUnavailable, IllegalTransition, InvalidJob, JobNotFound
-from worker.store.db import CONNECTION_ERRORS
-from worker.store.idempotency import IdempotencyConflict
-from worker.store.outage import reason
+from jobdesk.core.errors import DatabaseUnavailable, IllegalTransition, InvalidJob, JobNotFound
+from jobdesk.store.db import CONNECTION_ERRORS
+from jobdesk.store.idempotency import IdempotencyConflict
+from jobdesk.store.outage import reason
 
-log = logging.getLogger("worker.api")
+log = logging.getLogger("jobdesk.api")
 
 RETRY_AFTER_S = 2
 _HTTP_CODES = {400: "bad_request", 401: "unauthorized", 403: "forbidden", 404: "not_found",

@@ -12,13 +12,13 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 
-from worker.core.settings import Settings
-from worker.store.job_waiters import JobWaiters
-from worker.store.jobs import JobRow
-from worker.store.listen_supervisor import ListenerSupervisor
-from worker.store.listener import JOB_CHANGES_CHANNEL, Sender, listen_dsn
+from jobdesk.core.settings import Settings
+from jobdesk.store.job_waiters import JobWaiters
+from jobdesk.store.jobs import JobRow
+from jobdesk.store.listen_supervisor import ListenerSupervisor
+from jobdesk.store.listener import JOB_CHANGES_CHANNEL, Sender, listen_dsn
 
-log = logging.getLogger("worker.api.events")
+log = logging.getLogger("jobdesk.api.events")
 
 # Waiters read the job again at least this often, whatever the hub hears.
 FALLBACK_POLL_S = 5.0

@@ -23,8 +23,8 @@ from pydantic import BaseModel, ValidationError
 from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect
 
-from worker.api.auth import raw_header
-from worker.api.openapi_doc import F, amend, marked, operations
+from jobdesk.api.auth import raw_header
+from jobdesk.api.openapi_doc import F, amend, marked, operations
 
 M = TypeVar("M", bound=BaseModel)
 _MISSING = object()

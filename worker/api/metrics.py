@@ -7,7 +7,7 @@ import time
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from worker.service.jobs import JobService
+from jobdesk.service.jobs import JobService
 
 JOB_COUNTS_MAX_AGE_S = 5.0  # the job counts are read at most this often
 JOB_COUNT_CAP = 100_000  # rows read per status at most

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from worker.core.json_value import JsonObject
-from worker.core.models import JobRecord
-from worker.service.jobs import Attempt, JobDetail, PipelineSteps
-from worker.store.job_document import ATTEMPT_KEYS, JOB_KEYS
+from jobdesk.core.json_value import JsonObject
+from jobdesk.core.models import JobRecord
+from jobdesk.service.jobs import Attempt, JobDetail, PipelineSteps
+from jobdesk.store.job_document import ATTEMPT_KEYS, JOB_KEYS
 
 
 def iso(value: datetime | None) -> str | None:

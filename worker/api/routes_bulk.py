@@ -6,10 +6,10 @@ from __future__ import annotations
 from fastapi import APIRouter, Depends
 from pydantic import BaseModel, ConfigDict, Field
 
-from worker.api.auth import Caller, require
-from worker.api.routes_jobs import ERRORS
-from worker.core.models import Status
-from worker.store.jobs import JobFilter
+from jobdesk.api.auth import Caller, require
+from jobdesk.api.routes_jobs import ERRORS
+from jobdesk.core.models import Status
+from jobdesk.store.jobs import JobFilter
 
 router = APIRouter(prefix="/api/jobs", tags=["bulk"])
 

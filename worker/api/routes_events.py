@@ -8,9 +8,9 @@ from typing import Any
 from fastapi import APIRouter, Depends, Response
 from pydantic import BaseModel, Field
 
-from worker.api.auth import Caller, require
-from worker.api.routes_jobs import ERRORS, locate
-from worker.core.errors import InvalidJob
+from jobdesk.api.auth import Caller, require
+from jobdesk.api.routes_jobs import ERRORS, locate
+from jobdesk.core.errors import InvalidJob
 
 router = APIRouter(prefix="/api/events", tags=["events"])
 

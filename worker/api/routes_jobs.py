@@ -14,19 +14,19 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 
-from worker.api.auth import Caller, authorize, guarded_by, raw_header, require
-from worker.api.errors import ApiError
-from worker.api.hand_read import documented_body, raw_json, validate_body
-from worker.api.render import detail_json, job_json, version
-from worker.api.schemas import ErrorOut, JobCreatedOut, JobDetailOut, JobIn, JobPage, RejectIn
-from worker.core.errors import InvalidJob
-from worker.core.json_value import JsonObject
-from worker.core.models import TERMINAL_STATUSES, JobCreate, JobRecord, Status
-from worker.store import job_document
-from worker.store.idempotency import fingerprint
-from worker.store.jobs import JobFilter
+from jobdesk.api.auth import Caller, authorize, guarded_by, raw_header, require
+from jobdesk.api.errors import ApiError
+from jobdesk.api.hand_read import documented_body, raw_json, validate_body
+from jobdesk.api.render import detail_json, job_json, version
+from jobdesk.api.schemas import ErrorOut, JobCreatedOut, JobDetailOut, JobIn, JobPage, RejectIn
+from jobdesk.core.errors import InvalidJob
+from jobdesk.core.json_value import JsonObject
+from jobdesk.core.models import TERMINAL_STATUSES, JobCreate, JobRecord, Status
+from jobdesk.store import job_document
+from jobdesk.store.idempotency import fingerprint
+from jobdesk.store.jobs import JobFilter
 
-log = logging.getLogger("worker.api")
+log = logging.getLogger("jobdesk.api")
 router = APIRouter(prefix="/api/jobs", tags=["jobs"])
 MAX_WAIT_S = 60
 MAX_LIMIT = 500

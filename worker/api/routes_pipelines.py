@@ -7,14 +7,14 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Header, Request, Response
 
-from worker.api.auth import Caller, require
-from worker.api.render import job_json, pipeline_json
-from worker.api.routes_jobs import ERRORS, _json, locate
-from worker.api.schemas import ChangedJobs, PipelineCreated, PipelineIn, PipelineOut
-from worker.core.errors import InvalidJob
-from worker.core.json_value import JsonObject
-from worker.core.models import JobCreate, JobRecord
-from worker.store.idempotency import fingerprint
+from jobdesk.api.auth import Caller, require
+from jobdesk.api.render import job_json, pipeline_json
+from jobdesk.api.routes_jobs import ERRORS, _json, locate
+from jobdesk.api.schemas import ChangedJobs, PipelineCreated, PipelineIn, PipelineOut
+from jobdesk.core.errors import InvalidJob
+from jobdesk.core.json_value import JsonObject
+from jobdesk.core.models import JobCreate, JobRecord
+from jobdesk.store.idempotency import fingerprint
 
 router = APIRouter(prefix="/api/pipelines", tags=["pipelines"])
 

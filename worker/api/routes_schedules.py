@@ -7,10 +7,10 @@ from typing import Any
 from fastapi import APIRouter, Depends
 from pydantic import BaseModel, Field
 
-from worker.api.auth import Caller, require
-from worker.api.errors import ApiError
-from worker.api.routes_jobs import ERRORS
-from worker.runtime.scheduler import ScheduleRecord
+from jobdesk.api.auth import Caller, require
+from jobdesk.api.errors import ApiError
+from jobdesk.api.routes_jobs import ERRORS
+from jobdesk.runtime.scheduler import ScheduleRecord
 
 router = APIRouter(prefix="/api/schedules", tags=["schedules"])
 

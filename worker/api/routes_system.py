@@ -8,10 +8,10 @@ import logging
 from fastapi import APIRouter, Request, Response
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from worker.api.errors import unavailable
-from worker.api.schemas import ErrorOut, Health, Ping
+from jobdesk.api.errors import unavailable
+from jobdesk.api.schemas import ErrorOut, Health, Ping
 
-log = logging.getLogger("worker.api")
+log = logging.getLogger("jobdesk.api")
 router = APIRouter(tags=["system"])
 _PONG = b'{"pong":true}'
 

@@ -6,7 +6,7 @@ from typing import Any
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
-from worker.core.validation import MAX_DEBOUNCE_S
+from jobdesk.core.validation import MAX_DEBOUNCE_S
 
 
 class Strict(BaseModel):

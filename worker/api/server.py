@@ -16,11 +16,11 @@ from typing import NoReturn
 
 import uvicorn
 
-from worker.api.app import InputValidator, accept_any_input, create_app
-from worker.core.errors import JobdeskError
-from worker.core.settings import Settings
-from worker.service.jobs import JobService
-from worker.store.db import Database, describe
+from jobdesk.api.app import InputValidator, accept_any_input, create_app
+from jobdesk.core.errors import JobdeskError
+from jobdesk.core.settings import Settings
+from jobdesk.service.jobs import JobService
+from jobdesk.store.db import Database, describe
 
 
 def is_loopback(host: str) -> bool:
@@ -67,7 +67,7 @@ async def connect_service(settings: Settings, *, database: Database | None = Non
     """The API's service on `database` (by default the one `settings` choose): its plans are
     kept across calls (planning the group commit each time cost a third more per batch) and kept
     on the indexes, so that none made while `jobs` was small stays a read of the whole table as
-    it grows (see `worker.store.db.create_pool`). Its GETs read DATABASE_READ_URL when set."""
+    it grows (see `jobdesk.store.db.create_pool`). Its GETs read DATABASE_READ_URL when set."""
     return await JobService.connect(database or Database.resolve(settings), settings=settings, source="api",
                                     pool_size=pool_size, indexes_only=True, read_replica=True)
 

@@ -1,7 +1,7 @@
-"""`python -m worker.cli`: the `jobdesk` command."""
+"""`python -m jobdesk.cli`: the `jobdesk` command."""
 
 import sys
 
-from worker.cli.main import main
+from jobdesk.cli.main import main
 
 sys.exit(main())

@@ -5,11 +5,11 @@ from __future__ import annotations
 import argparse
 import json
 
-from worker.cli.arguments import ArgumentParser, Subparsers
-from worker.cli.output import ago, print_json, print_rows
-from worker.cli.session import Command, Invocation
-from worker.core.extras import require_extra
-from worker.store.tokens import SCOPES
+from jobdesk.cli.arguments import ArgumentParser, Subparsers
+from jobdesk.cli.output import ago, print_json, print_rows
+from jobdesk.cli.session import Command, Invocation
+from jobdesk.core.extras import require_extra
+from jobdesk.store.tokens import SCOPES
 
 
 def _api_workers(text: str) -> int:
@@ -45,9 +45,9 @@ def cmd_api(inv: Invocation) -> int:
     """Serve until stopped. The server chooses the database itself, after its checks that need
     none (--no-auth off a loopback host)."""
     require_extra("api", "jobdesk api")
-    from worker.api.server import run
-    from worker.core.input_validation import make_validator
-    from worker.runtime.registry import load_processor_classes
+    from jobdesk.api.server import run
+    from jobdesk.core.input_validation import make_validator
+    from jobdesk.runtime.registry import load_processor_classes
 
     args, settings = inv.args, inv.settings
     # The processors a worker would load: their input models check inputs at enqueue (422).

@@ -7,7 +7,7 @@ import argparse
 import json
 from typing import Any, NoReturn, TypeAlias
 
-from worker.core.models import Status
+from jobdesk.core.models import Status
 
 EXIT_ERROR = 1
 EXIT_USAGE = 2

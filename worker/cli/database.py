@@ -9,18 +9,18 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from worker.cli.arguments import ArgumentParser, Subparsers
-from worker.cli.output import print_json, print_rows
-from worker.cli.session import Command, Invocation
-from worker.core.durations import parse_duration
-from worker.core.errors import JobdeskError
-from worker.core.timefmt import span
-from worker.runtime.retention import PRUNABLE
-from worker.service.schema import migrate_database, prepare_schema
-from worker.store.stats import BadWindow, Window, parse_window
+from jobdesk.cli.arguments import ArgumentParser, Subparsers
+from jobdesk.cli.output import print_json, print_rows
+from jobdesk.cli.session import Command, Invocation
+from jobdesk.core.durations import parse_duration
+from jobdesk.core.errors import JobdeskError
+from jobdesk.core.timefmt import span
+from jobdesk.runtime.retention import PRUNABLE
+from jobdesk.service.schema import migrate_database, prepare_schema
+from jobdesk.store.stats import BadWindow, Window, parse_window
 
 if TYPE_CHECKING:
-    from worker.embedded.server import Client
+    from jobdesk.embedded.server import Client
 
 # -- arguments ------------------------------------------------------------------------------
 
@@ -92,8 +92,8 @@ async def cmd_migrate(inv: Invocation) -> int:
 
 
 def cmd_db(inv: Invocation) -> int:
-    from worker.embedded.keeper import Keeper
-    from worker.embedded.server import embedded_server
+    from jobdesk.embedded.keeper import Keeper
+    from jobdesk.embedded.server import embedded_server
 
     args = inv.args
     if args.action == "status":
@@ -128,7 +128,7 @@ def _clients_line(clients: Sequence[Client]) -> str:
 
 
 def cmd_db_status(args: argparse.Namespace) -> int:
-    from worker.embedded.server import embedded_server
+    from jobdesk.embedded.server import embedded_server
 
     status = embedded_server().status()
     if args.json:
@@ -156,7 +156,7 @@ def cmd_db_status(args: argparse.Namespace) -> int:
 
 
 def cmd_db_stop(args: argparse.Namespace) -> int:
-    from worker.embedded.server import embedded_server
+    from jobdesk.embedded.server import embedded_server
 
     server = embedded_server()
     status = server.status()

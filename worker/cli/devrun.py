@@ -10,15 +10,15 @@ import logging
 import shlex
 import sys
 
-from worker.cli.main import setup_logging
-from worker.core.errors import JobdeskError
-from worker.core.models import JobCreate
-from worker.core.settings import Settings, load_settings
-from worker.processors.demo_video import demo_pipeline
-from worker.runtime.registry import instantiate, load_processor_classes
-from worker.runtime.worker import Worker
-from worker.service.client import JobClient
-from worker.store.db import Database
+from jobdesk.cli.main import setup_logging
+from jobdesk.core.errors import JobdeskError
+from jobdesk.core.models import JobCreate
+from jobdesk.core.settings import Settings, load_settings
+from jobdesk.processors.demo_video import demo_pipeline
+from jobdesk.runtime.registry import instantiate, load_processor_classes
+from jobdesk.runtime.worker import Worker
+from jobdesk.service.client import JobClient
+from jobdesk.store.db import Database
 
 log = logging.getLogger("jobdesk.dev")
 

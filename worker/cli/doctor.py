@@ -4,11 +4,11 @@ something is wrong (no primary, two primaries, migrations not applied), each pro
 
 from __future__ import annotations
 
-from worker.cli.arguments import EXIT_ERROR, ArgumentParser, Subparsers
-from worker.cli.output import print_json
-from worker.cli.session import Command, Invocation
-from worker.service.doctor import Diagnosis, diagnose
-from worker.store.cluster import HostState
+from jobdesk.cli.arguments import EXIT_ERROR, ArgumentParser, Subparsers
+from jobdesk.cli.output import print_json
+from jobdesk.cli.session import Command, Invocation
+from jobdesk.service.doctor import Diagnosis, diagnose
+from jobdesk.store.cluster import HostState
 
 
 def add_parsers(sub: Subparsers, common: ArgumentParser) -> None:

@@ -5,10 +5,10 @@ from __future__ import annotations
 import argparse
 import json
 
-from worker.cli.arguments import ArgumentParser, Subparsers
-from worker.cli.output import print_json
-from worker.cli.session import Command, Invocation
-from worker.core.json_value import JsonValue
+from jobdesk.cli.arguments import ArgumentParser, Subparsers
+from jobdesk.cli.output import print_json
+from jobdesk.cli.session import Command, Invocation
+from jobdesk.core.json_value import JsonValue
 
 
 def _payload_arg(text: str) -> JsonValue:

@@ -8,15 +8,15 @@ import json
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 
-from worker.cli.arguments import ArgumentParser, Subparsers, json_arg, status_arg
-from worker.cli.output import ago, print_json, print_rows
-from worker.cli.session import Command, Invocation
-from worker.core.durations import parse_seconds
-from worker.core.errors import InvalidJob
-from worker.core.models import JobCreate, JobRecord, Status, short_id
-from worker.core.rules import BULK_ACTIONS
-from worker.service.read_models import Attempt, StepRow
-from worker.store.jobs import JobFilter
+from jobdesk.cli.arguments import ArgumentParser, Subparsers, json_arg, status_arg
+from jobdesk.cli.output import ago, print_json, print_rows
+from jobdesk.cli.session import Command, Invocation
+from jobdesk.core.durations import parse_seconds
+from jobdesk.core.errors import InvalidJob
+from jobdesk.core.models import JobCreate, JobRecord, Status, short_id
+from jobdesk.core.rules import BULK_ACTIONS
+from jobdesk.service.read_models import Attempt, StepRow
+from jobdesk.store.jobs import JobFilter
 
 # -- arguments ------------------------------------------------------------------------------
 
@@ -207,8 +207,8 @@ def _print_job(record: JobRecord, attempts: list[Attempt], dependants: list[str]
 # -- commands -------------------------------------------------------------------------------
 
 async def cmd_submit(inv: Invocation) -> int:
-    from worker.core.input_validation import make_validator
-    from worker.runtime.registry import load_processor_classes
+    from jobdesk.core.input_validation import make_validator
+    from jobdesk.runtime.registry import load_processor_classes
 
     args, settings = inv.args, inv.settings
     # The same processors a worker would load: their input models check the input before enqueueing.
@@ -303,7 +303,7 @@ async def cmd_action(inv: Invocation) -> int:
 
 
 async def cmd_demo(inv: Invocation) -> int:
-    from worker.processors.demo_video import demo_pipeline
+    from jobdesk.processors.demo_video import demo_pipeline
 
     args = inv.args
     if args.count < 1:

@@ -13,14 +13,14 @@ from collections.abc import Callable, Sequence
 
 import asyncpg
 
-from worker.cli import api, database, doctor, events, jobs, pipelines, schedules, workers
-from worker.cli.arguments import EXIT_ERROR, ArgumentParser, Subparsers
-from worker.cli.jobs import check_bulk_args
-from worker.cli.session import Command, Invocation
-from worker.core.errors import JobdeskError
-from worker.core.extras import MissingExtra
-from worker.core.settings import load_settings
-from worker.core.version import __version__
+from jobdesk.cli import api, database, doctor, events, jobs, pipelines, schedules, workers
+from jobdesk.cli.arguments import EXIT_ERROR, ArgumentParser, Subparsers
+from jobdesk.cli.jobs import check_bulk_args
+from jobdesk.cli.session import Command, Invocation
+from jobdesk.core.errors import JobdeskError
+from jobdesk.core.extras import MissingExtra
+from jobdesk.core.settings import load_settings
+from jobdesk.core.version import __version__
 
 COMMANDS: dict[str, Command] = {**database.COMMANDS, **workers.COMMANDS, **jobs.COMMANDS, **pipelines.COMMANDS,
                                 **api.COMMANDS, **schedules.COMMANDS, **events.COMMANDS, **doctor.COMMANDS}
@@ -68,7 +68,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     keeper_args = database.keeper_call(parser, args)
     if keeper_args is not None:
-        from worker.embedded.keeper import main as keeper_main
+        from jobdesk.embedded.keeper import main as keeper_main
 
         return keeper_main(keeper_args)
     debug = bool(os.environ.get("JOBDESK_DEBUG"))

@@ -6,7 +6,7 @@ import json
 from collections.abc import Sequence
 from datetime import datetime
 
-from worker.core.timefmt import relative
+from jobdesk.core.timefmt import relative
 
 
 def ago(when: datetime | None) -> str:

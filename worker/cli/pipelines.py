@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from worker.cli.arguments import ArgumentParser, Subparsers
-from worker.cli.output import ago, print_json, print_rows
-from worker.cli.session import Command, Invocation
-from worker.core.errors import InvalidJob
-from worker.core.models import short_id
-from worker.core.timefmt import span
-from worker.store.pipelines import PipelineFilter, PipelineStatus
+from jobdesk.cli.arguments import ArgumentParser, Subparsers
+from jobdesk.cli.output import ago, print_json, print_rows
+from jobdesk.cli.session import Command, Invocation
+from jobdesk.core.errors import InvalidJob
+from jobdesk.core.models import short_id
+from jobdesk.core.timefmt import span
+from jobdesk.store.pipelines import PipelineFilter, PipelineStatus
 
 
 def add_parsers(sub: Subparsers, common: ArgumentParser) -> None:

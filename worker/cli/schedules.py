@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import argparse
 
-from worker.cli.arguments import ArgumentParser, Subparsers, json_arg
-from worker.cli.output import print_json, print_rows
-from worker.cli.session import Command, Invocation
-from worker.core.durations import parse_seconds
-from worker.core.schedules import MISFIRE_POLICIES, OVERLAP_POLICIES, Schedule
-from worker.core.timefmt import relative
-from worker.runtime.scheduler import ScheduledJob, ScheduleRecord
+from jobdesk.cli.arguments import ArgumentParser, Subparsers, json_arg
+from jobdesk.cli.output import print_json, print_rows
+from jobdesk.cli.session import Command, Invocation
+from jobdesk.core.durations import parse_seconds
+from jobdesk.core.schedules import MISFIRE_POLICIES, OVERLAP_POLICIES, Schedule
+from jobdesk.core.timefmt import relative
+from jobdesk.runtime.scheduler import ScheduledJob, ScheduleRecord
 
 
 def _interval_arg(text: str) -> float:

@@ -10,9 +10,9 @@ from contextlib import asynccontextmanager
 from functools import cached_property
 from typing import Any
 
-from worker.core.settings import Settings
-from worker.service.jobs import JobService
-from worker.store.db import Database
+from jobdesk.core.settings import Settings
+from jobdesk.service.jobs import JobService
+from jobdesk.store.db import Database
 
 CLI_POOL_SIZE = 2  # a command runs its statements one after another
 

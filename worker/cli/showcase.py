@@ -9,19 +9,19 @@ import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from worker.core.models import Job, JobCreate, ProcessorResult, Status
-from worker.core.processor import BaseProcessor
-from worker.core.schedules import Schedule
-from worker.core.settings import load_settings
-from worker.processors.builtin import PROCESSOR_MAP as BUILTIN
-from worker.processors.demo_video import PROCESSOR_MAP as DEMO
-from worker.processors.demo_video import demo_pipeline
-from worker.runtime.worker import Worker
-from worker.service.jobs import JobService
-from worker.store import fleet, transitions
-from worker.store import rollup as stats_rollup
-from worker.store.db import connect
-from worker.store.jobs import JobFilter
+from jobdesk.core.models import Job, JobCreate, ProcessorResult, Status
+from jobdesk.core.processor import BaseProcessor
+from jobdesk.core.schedules import Schedule
+from jobdesk.core.settings import load_settings
+from jobdesk.processors.builtin import PROCESSOR_MAP as BUILTIN
+from jobdesk.processors.demo_video import PROCESSOR_MAP as DEMO
+from jobdesk.processors.demo_video import demo_pipeline
+from jobdesk.runtime.worker import Worker
+from jobdesk.service.jobs import JobService
+from jobdesk.store import fleet, transitions
+from jobdesk.store import rollup as stats_rollup
+from jobdesk.store.db import connect
+from jobdesk.store.jobs import JobFilter
 
 RUNNING_WORKER = "demo-host-1234"
 

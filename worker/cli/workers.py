@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import argparse
 
-from worker.cli.arguments import ArgumentParser, Subparsers
-from worker.cli.output import print_json, print_rows
-from worker.cli.session import Command, Invocation
-from worker.core.errors import InvalidJob
-from worker.core.limits import parse_type_limit
-from worker.core.rules import WORKER_COMMANDS_LEGAL_FROM
-from worker.service.schema import prepare_schema
+from jobdesk.cli.arguments import ArgumentParser, Subparsers
+from jobdesk.cli.output import print_json, print_rows
+from jobdesk.cli.session import Command, Invocation
+from jobdesk.core.errors import InvalidJob
+from jobdesk.core.limits import parse_type_limit
+from jobdesk.core.rules import WORKER_COMMANDS_LEGAL_FROM
+from jobdesk.service.schema import prepare_schema
 
 
 def _limit_arg(text: str) -> dict[str, int]:
@@ -47,8 +47,8 @@ async def cmd_worker(inv: Invocation) -> int:
     """Run a worker until it is stopped. Before it starts, one short connection checks the schema
     (migrating the embedded database) and upserts the schedules its processor modules declare;
     the worker then opens its own pool and listener."""
-    from worker.runtime.registry import declared_schedules, instantiate, load_processor_classes
-    from worker.runtime.worker import Worker
+    from jobdesk.runtime.registry import declared_schedules, instantiate, load_processor_classes
+    from jobdesk.runtime.worker import Worker
 
     args, settings = inv.args, inv.settings
     if args.concurrency is not None:

@@ -6,8 +6,8 @@ import heapq
 from collections.abc import Sequence
 from graphlib import CycleError, TopologicalSorter
 
-from worker.core.errors import InvalidJob
-from worker.core.models import JobCreate
+from jobdesk.core.errors import InvalidJob
+from jobdesk.core.models import JobCreate
 
 
 def order_batch(jobs: Sequence[JobCreate]) -> tuple[list[JobCreate], set[str]]:

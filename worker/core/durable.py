@@ -18,12 +18,12 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Literal, Protocol
 
-from worker.core.errors import EventTimeout, InvalidJob, JobWaitTimeout, StepError
-from worker.core.json_value import JsonValue
-from worker.core.validation import json_text
+from jobdesk.core.errors import EventTimeout, InvalidJob, JobWaitTimeout, StepError
+from jobdesk.core.json_value import JsonValue
+from jobdesk.core.validation import json_text
 
 if TYPE_CHECKING:
-    from worker.core.models import Job, JobCreate, JobRecord
+    from jobdesk.core.models import Job, JobCreate, JobRecord
 
 WaitKind = Literal["sleep", "event", "jobs"]
 CHECKPOINT = "@"  # the first character of the engine's own step names

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import importlib.util
 
-from worker.core.errors import JobdeskError
+from jobdesk.core.errors import JobdeskError
 
 # extra -> the top-level modules it installs
 EXTRAS: dict[str, tuple[str, ...]] = {

@@ -11,9 +11,9 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from worker.core.errors import InvalidJob, PermanentJobError
-from worker.core.models import Job
-from worker.core.processor import BaseProcessor
+from jobdesk.core.errors import InvalidJob, PermanentJobError
+from jobdesk.core.models import Job
+from jobdesk.core.processor import BaseProcessor
 
 Validator = Callable[[str, dict[str, Any]], None]
 

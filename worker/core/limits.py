@@ -3,10 +3,10 @@
 A global limit (JOB_TYPE_LIMITS) lives in `type_limits`, which every worker upserts from its
 setting when it starts, so that workers without the setting respect it too. A per-worker cap
 (`jobdesk worker --limit TYPE=N`) stays local to that worker. The claim of a limited type is
-in `worker.store.transitions`; the table is kept by `worker.store.type_limits`.
+in `jobdesk.store.transitions`; the table is kept by `jobdesk.store.type_limits`.
 
 Flow control (JOB_RATE_LIMITS, JOB_USER_RATE_LIMITS, JOB_USER_LIMITS, JOB_FAIR_SHARE) lives in
-`flow_limits` the same way, kept by `worker.store.flow_limits`; `FlowConfig` is one type's row.
+`flow_limits` the same way, kept by `jobdesk.store.flow_limits`; `FlowConfig` is one type's row.
 """
 
 from __future__ import annotations

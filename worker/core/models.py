@@ -14,13 +14,13 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel
 
-from worker.core.errors import DurableUnavailable, NoJobResult
-from worker.core.json_value import JsonObject, JsonValue
+from jobdesk.core.errors import DurableUnavailable, NoJobResult
+from jobdesk.core.json_value import JsonObject, JsonValue
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
-    from worker.core.durable import DurableRun
+    from jobdesk.core.durable import DurableRun
 
 
 class Status(StrEnum):

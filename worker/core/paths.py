@@ -1,7 +1,7 @@
 """Where jobdesk finds the files it ships (migrations, resources) and keeps its data.
 
 The repository keeps `sql/` and `resources/` at its top level; a built package carries them as
-package data (`worker/sql`, `desktop/resources`), and the PyInstaller bundle at its root.
+package data (`jobdesk/sql`, `jobdesk/console/resources`), and the PyInstaller bundle at its root.
 """
 
 from __future__ import annotations
@@ -57,12 +57,12 @@ def _shipped(package: str, folder: str) -> Path:
 
 def sql_dir() -> Path:
     """The numbered migrations."""
-    return _shipped("worker", "sql")
+    return _shipped("jobdesk", "sql")
 
 
 def resources_dir() -> Path:
     """The console's icons and styles."""
-    return _shipped("desktop", "resources")
+    return _shipped("jobdesk.console", "resources")
 
 
 def data_dir() -> Path:

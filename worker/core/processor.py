@@ -6,7 +6,7 @@ from typing import ClassVar
 
 from pydantic import BaseModel
 
-from worker.core.models import Job, ProcessorResult
+from jobdesk.core.models import Job, ProcessorResult
 
 
 class BaseProcessor:

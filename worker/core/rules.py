@@ -1,7 +1,7 @@
 """The rules of statuses, one table each: which operator action a job's status allows, which
 command a worker's state allows, the retry rule, and who asks (for the audit log).
 
-Pure: `worker.store.transitions` applies these rules under its row locks, and the console reads
+Pure: `jobdesk.store.transitions` applies these rules under its row locks, and the console reads
 the same tables to offer only the actions that can succeed.
 """
 
@@ -13,7 +13,7 @@ import traceback as tb_module
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from worker.core.models import Status
+from jobdesk.core.models import Status
 
 log = logging.getLogger(__name__)
 

@@ -16,7 +16,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from cronsim import CronSim, CronSimError
 
-from worker.core.errors import InvalidJob
+from jobdesk.core.errors import InvalidJob
 
 MISFIRE_POLICIES = ("skip", "once", "all")
 OVERLAP_POLICIES = ("allow", "skip")
@@ -69,7 +69,7 @@ class Schedule:
         """How the schedule ticks, in words a table can show."""
         if self.cron is not None:
             return self.cron
-        from worker.core.durations import format_duration
+        from jobdesk.core.durations import format_duration
 
         return f"every {format_duration(self.every_s or 0)}"
 

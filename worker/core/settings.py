@@ -7,9 +7,9 @@ from typing import Annotated
 from pydantic import BeforeValidator, Field, ValidationError, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-from worker.core.durations import parse_duration, parse_seconds
-from worker.core.errors import SettingsError
-from worker.core.limits import Rate, parse_rates, parse_type_limits, parse_type_names
+from jobdesk.core.durations import parse_duration, parse_seconds
+from jobdesk.core.errors import SettingsError
+from jobdesk.core.limits import Rate, parse_rates, parse_type_limits, parse_type_names
 
 
 def _duration_seconds(value: object) -> object:

@@ -2,7 +2,7 @@
 that PostgreSQL can store (no NUL character, no unpaired surrogate), in JSON or not.
 
 Pure: every door (the worker's next jobs, the CLI, the HTTP API, the Python client) meets the
-same checks in `worker.store.transitions.enqueue`, and can run them earlier itself.
+same checks in `jobdesk.store.transitions.enqueue`, and can run them earlier itself.
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import json
 import re
 from datetime import UTC, datetime
 
-from worker.core.errors import InvalidJob
-from worker.core.models import JobCreate
+from jobdesk.core.errors import InvalidJob
+from jobdesk.core.models import JobCreate
 
 _NUL = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")  # an escaped NUL, not an escaped backslash before "u0000"
 

@@ -1,3 +1,3 @@
 """jobdesk's version: the one place it is written (the build reads it from here)."""
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"

@@ -14,9 +14,9 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from worker.core.errors import EmbeddedDatabaseError
-from worker.core.paths import in_bundle, program_env
-from worker.embedded.osuser import SERVER_USER, ensure_system_user
+from jobdesk.core.errors import EmbeddedDatabaseError
+from jobdesk.core.paths import in_bundle, program_env
+from jobdesk.embedded.osuser import SERVER_USER, ensure_system_user
 
 
 def pg_bin_dir() -> Path:
@@ -98,7 +98,7 @@ def jobdesk_command(*args: str) -> list[str]:
     """argv that runs `jobdesk ARGS` with this installation (the bundle itself, when frozen)."""
     if in_bundle():
         return [sys.executable, *args]
-    return [sys.executable, "-m", "worker.cli", *args]
+    return [sys.executable, "-m", "jobdesk.cli", *args]
 
 
 # -- reach, as root ---------------------------------------------------------------------------------

@@ -27,10 +27,10 @@ from typing import IO
 
 import asyncpg
 
-from worker.core.errors import JobdeskError
-from worker.core.timefmt import span
-from worker.embedded.server import EmbeddedServer
-from worker.embedded.status import KEEPER_APP, Client, KeeperState, fetch_clients, write_state
+from jobdesk.core.errors import JobdeskError
+from jobdesk.core.timefmt import span
+from jobdesk.embedded.server import EmbeddedServer
+from jobdesk.embedded.status import KEEPER_APP, Client, KeeperState, fetch_clients, write_state
 
 log = logging.getLogger("jobdesk.embedded")
 

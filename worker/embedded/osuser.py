@@ -17,8 +17,8 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from worker.core.errors import EmbeddedDatabaseError
-from worker.core.paths import program_env
+from jobdesk.core.errors import EmbeddedDatabaseError
+from jobdesk.core.paths import program_env
 
 SERVER_USER = "jobdesk-pg"
 

@@ -30,11 +30,11 @@ from pathlib import Path
 from typing import IO
 from urllib.parse import quote
 
-from worker.core.errors import EmbeddedDatabaseError
-from worker.core.paths import data_dir, program_env
-from worker.embedded import binaries
-from worker.embedded.binaries import ServerUser
-from worker.embedded.status import (
+from jobdesk.core.errors import EmbeddedDatabaseError
+from jobdesk.core.paths import data_dir, program_env
+from jobdesk.embedded import binaries
+from jobdesk.embedded.binaries import ServerUser
+from jobdesk.embedded.status import (
     CLIENTS_SQL,
     KEEPER_APP,
     STATUS_APP,
@@ -271,7 +271,7 @@ class EmbeddedServer:
         """Start a detached keeper (under the start lock) and wait until its server is ready."""
         idle = self.idle_stop_s
         if idle is None:
-            from worker.core.settings import load_settings
+            from jobdesk.core.settings import load_settings
 
             idle = load_settings().JOBDESK_EMBEDDED_IDLE_STOP
         argv = binaries.jobdesk_command("db", "keeper", str(self.root.parent), str(self.bin_dir),

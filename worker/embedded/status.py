@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, TypedDict, cast
 
-from worker.core.json_value import JsonObject
+from jobdesk.core.json_value import JsonObject
 
 if TYPE_CHECKING:
     import asyncpg

@@ -18,7 +18,7 @@ from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from worker.core.errors import SettingsError
+from jobdesk.core.errors import SettingsError
 
 log = logging.getLogger("jobdesk.worker")
 

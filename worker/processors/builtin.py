@@ -6,8 +6,8 @@ import asyncio
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from worker.core.models import Job, ProcessorResult
-from worker.core.processor import BaseProcessor
+from jobdesk.core.models import Job, ProcessorResult
+from jobdesk.core.processor import BaseProcessor
 
 
 class EchoInput(BaseModel):

@@ -26,8 +26,8 @@ from typing import Any, cast
 
 from pydantic import BaseModel, Field
 
-from worker.core.models import Job, JobCreate, ProcessorResult
-from worker.core.processor import BaseProcessor
+from jobdesk.core.models import Job, JobCreate, ProcessorResult
+from jobdesk.core.processor import BaseProcessor
 
 log = logging.getLogger(__name__)
 

@@ -12,11 +12,11 @@ from typing import TYPE_CHECKING, TypeVar
 
 import asyncpg
 
-from worker.core.errors import JobdeskError
-from worker.store.db import CONNECTION_ERRORS, create_pool
+from jobdesk.core.errors import JobdeskError
+from jobdesk.store.db import CONNECTION_ERRORS, create_pool
 
 if TYPE_CHECKING:
-    from worker.observe.metrics import WorkerMetrics
+    from jobdesk.observe.metrics import WorkerMetrics
 
 log = logging.getLogger("jobdesk.worker")
 

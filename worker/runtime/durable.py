@@ -9,14 +9,14 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from worker.core.durable import DurableRun
-from worker.core.json_value import JsonValue
-from worker.core.models import Job, JobCreate, JobRecord
-from worker.runtime.dblink import DbLink
-from worker.store import durable
+from jobdesk.core.durable import DurableRun
+from jobdesk.core.json_value import JsonValue
+from jobdesk.core.models import Job, JobCreate, JobRecord
+from jobdesk.runtime.dblink import DbLink
+from jobdesk.store import durable
 
 if TYPE_CHECKING:
-    from worker.observe.metrics import WorkerMetrics
+    from jobdesk.observe.metrics import WorkerMetrics
 
 MAX_LOCAL_WAKE_S = 3600.0  # a sleep longer than this is left to the claim's poll
 

@@ -12,18 +12,18 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ValidationError
 
-from worker.core.durable import Suspension
-from worker.core.errors import InvalidJob, PermanentJobError
-from worker.core.input_validation import check_job_input
-from worker.core.models import Job, JobCreate, ProcessorResult
-from worker.core.processor import BaseProcessor
-from worker.runtime.outcomes import Outcomes
-from worker.store import transitions
+from jobdesk.core.durable import Suspension
+from jobdesk.core.errors import InvalidJob, PermanentJobError
+from jobdesk.core.input_validation import check_job_input
+from jobdesk.core.models import Job, JobCreate, ProcessorResult
+from jobdesk.core.processor import BaseProcessor
+from jobdesk.runtime.outcomes import Outcomes
+from jobdesk.store import transitions
 
 if TYPE_CHECKING:
-    from worker.observe.metrics import WorkerMetrics
-    from worker.runtime.durable import Durability
-    from worker.runtime.pump import Kicks
+    from jobdesk.observe.metrics import WorkerMetrics
+    from jobdesk.runtime.durable import Durability
+    from jobdesk.runtime.pump import Kicks
 
 log = logging.getLogger("jobdesk.worker")
 

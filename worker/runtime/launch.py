@@ -13,4 +13,4 @@ def worker_command(*args: str) -> list[str]:
     """argv that runs `jobdesk worker *args` with this installation."""
     if getattr(sys, "frozen", False):
         return [sys.executable, "worker", *args]
-    return [sys.executable, "-m", "worker.cli", "worker", *args]
+    return [sys.executable, "-m", "jobdesk.cli", "worker", *args]

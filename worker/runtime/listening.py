@@ -13,9 +13,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping
 
-from worker.core.settings import Settings
-from worker.store.listen_supervisor import ListenerSupervisor
-from worker.store.listener import Handler, Sender, listen_dsn
+from jobdesk.core.settings import Settings
+from jobdesk.store.listen_supervisor import ListenerSupervisor
+from jobdesk.store.listener import Handler, Sender, listen_dsn
 
 log = logging.getLogger("jobdesk.worker")
 

@@ -14,17 +14,17 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from worker.core.durable import Wait
-from worker.core.errors import InvalidJob
-from worker.core.models import Job, ProcessorResult
-from worker.core.settings import Settings
-from worker.observe.alerts import Alert, job_failed
-from worker.runtime.dblink import DbLink
-from worker.store import durable, transitions
-from worker.store import rollup as stats_rollup
+from jobdesk.core.durable import Wait
+from jobdesk.core.errors import InvalidJob
+from jobdesk.core.models import Job, ProcessorResult
+from jobdesk.core.settings import Settings
+from jobdesk.observe.alerts import Alert, job_failed
+from jobdesk.runtime.dblink import DbLink
+from jobdesk.store import durable, transitions
+from jobdesk.store import rollup as stats_rollup
 
 if TYPE_CHECKING:
-    from worker.observe.metrics import WorkerMetrics
+    from jobdesk.observe.metrics import WorkerMetrics
 
 log = logging.getLogger("jobdesk.worker")
 

@@ -10,12 +10,12 @@ import math
 import time
 from dataclasses import replace
 
-from worker.core.limits import ClaimLimits, describe
-from worker.core.models import Job
-from worker.runtime.dblink import DbLink
-from worker.runtime.execution import Execution
-from worker.runtime.outcomes import Finished, Outcomes
-from worker.store import flow_limits, transitions, type_limits
+from jobdesk.core.limits import ClaimLimits, describe
+from jobdesk.core.models import Job
+from jobdesk.runtime.dblink import DbLink
+from jobdesk.runtime.execution import Execution
+from jobdesk.runtime.outcomes import Finished, Outcomes
+from jobdesk.store import flow_limits, transitions, type_limits
 
 log = logging.getLogger("jobdesk.worker")
 

@@ -11,14 +11,14 @@ from importlib.metadata import entry_points
 from types import ModuleType
 from typing import Any
 
-from worker.core.errors import JobdeskError, ProcessorLoadError
-from worker.core.processor import BaseProcessor
-from worker.core.schedules import Schedule
+from jobdesk.core.errors import JobdeskError, ProcessorLoadError
+from jobdesk.core.processor import BaseProcessor
+from jobdesk.core.schedules import Schedule
 
 log = logging.getLogger(__name__)
 
 ENTRY_POINT_GROUP = "jobdesk.processors"
-BUILTIN_MODULES = ("worker.processors.builtin", "worker.processors.demo_video")
+BUILTIN_MODULES = ("jobdesk.processors.builtin", "jobdesk.processors.demo_video")
 
 
 def _map_of(module: ModuleType, origin: str) -> dict[str, type[BaseProcessor]]:

@@ -21,9 +21,9 @@ from dataclasses import dataclass, field
 
 import asyncpg
 
-from worker.core.errors import JobdeskError
-from worker.core.settings import Settings
-from worker.store.db import CONNECTION_ERRORS
+from jobdesk.core.errors import JobdeskError
+from jobdesk.core.settings import Settings
+from jobdesk.store.db import CONNECTION_ERRORS
 
 log = logging.getLogger("jobdesk.retention")
 

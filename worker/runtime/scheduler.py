@@ -18,12 +18,12 @@ from typing import Any
 
 import asyncpg
 
-from worker.core.errors import JobNotFound
-from worker.core.models import JobCreate
-from worker.core.schedules import Schedule, due_ticks
-from worker.store import transitions
-from worker.store.db import EXPECTED_DB_ERRORS
-from worker.store.rollup import DbCall
+from jobdesk.core.errors import JobNotFound
+from jobdesk.core.models import JobCreate
+from jobdesk.core.schedules import Schedule, due_ticks
+from jobdesk.store import transitions
+from jobdesk.store.db import EXPECTED_DB_ERRORS
+from jobdesk.store.rollup import DbCall
 
 log = logging.getLogger("jobdesk.worker")
 
@@ -98,7 +98,7 @@ async def add(conn: asyncpg.Connection, schedule: Schedule, *, source: str = "cl
             RETURNING {_COLUMNS}""", schedule.name, schedule.cron, schedule.every_s, schedule.timezone,
             schedule.type, schedule.input_data, schedule.priority, schedule.misfire, schedule.overlap, first, source)
     except asyncpg.UniqueViolationError:
-        from worker.core.errors import InvalidJob
+        from jobdesk.core.errors import InvalidJob
 
         raise InvalidJob(f"a schedule named {schedule.name} already exists; remove it first") from None
     return ScheduleRecord.from_row(row)

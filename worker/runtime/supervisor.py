@@ -16,11 +16,11 @@ from typing import Protocol, TypeVar
 
 import asyncpg
 
-from worker.core.settings import Settings
-from worker.core.version import __version__
-from worker.observe.alerts import Alert, job_failed, worker_lost
-from worker.store import fleet, transitions
-from worker.store.db import CONNECTION_ERRORS
+from jobdesk.core.settings import Settings
+from jobdesk.core.version import __version__
+from jobdesk.observe.alerts import Alert, job_failed, worker_lost
+from jobdesk.store import fleet, transitions
+from jobdesk.store.db import CONNECTION_ERRORS
 
 log = logging.getLogger("jobdesk.worker")
 

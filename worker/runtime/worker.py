@@ -23,26 +23,26 @@ from typing import TYPE_CHECKING, TypeVar
 
 import asyncpg
 
-from worker.core.limits import ClaimLimits, flow_configs
-from worker.core.processor import BaseProcessor
-from worker.core.settings import Settings
-from worker.observe.alerts import Alert, AlertSender
-from worker.runtime import scheduler
-from worker.runtime.dblink import DbLink
-from worker.runtime.durable import Durability
-from worker.runtime.execution import Execution
-from worker.runtime.listening import worker_listener
-from worker.runtime.outcomes import Outcomes
-from worker.runtime.pump import PUMPS, Kicks, Pumps
-from worker.runtime.retention import Pruner
-from worker.runtime.supervisor import Supervisor
-from worker.store import flow_limits, transitions, type_limits
-from worker.store import rollup as stats_rollup
-from worker.store.listen_supervisor import ListenerSupervisor
-from worker.store.listener import NEW_JOBS_CHANNEL
+from jobdesk.core.limits import ClaimLimits, flow_configs
+from jobdesk.core.processor import BaseProcessor
+from jobdesk.core.settings import Settings
+from jobdesk.observe.alerts import Alert, AlertSender
+from jobdesk.runtime import scheduler
+from jobdesk.runtime.dblink import DbLink
+from jobdesk.runtime.durable import Durability
+from jobdesk.runtime.execution import Execution
+from jobdesk.runtime.listening import worker_listener
+from jobdesk.runtime.outcomes import Outcomes
+from jobdesk.runtime.pump import PUMPS, Kicks, Pumps
+from jobdesk.runtime.retention import Pruner
+from jobdesk.runtime.supervisor import Supervisor
+from jobdesk.store import flow_limits, transitions, type_limits
+from jobdesk.store import rollup as stats_rollup
+from jobdesk.store.listen_supervisor import ListenerSupervisor
+from jobdesk.store.listener import NEW_JOBS_CHANNEL
 
 if TYPE_CHECKING:
-    from worker.observe.metrics import WorkerMetrics
+    from jobdesk.observe.metrics import WorkerMetrics
 
 log = logging.getLogger("jobdesk.worker")
 
@@ -71,7 +71,7 @@ class Worker:
         self.rollup = stats_rollup.Rollup()  # this worker's share of the metrics rollup
         self.metrics: WorkerMetrics | None = None
         if settings.JOB_METRICS_PORT is not None:
-            from worker.observe.metrics import WorkerMetrics  # only workers that serve metrics load it
+            from jobdesk.observe.metrics import WorkerMetrics  # only workers that serve metrics load it
 
             self.metrics = WorkerMetrics(self.types, lambda: len(self.execution.running), lambda: self.stats["rounds"])
         self.alerts = AlertSender(settings.JOB_ALERT_URLS, digest_window_s=settings.JOB_ALERT_DIGEST_SECONDS)

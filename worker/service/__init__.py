@@ -2,12 +2,12 @@
 `JobClient` (what a backend does). The front doors above it act through these and write no SQL
 of their own.
 
-    from worker.service import JobService
+    from jobdesk.service import JobService
 """
 
-from worker.service.client import JobClient
-from worker.service.jobs import JobService
-from worker.service.read_models import (
+from jobdesk.service.client import JobClient
+from jobdesk.service.jobs import JobService
+from jobdesk.service.read_models import (
     Attempt,
     BulkCount,
     BulkResult,
@@ -17,7 +17,7 @@ from worker.service.read_models import (
     Submitted,
     WorkersView,
 )
-from worker.service.schema import ensure_schema, migrate_database, prepare_schema
+from jobdesk.service.schema import ensure_schema, migrate_database, prepare_schema
 
 __all__ = ["Attempt", "BulkCount", "BulkResult", "Enqueued", "JobClient", "JobDetail", "JobService",
            "PipelineSteps", "Submitted", "WorkersView", "ensure_schema", "migrate_database", "prepare_schema"]

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from worker.service.base import ServiceBase
-from worker.store import pipelines as pipeline_queries
-from worker.store import transitions
+from jobdesk.service.base import ServiceBase
+from jobdesk.store import pipelines as pipeline_queries
+from jobdesk.store import transitions
 
 
 class OperatorActions(ServiceBase):

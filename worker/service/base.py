@@ -10,14 +10,14 @@ from typing import Self, TypeVar
 
 import asyncpg
 
-from worker.core.errors import DatabaseUnavailable, JobNotFound
-from worker.core.models import JobRecord
-from worker.core.settings import Settings, load_settings
-from worker.service.replica import ReadReplica, ReplicaLag
-from worker.store import transitions
-from worker.store.db import CONNECTION_ERRORS, Database, describe
-from worker.store.jobs import JobFilter, fetch_records
-from worker.store.outage import reason
+from jobdesk.core.errors import DatabaseUnavailable, JobNotFound
+from jobdesk.core.models import JobRecord
+from jobdesk.core.settings import Settings, load_settings
+from jobdesk.service.replica import ReadReplica, ReplicaLag
+from jobdesk.store import transitions
+from jobdesk.store.db import CONNECTION_ERRORS, Database, describe
+from jobdesk.store.jobs import JobFilter, fetch_records
+from jobdesk.store.outage import reason
 
 _T = TypeVar("_T")
 
@@ -35,7 +35,7 @@ class ServiceBase:
 
     `replica`: the read replica (DATABASE_READ_URL) that the reads of the console and the HTTP
     API go to; None reads the primary. The one switch is `_read_pool`: a read method takes its
-    connection there, everything else from `pool`, the primary (see `worker.service.replica`)."""
+    connection there, everything else from `pool`, the primary (see `jobdesk.service.replica`)."""
 
     def __init__(self, pool: asyncpg.Pool, *, source: str = "api", actor: transitions.Actor | None = None,
                  user_id: int | None = None, settings: Settings | None = None,

@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
-from worker.service.base import ServiceBase
-from worker.service.read_models import BULK_COUNT_CAP, BulkCount, BulkResult
-from worker.store import transitions
-from worker.store.jobs import JobFilter
+from jobdesk.service.base import ServiceBase
+from jobdesk.service.read_models import BULK_COUNT_CAP, BulkCount, BulkResult
+from jobdesk.store import transitions
+from jobdesk.store.jobs import JobFilter
 
 
 class BulkActions(ServiceBase):

@@ -7,7 +7,7 @@ them, act on them.
         pipeline_id = await jobs.create_pipeline([...JobCreate...])
 
 What the console, the CLI and the HTTP API read besides (job details, statistics, workers,
-bulk actions, schedules, tokens) is on `worker.service.JobService`, which is a `JobClient` too.
+bulk actions, schedules, tokens) is on `jobdesk.service.JobService`, which is a `JobClient` too.
 """
 
 from __future__ import annotations
@@ -17,15 +17,15 @@ from typing import Self
 
 import asyncpg
 
-from worker.core.errors import DatabaseUnavailable
-from worker.core.settings import Settings, load_settings
-from worker.service.actions import OperatorActions
-from worker.service.events import Events
-from worker.service.job_reads import JobLookups
-from worker.service.replica import ReadReplica
-from worker.service.schema import ensure_schema
-from worker.service.waiting import Waiting
-from worker.store.db import Database, create_pool
+from jobdesk.core.errors import DatabaseUnavailable
+from jobdesk.core.settings import Settings, load_settings
+from jobdesk.service.actions import OperatorActions
+from jobdesk.service.events import Events
+from jobdesk.service.job_reads import JobLookups
+from jobdesk.service.replica import ReadReplica
+from jobdesk.service.schema import ensure_schema
+from jobdesk.service.waiting import Waiting
+from jobdesk.store.db import Database, create_pool
 
 
 class JobClient(Waiting, JobLookups, OperatorActions, Events):
@@ -45,7 +45,7 @@ class JobClient(Waiting, JobLookups, OperatorActions, Events):
         (the HTTP API's) keeps its kept plans on the indexes: see `create_pool`.
 
         `read_replica` (the console's and the HTTP API's): its reads go to the database's
-        DATABASE_READ_URL, when it has one, through a second pool (see `worker.service.replica`)."""
+        DATABASE_READ_URL, when it has one, through a second pool (see `jobdesk.service.replica`)."""
         settings = settings or load_settings()
         if database is None:
             database = Database.resolve(settings)

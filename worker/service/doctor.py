@@ -9,13 +9,13 @@ from dataclasses import dataclass, field
 
 import asyncpg
 
-from worker.core.errors import DatabaseUnavailable
-from worker.core.settings import Settings
-from worker.store import cluster, fleet
-from worker.store.cluster import HostState, Replica
-from worker.store.db import CONNECT_FAILURES, Database, connect
-from worker.store.migrations import available_migrations, pending_migrations
-from worker.store.outage import reason
+from jobdesk.core.errors import DatabaseUnavailable
+from jobdesk.core.settings import Settings
+from jobdesk.store import cluster, fleet
+from jobdesk.store.cluster import HostState, Replica
+from jobdesk.store.db import CONNECT_FAILURES, Database, connect
+from jobdesk.store.migrations import available_migrations, pending_migrations
+from jobdesk.store.outage import reason
 
 # A host that cannot be reached: the driver's failures, or `connect`'s own error for them.
 _UNREACHABLE: tuple[type[BaseException], ...] = (*CONNECT_FAILURES, DatabaseUnavailable)

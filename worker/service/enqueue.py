@@ -11,9 +11,9 @@ from typing import Any
 
 import asyncpg
 
-from worker.core.models import JobCreate
-from worker.service.base import WRITE_FAILURES, ServiceBase
-from worker.store import transitions
+from jobdesk.core.models import JobCreate
+from jobdesk.service.base import WRITE_FAILURES, ServiceBase
+from jobdesk.store import transitions
 
 
 class Enqueueing(ServiceBase):

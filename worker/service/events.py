@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import json
 
-from worker.core.errors import InvalidJob
-from worker.core.json_value import JsonValue
-from worker.core.validation import json_text
-from worker.service.base import ServiceBase
-from worker.store import durable
+from jobdesk.core.errors import InvalidJob
+from jobdesk.core.json_value import JsonValue
+from jobdesk.core.validation import json_text
+from jobdesk.service.base import ServiceBase
+from jobdesk.store import durable
 
 MAX_KEY_LENGTH = 255
 

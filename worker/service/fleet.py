@@ -6,13 +6,13 @@ import os
 import socket
 from collections.abc import Sequence
 
-from worker.core.errors import InvalidJob
-from worker.core.limits import LimitUse
-from worker.runtime import retention
-from worker.service.base import ServiceBase
-from worker.service.read_models import WorkersView
-from worker.store import fleet, flow_limits
-from worker.store.fleet import WorkerRecord
+from jobdesk.core.errors import InvalidJob
+from jobdesk.core.limits import LimitUse
+from jobdesk.runtime import retention
+from jobdesk.service.base import ServiceBase
+from jobdesk.service.read_models import WorkersView
+from jobdesk.store import fleet, flow_limits
+from jobdesk.store.fleet import WorkerRecord
 
 
 class FleetControl(ServiceBase):

@@ -9,15 +9,15 @@ from typing import Any
 
 import asyncpg
 
-from worker.core.errors import JobNotFound
-from worker.core.models import JobRecord, Status
-from worker.service.base import ServiceBase
-from worker.service.read_models import Attempt, JobDetail
-from worker.store import job_document, waiting
-from worker.store import jobs as job_queries
-from worker.store.durable import STEP_DURATION, STEP_ORDER, StepRow
-from worker.store.jobs import JobFilter, JobRow, Page, StatusCounts
-from worker.store.waiting import WaitingReason
+from jobdesk.core.errors import JobNotFound
+from jobdesk.core.models import JobRecord, Status
+from jobdesk.service.base import ServiceBase
+from jobdesk.service.read_models import Attempt, JobDetail
+from jobdesk.store import job_document, waiting
+from jobdesk.store import jobs as job_queries
+from jobdesk.store.durable import STEP_DURATION, STEP_ORDER, StepRow
+from jobdesk.store.jobs import JobFilter, JobRow, Page, StatusCounts
+from jobdesk.store.waiting import WaitingReason
 
 # A job with its attempts and both ends of its edges (in enqueue order), in one statement.
 _DETAIL = f"""

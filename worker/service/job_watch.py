@@ -15,9 +15,9 @@ import contextlib
 import logging
 from collections.abc import Collection
 
-from worker.store.job_waiters import JobWaiters
-from worker.store.listen_supervisor import ListenerSupervisor, Polling
-from worker.store.listener import DEFAULT_HEARTBEAT_S, JOB_CHANGES_CHANNEL, Sender
+from jobdesk.store.job_waiters import JobWaiters
+from jobdesk.store.listen_supervisor import ListenerSupervisor, Polling
+from jobdesk.store.listener import DEFAULT_HEARTBEAT_S, JOB_CHANGES_CHANNEL, Sender
 
 log = logging.getLogger("jobdesk.client")
 

@@ -19,11 +19,11 @@ API's enqueueing), the rest of `job_reads`, `pipelines`, `bulk`, `fleet`, `sched
 
 from __future__ import annotations
 
-from worker.service.bulk import BulkActions
-from worker.service.client import JobClient
-from worker.service.fleet import FleetControl
-from worker.service.pipelines import PipelineReads
-from worker.service.read_models import (
+from jobdesk.service.bulk import BulkActions
+from jobdesk.service.client import JobClient
+from jobdesk.service.fleet import FleetControl
+from jobdesk.service.pipelines import PipelineReads
+from jobdesk.service.read_models import (
     BULK_COUNT_CAP,
     Attempt,
     BulkCount,
@@ -34,11 +34,11 @@ from worker.service.read_models import (
     Submitted,
     WorkersView,
 )
-from worker.service.schedules import ScheduleControl
-from worker.service.schema import ensure_schema, migrate_database, prepare_schema
-from worker.service.stats import StatsReads
-from worker.service.submissions import Submissions
-from worker.service.tokens import TokenStore
+from jobdesk.service.schedules import ScheduleControl
+from jobdesk.service.schema import ensure_schema, migrate_database, prepare_schema
+from jobdesk.service.stats import StatsReads
+from jobdesk.service.submissions import Submissions
+from jobdesk.service.tokens import TokenStore
 
 
 class JobService(JobClient, Submissions, StatsReads, PipelineReads, BulkActions, FleetControl, ScheduleControl,

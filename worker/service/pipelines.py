@@ -6,12 +6,12 @@ from collections.abc import Collection, Sequence
 
 import asyncpg
 
-from worker.core.dag import dependency_order
-from worker.core.errors import JobNotFound
-from worker.service.base import ServiceBase
-from worker.service.read_models import PipelineSteps
-from worker.store import pipelines as pipeline_queries
-from worker.store.pipelines import GraphNode, PipelineFilter, PipelineRow
+from jobdesk.core.dag import dependency_order
+from jobdesk.core.errors import JobNotFound
+from jobdesk.service.base import ServiceBase
+from jobdesk.service.read_models import PipelineSteps
+from jobdesk.store import pipelines as pipeline_queries
+from jobdesk.store.pipelines import GraphNode, PipelineFilter, PipelineRow
 
 
 class PipelineReads(ServiceBase):

@@ -6,12 +6,12 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, NamedTuple
 
-from worker.core.models import JobRecord
-from worker.store.durable import StepRow as StepRow  # re-exported: the front doors name it from here
-from worker.store.fleet import UnservedType, WorkerRecord
-from worker.store.jobs import JobFilter
-from worker.store.pipelines import PipelineStep
-from worker.store.waiting import WaitingReason
+from jobdesk.core.models import JobRecord
+from jobdesk.store.durable import StepRow as StepRow  # re-exported: the front doors name it from here
+from jobdesk.store.fleet import UnservedType, WorkerRecord
+from jobdesk.store.jobs import JobFilter
+from jobdesk.store.pipelines import PipelineStep
+from jobdesk.store.waiting import WaitingReason
 
 
 class Enqueued(NamedTuple):

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 
 import asyncpg
 
-from worker.store import read_replica
-from worker.store.db import describe
+from jobdesk.store import read_replica
+from jobdesk.store.db import describe
 
 # While a fence waits for the replica, it asks this often whether the replica has caught up.
 FENCE_POLL_S = 0.02

@@ -6,11 +6,11 @@ from collections.abc import Sequence
 
 import asyncpg
 
-from worker.core.schedules import Schedule
-from worker.runtime import scheduler
-from worker.runtime.scheduler import ScheduledJob, ScheduleRecord
-from worker.service.base import ServiceBase
-from worker.store import transitions
+from jobdesk.core.schedules import Schedule
+from jobdesk.runtime import scheduler
+from jobdesk.runtime.scheduler import ScheduledJob, ScheduleRecord
+from jobdesk.service.base import ServiceBase
+from jobdesk.store import transitions
 
 
 async def upsert_declared(conn: asyncpg.Connection, declared: Sequence[tuple[Schedule, str]]) -> None:

@@ -7,11 +7,11 @@ from collections.abc import Sequence
 
 import asyncpg
 
-from worker.core.errors import DatabaseUnavailable
-from worker.core.schedules import Schedule
-from worker.service.schedules import upsert_declared
-from worker.store.db import connect
-from worker.store.migrations import Migration, migrate, pending_migrations
+from jobdesk.core.errors import DatabaseUnavailable
+from jobdesk.core.schedules import Schedule
+from jobdesk.service.schedules import upsert_declared
+from jobdesk.store.db import connect
+from jobdesk.store.migrations import Migration, migrate, pending_migrations
 
 
 async def ensure_schema(conn: asyncpg.Connection, *, embedded: bool) -> None:

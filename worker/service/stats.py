@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from worker.service.job_reads import JobReads
-from worker.store import failures as failure_queries
-from worker.store import jobs as job_queries
-from worker.store import stats as stats_queries
-from worker.store.failures import FailureGroup, FailureSample
-from worker.store.stats import Attention, Metrics, TableSize, Transition, Window
+from jobdesk.service.job_reads import JobReads
+from jobdesk.store import failures as failure_queries
+from jobdesk.store import jobs as job_queries
+from jobdesk.store import stats as stats_queries
+from jobdesk.store.failures import FailureGroup, FailureSample
+from jobdesk.store.stats import Attention, Metrics, TableSize, Transition, Window
 
 
 class StatsReads(JobReads):

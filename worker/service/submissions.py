@@ -8,11 +8,11 @@ from typing import Any
 
 import asyncpg
 
-from worker.core.errors import InvalidJob
-from worker.core.models import JobCreate, JobRecord
-from worker.service.base import ServiceBase
-from worker.service.read_models import Enqueued, Submitted
-from worker.store import idempotency, job_document, transitions
+from jobdesk.core.errors import InvalidJob
+from jobdesk.core.models import JobCreate, JobRecord
+from jobdesk.service.base import ServiceBase
+from jobdesk.service.read_models import Enqueued, Submitted
+from jobdesk.store import idempotency, job_document, transitions
 
 
 class Submissions(ServiceBase):

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from worker.service.base import ServiceBase
-from worker.store import tokens
-from worker.store.tokens import TokenRecord
+from jobdesk.service.base import ServiceBase
+from jobdesk.store import tokens
+from jobdesk.store.tokens import TokenRecord
 
 
 class TokenStore(ServiceBase):

@@ -15,12 +15,12 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, Self
 
-from worker.core.errors import JobNotFound, JobWaitTimeout
-from worker.core.models import TERMINAL_STATUSES, JobRecord, Status
-from worker.service.enqueue import Enqueueing
-from worker.service.job_watch import JobWatch
-from worker.service.replica import ReadReplica
-from worker.store import transitions
+from jobdesk.core.errors import JobNotFound, JobWaitTimeout
+from jobdesk.core.models import TERMINAL_STATUSES, JobRecord, Status
+from jobdesk.service.enqueue import Enqueueing
+from jobdesk.service.job_watch import JobWatch
+from jobdesk.service.replica import ReadReplica
+from jobdesk.store import transitions
 
 # A wait ends once its jobs are in one of these.
 WAIT_ENDS_ON = TERMINAL_STATUSES | {Status.WAITING_APPROVAL}

@@ -1,5 +1,5 @@
 """Layer 2, the store: connections and pools, migrations, the listener, and every SQL statement,
 grouped by subject (jobs, pipelines, stats, failures, tokens, fleet, transitions). Every change of
-a job's status is written by `worker.store.transitions`. Imports `worker.core` and
-`worker.embedded` (to start the embedded database).
+a job's status is written by `jobdesk.store.transitions`. Imports `jobdesk.core` and
+`jobdesk.embedded` (to start the embedded database).
 """

@@ -13,9 +13,9 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import asyncpg
 
-from worker.core.errors import DatabaseUnavailable
-from worker.store.db import CONNECT_FAILURES, connect, hosts
-from worker.store.outage import reason
+from jobdesk.core.errors import DatabaseUnavailable
+from jobdesk.store.db import CONNECT_FAILURES, connect, hosts
+from jobdesk.store.outage import reason
 
 _ONE_HOST_DROPPED = {"target_session_attrs", "host", "port"}
 

@@ -12,9 +12,9 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import asyncpg
 
-from worker.core.errors import DatabaseUnavailable
-from worker.core.settings import Settings
-from worker.store.fair_pool import FairPool
+from jobdesk.core.errors import DatabaseUnavailable
+from jobdesk.core.settings import Settings
+from jobdesk.store.fair_pool import FairPool
 
 log = logging.getLogger(__name__)
 
@@ -164,7 +164,7 @@ class Database:
     @classmethod
     def embedded_default(cls) -> Database:
         """This user's embedded server, started now if nobody runs it yet (whatever DATABASE_URL says)."""
-        from worker.embedded.server import embedded_server
+        from jobdesk.embedded.server import embedded_server
 
         dsn = embedded_server().ensure_running()
         known_direct(dsn)
@@ -185,7 +185,7 @@ class Database:
         JobdeskError when the server cannot be started."""
         if not self.embedded:
             return False
-        from worker.embedded.server import embedded_server
+        from jobdesk.embedded.server import embedded_server
 
         server = embedded_server()
         if server.dsn != self.dsn:
@@ -285,7 +285,7 @@ async def create_pool(dsn: str, *, size: int, timeout: float = 10, statement_tim
                       report_outages: bool = True) -> asyncpg.Pool:
     """A pool of `size` connections with jobdesk's codecs; `statement_timeout` in seconds.
     `report_outages`: log one line when the database goes away and one when it is back
-    (`worker.store.outage`); off for an owner that says so itself (the worker).
+    (`jobdesk.store.outage`); off for an owner that says so itself (the worker).
 
     `indexes_only` (the worker's pool and the HTTP API's) keeps the planner off sequential
     scans wherever an index serves. A statement prepared on a connection is planned once for all

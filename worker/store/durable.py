@@ -14,12 +14,12 @@ from datetime import UTC, datetime
 
 import asyncpg
 
-from worker.core.durable import Wait
-from worker.core.errors import JobNotFound
-from worker.core.json_value import JsonValue
-from worker.core.models import Job, JobCreate, JobRecord
-from worker.store.jobs import fetch_records
-from worker.store.transitions.inserts import enqueue
+from jobdesk.core.durable import Wait
+from jobdesk.core.errors import JobNotFound
+from jobdesk.core.json_value import JsonValue
+from jobdesk.core.models import Job, JobCreate, JobRecord
+from jobdesk.store.jobs import fetch_records
+from jobdesk.store.transitions.inserts import enqueue
 
 _LOAD = "SELECT job_id, name, result FROM job_steps WHERE job_id = ANY($1::varchar[])"
 

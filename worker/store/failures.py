@@ -14,8 +14,8 @@ from datetime import datetime
 
 import asyncpg
 
-from worker.core.fingerprint import NO_ERROR
-from worker.store.jobs import JobFilter, raw_error_key
+from jobdesk.core.fingerprint import NO_ERROR
+from jobdesk.store.jobs import JobFilter, raw_error_key
 
 WINDOW_HOURS = 24
 FAILED_OUTCOMES = ("failed", "lost", "interrupted")

@@ -7,7 +7,7 @@ for hundreds of milliseconds while later ones went through. A FIFO semaphore of 
 in front of asyncpg's own acquire gives every caller its turn in arrival order: past it, a
 connection is always free.
 
-It also says, once, when its database goes away and when it is back (`worker.store.outage`).
+It also says, once, when its database goes away and when it is back (`jobdesk.store.outage`).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Any
 import asyncpg
 from asyncpg.pool import PoolConnectionProxy
 
-from worker.store.outage import UNREACHABLE, Outage, Unreachable, outage, reason
+from jobdesk.store.outage import UNREACHABLE, Outage, Unreachable, outage, reason
 
 # What asyncpg.create_pool passes its Pool when not told otherwise; the Pool itself has no defaults.
 _CREATE_POOL_DEFAULTS: dict[str, Any] = {"max_queries": 50_000, "loop": None, "connection_class": asyncpg.Connection,

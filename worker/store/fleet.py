@@ -14,11 +14,11 @@ from datetime import datetime
 
 import asyncpg
 
-from worker.core.errors import IllegalTransition, JobNotFound
-from worker.core.json_value import JsonObject
-from worker.core.rules import WORKER_COMMANDS_LEGAL_FROM, worker_command_is_legal
-from worker.store.jobs import COUNT_CAP
-from worker.store.transitions import CONTROL_CHANNEL
+from jobdesk.core.errors import IllegalTransition, JobNotFound
+from jobdesk.core.json_value import JsonObject
+from jobdesk.core.rules import WORKER_COMMANDS_LEGAL_FROM, worker_command_is_legal
+from jobdesk.store.jobs import COUNT_CAP
+from jobdesk.store.transitions import CONTROL_CHANNEL
 
 LIVE_STATES = ("running", "paused", "draining")
 COMMANDS = tuple(WORKER_COMMANDS_LEGAL_FROM)

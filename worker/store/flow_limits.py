@@ -1,8 +1,8 @@
 """The `flow_limits` table: rate limits per type and per user, concurrency limits per user and
 fair share, which every worker respects; what each limit holds back now; and why a job is held.
 
-A worker upserts its settings here when it starts (parsing lives in `worker.core.limits`). The
-claim of a flow-controlled type is in `worker.store.transitions.claim` and sql/022.
+A worker upserts its settings here when it starts (parsing lives in `jobdesk.core.limits`). The
+claim of a flow-controlled type is in `jobdesk.store.transitions.claim` and sql/022.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from collections.abc import Mapping
 
 import asyncpg
 
-from worker.core.limits import FlowConfig, LimitUse, Rate, next_start_text
+from jobdesk.core.limits import FlowConfig, LimitUse, Rate, next_start_text
 
 _READY = "status = 'queued' AND pending_deps = 0 AND is_active AND run_at IS NULL"
 

@@ -9,8 +9,8 @@ from dataclasses import dataclass
 
 import asyncpg
 
-from worker.core.errors import JobdeskError
-from worker.core.json_value import JsonValue
+from jobdesk.core.errors import JobdeskError
+from jobdesk.core.json_value import JsonValue
 
 TTL_HOURS = 24
 

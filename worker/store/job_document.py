@@ -4,7 +4,7 @@
 into Python objects, then writing them back out as JSON, cost that route about a fifth of its
 time; PostgreSQL writes the same document in one pass. Its keys, their order and the
 timestamps' form (ISO 8601 in UTC, as `datetime.isoformat` writes them) are those of
-`worker.api.render.detail_json`, and a test holds the two to the same output for jobs in every
+`jobdesk.api.render.detail_json`, and a test holds the two to the same output for jobs in every
 state. `waiting_reason` is added last, by `with_waiting_reason`.
 
 `POST /api/jobs` answers with the same job keys, without the attempts (`fetch_job_texts`), and
@@ -19,7 +19,7 @@ from typing import NamedTuple
 
 import asyncpg
 
-from worker.store.durable import STEP_DURATION, STEP_KEYS, STEP_ORDER
+from jobdesk.store.durable import STEP_DURATION, STEP_KEYS, STEP_ORDER
 
 
 def _iso(column: str) -> str:
@@ -31,7 +31,7 @@ def _iso(column: str) -> str:
             f"ELSE to_char({utc}, 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"+00:00\"') END")
 
 
-# The answer's keys, in order: `worker.api.render` writes the same ones from Python objects.
+# The answer's keys, in order: `jobdesk.api.render` writes the same ones from Python objects.
 JOB_KEYS = ("id", "type", "status", "user_id", "pipeline_id", "input_data", "result_data", "error_message",
             "dependent_on_jobs", "retry_count", "next_retry_at", "is_active", "created_at", "updated_at",
             "completed_at", "priority", "worker_id", "started_at", "scheduled_at", "unique_key")

@@ -14,8 +14,8 @@ from typing import Any
 
 import asyncpg
 
-from worker.core.fingerprint import MAX_LENGTH, NO_ERROR
-from worker.core.models import JobRecord, Status
+from jobdesk.core.fingerprint import MAX_LENGTH, NO_ERROR
+from jobdesk.core.models import JobRecord, Status
 
 # Columns of a job list row: what a table shows, without the large JSON documents.
 ROW_COLUMNS = ("id, type, status, user_id, pipeline_id, retry_count, attempts, is_active, created_at, "

@@ -14,9 +14,9 @@ import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from worker.core.errors import JobdeskError
-from worker.store.db import CONNECT_FAILURES
-from worker.store.listener import (
+from jobdesk.core.errors import JobdeskError
+from jobdesk.store.db import CONNECT_FAILURES
+from jobdesk.store.listener import (
     DEFAULT_HEARTBEAT_S,
     NO_LISTEN_REASON,
     Handler,

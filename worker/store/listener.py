@@ -18,8 +18,8 @@ from collections.abc import Awaitable, Callable, Mapping
 
 import asyncpg
 
-from worker.core.settings import Settings
-from worker.store.db import Database, connect
+from jobdesk.core.settings import Settings
+from jobdesk.store.db import Database, connect
 
 Handler = Callable[[str], None]  # gets the NOTIFY payload
 Sender = Callable[[str, str], Awaitable[object]]  # sends NOTIFY (channel, payload) to the database

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import asyncpg
 
-from worker.core.errors import JobdeskError
-from worker.core.paths import sql_dir
+from jobdesk.core.errors import JobdeskError
+from jobdesk.core.paths import sql_dir
 
 log = logging.getLogger(__name__)
 

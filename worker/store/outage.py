@@ -17,7 +17,7 @@ import threading
 
 import asyncpg
 
-from worker.core.errors import DatabaseUnavailable
+from jobdesk.core.errors import DatabaseUnavailable
 
 log = logging.getLogger("jobdesk.db")
 

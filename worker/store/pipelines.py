@@ -15,9 +15,9 @@ from enum import StrEnum
 
 import asyncpg
 
-from worker.core.json_value import JsonObject
-from worker.core.models import Status
-from worker.store.jobs import escape_like, status_literal
+from jobdesk.core.json_value import JsonObject
+from jobdesk.core.models import Status
+from jobdesk.store.jobs import escape_like, status_literal
 
 
 class PipelineStatus(StrEnum):

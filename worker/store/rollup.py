@@ -23,8 +23,8 @@ from typing import Any, Protocol, TypeVar
 
 import asyncpg
 
-from worker.store.db import EXPECTED_DB_ERRORS
-from worker.store.jobs import per_status_counts
+from jobdesk.store.db import EXPECTED_DB_ERRORS
+from jobdesk.store.jobs import per_status_counts
 
 log = logging.getLogger("jobdesk.worker")
 

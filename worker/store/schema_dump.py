@@ -3,7 +3,7 @@ for a freshly migrated database, with what varies between runs taken out (the ve
 `\\restrict` keys, the session SET lines), under a header saying how it is made.
 
 The numbered migrations stay the source of truth; the file's name is no migration's, so the
-migration runner skips it. `make schema` rewrites it (`python -m worker.store.schema_dump
+migration runner skips it. `make schema` rewrites it (`python -m jobdesk.store.schema_dump
 sql/schema.sql`), and tests/store/test_schema_file.py fails while it does not match the migrations.
 """
 
@@ -19,14 +19,14 @@ from pathlib import Path
 
 import asyncpg
 
-from worker.core.paths import program_env, sql_dir
-from worker.embedded.server import EmbeddedServer
-from worker.store.migrations import migrate
+from jobdesk.core.paths import program_env, sql_dir
+from jobdesk.embedded.server import EmbeddedServer
+from jobdesk.store.migrations import migrate
 
 HEADER = """\
 -- jobdesk's database schema as the migrations leave it: tables, indexes, functions and triggers.
 --
--- GENERATED: do not edit. `make schema` writes it (python -m worker.store.schema_dump sql/schema.sql)
+-- GENERATED: do not edit. `make schema` writes it (python -m jobdesk.store.schema_dump sql/schema.sql)
 -- from a freshly migrated database, with pg_dump --schema-only --no-owner --no-privileges.
 -- The numbered migrations in this folder remain the source of truth; change the schema with a new
 -- migration, then run `make schema`. tests/store/test_schema_file.py fails while this file is out of date.
@@ -111,9 +111,9 @@ def generate() -> str:
 
 
 def main(argv: list[str]) -> int:
-    """`python -m worker.store.schema_dump [FILE]`: write the schema to FILE, or print it."""
+    """`python -m jobdesk.store.schema_dump [FILE]`: write the schema to FILE, or print it."""
     if len(argv) > 1:
-        print("usage: python -m worker.store.schema_dump [FILE]", file=sys.stderr)
+        print("usage: python -m jobdesk.store.schema_dump [FILE]", file=sys.stderr)
         return 2
     text = generate()
     if not argv:

@@ -18,10 +18,10 @@ from typing import Any
 
 import asyncpg
 
-from worker.core.errors import JobdeskError
-from worker.core.json_value import JsonObject
-from worker.store.jobs import per_status_counts
-from worker.store.rollup import BINS, QUEUE_STATUSES
+from jobdesk.core.errors import JobdeskError
+from jobdesk.core.json_value import JsonObject
+from jobdesk.store.jobs import per_status_counts
+from jobdesk.store.rollup import BINS, QUEUE_STATUSES
 
 MAX_SPAN = timedelta(days=30)
 

@@ -9,8 +9,8 @@ from datetime import datetime
 
 import asyncpg
 
-from worker.core.errors import InvalidJob, JobdeskError
-from worker.core.json_value import JsonObject
+from jobdesk.core.errors import InvalidJob, JobdeskError
+from jobdesk.core.json_value import JsonObject
 
 SCOPES = ("read", "submit", "operate", "approve", "events")  # events: POST /api/events
 TOKEN_PREFIX = "jdk_"  # noqa: S105 - the public mark of a jobdesk token, not a secret

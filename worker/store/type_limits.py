@@ -1,6 +1,6 @@
 """The `type_limits` table: the global concurrency limits that every worker respects.
 
-A worker upserts its JOB_TYPE_LIMITS here when it starts; parsing lives in `worker.core.limits`.
+A worker upserts its JOB_TYPE_LIMITS here when it starts; parsing lives in `jobdesk.core.limits`.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ Checked in the order a job would meet them: unfinished dependencies, a durable p
 suspension (a sleep, a wait for an event or for child jobs), a time to wait for (its scheduled
 time or its retry), then whether any live worker would claim it (none serves its type, or every
 one that does is paused), a global limit that is full, flow control (a rate, a limit per user,
-fair share: `worker.store.flow_limits`), and else it is ready.
+fair share: `jobdesk.store.flow_limits`), and else it is ready.
 """
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ from datetime import UTC, datetime
 
 import asyncpg
 
-from worker.core.timefmt import until
-from worker.store.durable import WaitRow, wait_of
-from worker.store.fleet import LIVE_STATES
-from worker.store.flow_limits import flow_reason
+from jobdesk.core.timefmt import until
+from jobdesk.store.durable import WaitRow, wait_of
+from jobdesk.store.fleet import LIVE_STATES
+from jobdesk.store.flow_limits import flow_reason
 
 AHEAD_CAP = 1000  # ready jobs ahead in line counted at most
 

@@ -1,7 +1,7 @@
 """Every change of a job's status, in one place: nothing outside this package writes `jobs.status`.
 
 The worker, the CLI, the HTTP API, the Python client and the console all call these functions,
-as `from worker.store import transitions; transitions.enqueue(conn, jobs)`. By role:
+as `from jobdesk.store import transitions; transitions.enqueue(conn, jobs)`. By role:
 
 - `inserts`: enqueueing jobs (unique keys, the insert audited in the same statement);
 - `claim`: the claim statement and the calls that claim and complete in one round trip;
@@ -14,11 +14,11 @@ as `from worker.store import transitions; transitions.enqueue(conn, jobs)`. By r
 Worker-side writes are fenced by ownership (a row still `in_progress` under the same worker and
 attempt); operator actions lock their rows and check the action is legal for each one. The
 rules themselves (which action from which status, the retry rule, who acts) are pure and live in
-`worker.core.rules`; they are re-exported here for callers written against this module.
+`jobdesk.core.rules`; they are re-exported here for callers written against this module.
 """
 
-from worker.core.models import Job, JobCreate, ProcessorResult, Status
-from worker.core.rules import (
+from jobdesk.core.models import Job, JobCreate, ProcessorResult, Status
+from jobdesk.core.rules import (
     BULK_ACTIONS,
     LEGAL_FROM,
     WORKER_COMMANDS_LEGAL_FROM,
@@ -29,8 +29,8 @@ from worker.core.rules import (
     retry_decision,
     worker_command_is_legal,
 )
-from worker.core.validation import check_new_job, json_text, storable_text
-from worker.store.transitions.actions import (
+from jobdesk.core.validation import check_new_job, json_text, storable_text
+from jobdesk.store.transitions.actions import (
     CONTROL_CHANNEL,
     approve,
     audit,
@@ -42,9 +42,9 @@ from worker.store.transitions.actions import (
     retry_downstream,
     retry_plan,
 )
-from worker.store.transitions.bulk import BULK_CHUNK, bulk_chunk, bulk_filter
-from worker.store.transitions.cascade import cancel_downstream
-from worker.store.transitions.claim import (
+from jobdesk.store.transitions.bulk import BULK_CHUNK, bulk_chunk, bulk_filter
+from jobdesk.store.transitions.cascade import cancel_downstream
+from jobdesk.store.transitions.claim import (
     DUE_BATCH,
     TYPE_LIMIT_LOCK,
     UNION_MAX_TYPES,
@@ -54,7 +54,7 @@ from worker.store.transitions.claim import (
     complete_and_claim,
     flow_claim_statement,
 )
-from worker.store.transitions.inserts import (
+from jobdesk.store.transitions.inserts import (
     DEFAULT_USER_ID,
     KEY_RACE_ATTEMPTS,
     UNFINISHED,
@@ -63,8 +63,8 @@ from worker.store.transitions.inserts import (
     enqueue_audited,
     enqueue_detailed,
 )
-from worker.store.transitions.lost_claims import complete_lost_claims
-from worker.store.transitions.outcomes import (
+from jobdesk.store.transitions.lost_claims import complete_lost_claims
+from jobdesk.store.transitions.outcomes import (
     FailOutcome,
     complete_batch,
     fail_attempt,
@@ -77,7 +77,7 @@ from worker.store.transitions.outcomes import (
 )
 
 __all__ = [
-    # the rules (worker.core.rules, worker.core.validation) and the models they speak of
+    # the rules (jobdesk.core.rules, jobdesk.core.validation) and the models they speak of
     "BULK_ACTIONS", "LEGAL_FROM", "WORKER_COMMANDS_LEGAL_FROM", "Actor", "BulkChunk", "Job", "JobCreate",
     "ProcessorResult", "Status", "check_new_job", "format_exception", "is_legal", "json_text", "retry_decision",
     "storable_text", "worker_command_is_legal",

@@ -2,7 +2,7 @@
 and the audit log they write.
 
 Each locks the rows it acts on, checks that the action is legal for every one of them
-(`worker.core.rules.LEGAL_FROM`), and changes nothing otherwise.
+(`jobdesk.core.rules.LEGAL_FROM`), and changes nothing otherwise.
 """
 
 from __future__ import annotations
@@ -12,13 +12,13 @@ from collections.abc import Sequence
 
 import asyncpg
 
-from worker.core.errors import IllegalTransition, InvalidJob, JobNotFound
-from worker.core.fingerprint import fingerprint
-from worker.core.models import JobCreate, Status
-from worker.core.rules import LEGAL_FROM, Actor, is_legal
-from worker.store import durable
-from worker.store.transitions.cascade import cancel_downstream
-from worker.store.transitions.inserts import enqueue
+from jobdesk.core.errors import IllegalTransition, InvalidJob, JobNotFound
+from jobdesk.core.fingerprint import fingerprint
+from jobdesk.core.models import JobCreate, Status
+from jobdesk.core.rules import LEGAL_FROM, Actor, is_legal
+from jobdesk.store import durable
+from jobdesk.store.transitions.cascade import cancel_downstream
+from jobdesk.store.transitions.inserts import enqueue
 
 CONTROL_CHANNEL = "jobdesk_control"  # workers LISTEN here for the cancel of a running job
 

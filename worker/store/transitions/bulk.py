@@ -8,10 +8,10 @@ from dataclasses import replace
 
 import asyncpg
 
-from worker.core.errors import InvalidJob
-from worker.core.rules import BULK_ACTIONS, LEGAL_FROM, Actor, BulkChunk
-from worker.store.jobs import JobFilter
-from worker.store.transitions.actions import cancel, retry
+from jobdesk.core.errors import InvalidJob
+from jobdesk.core.rules import BULK_ACTIONS, LEGAL_FROM, Actor, BulkChunk
+from jobdesk.store.jobs import JobFilter
+from jobdesk.store.transitions.actions import cancel, retry
 
 BULK_CHUNK = 1000  # jobs per transaction (and per audit row) of a bulk action
 

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 import asyncpg
 
-from worker.core.fingerprint import fingerprint
+from jobdesk.core.fingerprint import fingerprint
 
 _UPSTREAM_CANCELLED = "cancelled: an upstream job was cancelled"
 _DOWNSTREAM = """

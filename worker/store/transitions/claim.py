@@ -11,9 +11,9 @@ from collections.abc import Mapping, Sequence
 
 import asyncpg
 
-from worker.core.limits import ClaimLimits
-from worker.core.models import Job, ProcessorResult
-from worker.core.validation import json_text
+from jobdesk.core.limits import ClaimLimits
+from jobdesk.core.models import Job, ProcessorResult
+from jobdesk.core.validation import json_text
 
 # How a claim finds its jobs. Runnable jobs are in jobs_ready_idx by type, in claim order: each
 # type the worker serves is one short index walk (its own LIMIT keeps it bounded whatever the

@@ -12,11 +12,11 @@ from datetime import timedelta
 
 import asyncpg
 
-from worker.core.dag import order_batch
-from worker.core.errors import InvalidJob
-from worker.core.models import JobCreate
-from worker.core.rules import Actor
-from worker.core.validation import check_new_job, json_text
+from jobdesk.core.dag import order_batch
+from jobdesk.core.errors import InvalidJob
+from jobdesk.core.models import JobCreate
+from jobdesk.core.rules import Actor
+from jobdesk.core.validation import check_new_job, json_text
 
 DEFAULT_USER_ID = 1  # created by the first migration
 

@@ -9,8 +9,8 @@ from collections.abc import Sequence
 
 import asyncpg
 
-from worker.core.models import Job, ProcessorResult
-from worker.core.validation import json_text
+from jobdesk.core.models import Job, ProcessorResult
+from jobdesk.core.validation import json_text
 
 # Only a job still queued exactly as before the lost claim (its attempts one fewer than the
 # worker's), still active, and claimed by nobody since: any other state means someone else

@@ -12,13 +12,13 @@ from dataclasses import dataclass
 
 import asyncpg
 
-from worker.core.errors import InvalidJob
-from worker.core.fingerprint import fingerprint
-from worker.core.models import Job, JobCreate, ProcessorResult, Status
-from worker.core.rules import retry_decision
-from worker.store.transitions.cascade import cancel_downstream
-from worker.store.transitions.claim import complete_and_claim
-from worker.store.transitions.inserts import enqueue
+from jobdesk.core.errors import InvalidJob
+from jobdesk.core.fingerprint import fingerprint
+from jobdesk.core.models import Job, JobCreate, ProcessorResult, Status
+from jobdesk.core.rules import retry_decision
+from jobdesk.store.transitions.cascade import cancel_downstream
+from jobdesk.store.transitions.claim import complete_and_claim
+from jobdesk.store.transitions.inserts import enqueue
 
 _HOLD_FOR_APPROVAL = """
 UPDATE jobs
