@@ -175,9 +175,7 @@ class Pumps:
             alone = solo or self.kicks.alone(index)  # the other pumps wait: claim every lane
             lane: transitions.Lane = None if alone else (index, PUMPS)
             finished, outcomes.plain_done = outcomes.plain_done, []
-            open_slots = 0 if self.stop.is_set() or self.paused else (
-                execution.capacity() - len(execution.running) - len(execution.ready))
-            free = open_slots - self._reserved if alone else min(open_slots - self._reserved, -(-open_slots // PUMPS))
+            free = self._share(alone)
             if free <= 0 and not finished:
                 if self.stop.is_set() and not execution.running and not outcomes.plain_done:
                     self.kicks.set()  # let the other pump see it too
@@ -199,10 +197,24 @@ class Pumps:
             # the wait at once. A round that completed jobs used to go on at once as well, and
             # under a trickle of jobs its claim found nothing: a third of all round trips.
             if len(jobs) < free and not outcomes.plain_done:
-                try:
-                    await self.kicks.wait(index, self._wait_s())
-                except TimeoutError:
-                    pass
+                await self._rest(index)
+
+    def _share(self, alone: bool) -> int:
+        """How many jobs this pump may claim now: the open slots less those another pump holds,
+        and while the pumps share the lanes, at most this pump's share of the open slots."""
+        execution = self.execution
+        open_slots = 0 if self.stop.is_set() or self.paused else (
+            execution.capacity() - len(execution.running) - len(execution.ready))
+        if alone:
+            return open_slots - self._reserved
+        return min(open_slots - self._reserved, -(-open_slots // PUMPS))
+
+    async def _rest(self, index: int) -> None:
+        """Wait for a kick (a NOTIFY, a finished job) or the poll interval, whichever comes first."""
+        try:
+            await self.kicks.wait(index, self._wait_s())
+        except TimeoutError:
+            pass
 
     def _claimable(self, ending: list[Finished]) -> list[str]:
         """The worker's types less the flow-controlled ones held back (their rate allows no start

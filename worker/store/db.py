@@ -279,6 +279,29 @@ async def _keep_session(_conn: asyncpg.Connection) -> None:
     connections of their own (worker/listener.py)."""
 
 
+def _session_settings(options: dict[str, Any], *, application_name: str | None, indexes_only: bool,
+                      orders_from_indexes: bool, plan_each_call: bool,
+                      statement_timeout: float | None) -> dict[str, str]:
+    """The server settings of `create_pool`'s connections. Behind a pooler (`options` not empty) the
+    planner settings are left to the role (a pooler refuses them at start-up), and the statement
+    timeout is kept by the client instead (`options` gets it)."""
+    settings: dict[str, str] = {}
+    if application_name:
+        settings["application_name"] = application_name  # PgBouncer accepts and tracks this one
+    if indexes_only and not options:
+        settings["enable_seqscan"] = "off"
+    if orders_from_indexes and not options:
+        settings["enable_sort"] = "off"
+    if plan_each_call and not options:
+        settings["plan_cache_mode"] = "force_custom_plan"
+    if statement_timeout is not None:
+        if options:  # pooled
+            options.update(command_timeout=statement_timeout, connection_class=_ClientTimedConnection)
+        else:
+            settings["statement_timeout"] = str(int(statement_timeout * 1000))
+    return settings
+
+
 async def create_pool(dsn: str, *, size: int, timeout: float = 10, statement_timeout: float | None = None,
                       application_name: str | None = None, indexes_only: bool = False,
                       orders_from_indexes: bool = False, plan_each_call: bool = False,
@@ -316,20 +339,9 @@ async def create_pool(dsn: str, *, size: int, timeout: float = 10, statement_tim
     either way."""
     await know_pooler(dsn, timeout)
     clean, options = _driver_options(dsn)
-    settings: dict[str, str] = {}
-    if application_name:
-        settings["application_name"] = application_name  # PgBouncer accepts and tracks this one
-    if indexes_only and not options:
-        settings["enable_seqscan"] = "off"
-    if orders_from_indexes and not options:
-        settings["enable_sort"] = "off"
-    if plan_each_call and not options:
-        settings["plan_cache_mode"] = "force_custom_plan"
-    if statement_timeout is not None:
-        if options:  # pooled
-            options.update(command_timeout=statement_timeout, connection_class=_ClientTimedConnection)
-        else:
-            settings["statement_timeout"] = str(int(statement_timeout * 1000))
+    settings = _session_settings(options, application_name=application_name, indexes_only=indexes_only,
+                                 orders_from_indexes=orders_from_indexes, plan_each_call=plan_each_call,
+                                 statement_timeout=statement_timeout)
     try:
         pool = await FairPool(clean, min_size=min(2, size), max_size=size, timeout=timeout,
                               init=_init_connection, server_settings=settings or None,
