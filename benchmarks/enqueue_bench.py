@@ -8,7 +8,11 @@ On a private embedded PostgreSQL (durable settings), each measurement on a fresh
 * per-row SQL: `INSERT INTO jobs (type, user_id, input_data, dependent_on_jobs) VALUES (...)`
   for every job through asyncpg `executemany`, in one transaction, as a backend would write it
   (and as the peers' harness does with psycopg);
-* batch: `JobClient.enqueue_many` with the same jobs (one statement).
+* batch: `JobClient.enqueue_many` with the same jobs (one statement);
+* raw COPY: the same rows by PostgreSQL's `COPY jobs (...) FROM STDIN` (asyncpg
+  `copy_records_to_table`), the physical limit of a bulk insert into `jobs`: no ids, checks or
+  answer of ours beyond what the table's defaults, constraints and triggers do. The last lines
+  print `enqueue_many` as a share of it.
 
 With `dependent_on_jobs`, each job is checked and counted against its parent, which is flagged
 (the insert triggers): the same calls measure those.
@@ -69,6 +73,21 @@ async def per_row(dsn: str, n: int, dependent: bool) -> float:
     return n / took
 
 
+async def raw_copy(dsn: str, n: int, dependent: bool) -> float:
+    conn = await asyncpg.connect(dsn)
+    try:
+        rows = [("bench.noop", 1, "{}", json.dumps(parent_of(i, dependent))) for i in range(n)]
+        t0 = time.perf_counter()
+        async with conn.transaction():
+            await conn.copy_records_to_table("jobs", records=rows,
+                                             columns=["type", "user_id", "input_data", "dependent_on_jobs"])
+        took = time.perf_counter() - t0
+        assert await conn.fetchval("SELECT count(*) FROM jobs WHERE type = 'bench.noop'") == n
+    finally:
+        await conn.close()
+    return n / took
+
+
 async def batch(dsn: str, n: int, dependent: bool) -> float:
     client = await JobService.connect(dsn, settings=load_settings(), pool_size=2)
     try:
@@ -92,7 +111,8 @@ async def main() -> None:
         print(f"jobdesk enqueue benchmark: {args.jobs:,} no-op jobs per call", flush=True)
         cases = [(f"{name}{', a dependency each' if dependent else ''}", fn, dependent)
                  for dependent in (False, True)
-                 for name, fn in (("per-row SQL (executemany)", per_row), ("JobClient.enqueue_many", batch))]
+                 for name, fn in (("per-row SQL (executemany)", per_row), ("JobClient.enqueue_many", batch),
+                                          ("raw COPY", raw_copy))]
         results: dict[str, list[float]] = {name: [] for name, _, _ in cases}
         for i in range(args.runs):
             for name, fn, dependent in cases:
@@ -104,8 +124,12 @@ async def main() -> None:
                     await pg.drop_test_database(dsn)
                 results[name].append(rate)
                 print(f"  run {i + 1} {name:<45} {rate:9,.0f} jobs/s", flush=True)
-        for name, rates in results.items():
-            print(f"{name:<45} median {statistics.median(rates):9,.0f} jobs/s")
+        medians = {name: statistics.median(rates) for name, rates in results.items()}
+        for name, rate in medians.items():
+            print(f"{name:<45} median {rate:9,.0f} jobs/s")
+        for suffix in ("", ", a dependency each"):
+            share = medians[f"JobClient.enqueue_many{suffix}"] / medians[f"raw COPY{suffix}"]
+            print(f"enqueue_many / raw COPY{suffix:<24} {share:9.2f}")
     finally:
         server.stop()
         shutil.rmtree(root, ignore_errors=True)
