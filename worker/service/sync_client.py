@@ -20,7 +20,7 @@ import inspect
 import threading
 from collections.abc import Callable, Coroutine
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Self, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Self, TypeVar
 
 from jobdesk.core.settings import Settings
 from jobdesk.service.client import JobClient
@@ -62,6 +62,8 @@ class SyncJobClient:
     client's method of the same name, with its arguments and its result). Close it (or use it in
     `with`) to close its pool and stop its thread."""
 
+    client_class: ClassVar[type[JobClient]] = JobClient  # what `connect` makes, on the loop's thread
+
     def __init__(self, client: JobClient, runner: _LoopThread, *, owner: bool = True) -> None:
         self.client = client
         self._runner = runner
@@ -75,7 +77,7 @@ class SyncJobClient:
         the embedded default, when None. DatabaseUnavailable when it cannot be reached."""
         runner = _LoopThread()
         try:
-            client = runner.call(JobClient.connect(
+            client = runner.call(cls.client_class.connect(
                 database, settings=settings, source=source, pool_size=pool_size, plan_each_call=plan_each_call,
                 indexes_only=indexes_only, read_replica=read_replica))
         except BaseException:
