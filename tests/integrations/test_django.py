@@ -1,0 +1,26 @@
+"""Django 6's tasks on jobdesk (`jobdesk.integrations.django.JobdeskBackend`), against Django 6.1 in
+the second venv (Python 3.12+, see django_venv): the small project in django_project/ enqueues from
+views in their transaction, a real `jobdesk worker --django mysite.settings` runs the tasks, and the
+results are read back, a failing task's retries included (django_project/scenario.py)."""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+
+from tests.helpers import cli_env
+from tests.integrations import django_venv
+
+pytestmark = pytest.mark.timeout(600)  # the first run makes the venv
+
+
+def test_django_project_tasks_run_on_jobdesk(dsn: str) -> None:
+    python = django_venv.ensure()
+    project = django_venv.ROOT / "tests" / "integrations" / "django_project"
+    env = cli_env(dsn)
+    env["PYTHONPATH"] = str(project)
+    out = subprocess.run([str(python), "scenario.py"], env=env, cwd=project, capture_output=True, text=True,
+                         timeout=240)
+    assert out.returncode == 0, f"{out.stdout}\n{out.stderr[-4000:]}"
+    assert "all checks passed" in out.stdout
