@@ -82,3 +82,30 @@ async def test_behind_pgbouncer_in_transaction_mode(driver: Driver, dsn: str, co
     await driver.transact(client, _sync_on(dsn, sync_clients), pooled, "b-x", "rollback")
     assert await conn.fetchval("SELECT count(*) FROM jobs WHERE type = 'confirm'") == 6
     assert await _saved(conn, "b-x") == (0, 0)
+
+
+async def test_unique_keys_in_the_application_transaction(dsn: str, conn: asyncpg.Connection,
+                                                          client: JobClient) -> None:
+    """A unique key held in the same transaction answers with the holder's id (the key's look-up
+    runs in a savepoint of the application's transaction), and nothing stays after a rollback."""
+    import psycopg
+
+    app = await asyncpg.connect(dsn)
+    try:
+        async with app.transaction():
+            first = await client.enqueue("confirm", {"n": 1}, unique_key="k1", connection=app)
+            again = await client.enqueue("confirm", {"n": 2}, unique_key="k1", connection=app)
+        await app.execute("BEGIN")  # a transaction begun by hand, not by asyncpg's transaction()
+        manual = await client.enqueue("confirm", {"n": 3}, unique_key="k3", connection=app)
+        await app.execute("ROLLBACK")
+    finally:
+        await app.close()
+    assert first == again
+    async with await psycopg.AsyncConnection.connect(dsn) as pconn:
+        held = await client.enqueue("confirm", {"n": 4}, unique_key="k1", connection=pconn)
+        fresh = await client.enqueue("confirm", {"n": 5}, unique_key="k2", connection=pconn)
+        await pconn.rollback()
+    assert held == first
+    assert fresh != first and manual
+    rows = await conn.fetch("SELECT unique_key FROM jobs ORDER BY unique_key")
+    assert [r["unique_key"] for r in rows] == ["k1"]

@@ -7,15 +7,12 @@ its class comes from), so `import jobdesk` loads no driver it does not need."""
 from __future__ import annotations
 
 import importlib
-from typing import Any, TypeAlias
+from typing import Any
 
 import asyncpg
 from asyncpg.pool import PoolConnectionProxy
 
-from jobdesk.store.foreign import PsycopgConnection, is_psycopg
-
-# The application's connection, as the enqueue statements take it.
-Writer: TypeAlias = asyncpg.Connection | PoolConnectionProxy | PsycopgConnection
+from jobdesk.store.foreign import AppConnection, AsyncpgConnection, PsycopgConnection, is_psycopg
 
 SUPPORTED = ("connection= takes, on JobClient, an asyncpg Connection, a psycopg 3 AsyncConnection or a "
              "SQLAlchemy AsyncSession or AsyncConnection; on SyncJobClient, a psycopg 3 Connection, a SQLAlchemy "
@@ -30,11 +27,13 @@ def _integration(name: str) -> Any:  # noqa: ANN401 - a module, imported when it
     return importlib.import_module(f"jobdesk.integrations.{name}")
 
 
-async def async_writer(connection: object) -> Writer:
+async def async_writer(connection: object) -> AppConnection:
     """The asyncpg-shaped connection `JobClient` writes through for `connection`; TypeError naming
     the supported kinds for anything else (a sync connection included: that is SyncJobClient's)."""
-    if isinstance(connection, asyncpg.Connection | PoolConnectionProxy | PsycopgConnection):
+    if isinstance(connection, AppConnection):  # opened up by SyncJobClient
         return connection
+    if isinstance(connection, asyncpg.Connection | PoolConnectionProxy):
+        return AsyncpgConnection(connection)
     if is_psycopg(connection):
         writer = PsycopgConnection(connection)
         if writer.is_async:

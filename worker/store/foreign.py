@@ -1,16 +1,17 @@
-"""The enqueue statements on an application's own psycopg 3 connection, inside its transaction.
+"""The enqueue statements on an application's own connection (asyncpg, or psycopg 3), inside its
+transaction.
 
 The statements of `transitions.inserts` are written for asyncpg (`$1` parameters, asyncpg's
-errors). `PsycopgConnection` gives them the part of asyncpg's connection they use (`execute`,
-`fetch`, `fetchval`, `transaction`) over a psycopg connection, sync or async: this module is the
-one place where `$n` becomes psycopg's `%(pn)s`, and where psycopg's server errors become the
-asyncpg errors the statements already turn into `InvalidJob`. So a job enqueued through the
-application's connection is checked and written by the same code as one enqueued through the
-pool.
+errors). `AsyncpgConnection` hands them to an application's asyncpg connection as they are;
+`PsycopgConnection` gives them the part of asyncpg's connection they use (`execute`, `fetch`,
+`fetchval`, `transaction`) over a psycopg connection, sync or async: this module is the one place
+where `$n` becomes psycopg's `%(pn)s`, and where psycopg's server errors become the asyncpg errors
+the statements already turn into `InvalidJob`. So a job enqueued through the application's
+connection is checked and written by the same code as one enqueued through the pool.
 
-psycopg is imported only here, and only when such a connection is used. Every statement runs
-unprepared (`prepare=False`): behind PgBouncer in transaction mode, a named prepared statement
-left on the application's connection would break its next transaction.
+psycopg is imported only here, and only when such a connection is used. Every psycopg statement
+runs unprepared (`prepare=False`): behind PgBouncer in transaction mode, a named prepared
+statement left on the application's connection would break its next transaction.
 """
 
 from __future__ import annotations
@@ -57,7 +58,70 @@ def as_asyncpg_error(exc: BaseException) -> BaseException:
     return cast(BaseException, asyncpg.PostgresError.new({k: v for k, v in fields.items() if v is not None}))
 
 
-class PsycopgConnection:
+class AppConnection:
+    """An application's connection as the enqueue statements use it: `execute`, `fetch`,
+    `fetchval` and `transaction`, asyncpg's names. Its `transaction()` is a savepoint inside the
+    application's transaction, written out so that it works however that transaction was begun
+    (asyncpg's `transaction()` refuses one begun by a plain BEGIN; psycopg's, on a connection not in
+    autocommit with no transaction open yet, would commit the application's transaction at its
+    end); on a connection with no transaction open, a transaction of its own."""
+
+    raw: Any
+
+    @property
+    def in_transaction(self) -> bool:
+        raise NotImplementedError
+
+    async def execute(self, sql: str, *args: object) -> str:
+        raise NotImplementedError
+
+    @asynccontextmanager
+    async def _own_transaction(self) -> AsyncIterator[None]:
+        raise NotImplementedError
+        yield
+
+    @asynccontextmanager
+    async def transaction(self) -> AsyncIterator[None]:
+        if not self.in_transaction:
+            async with self._own_transaction():
+                yield
+            return
+        name = f"jobdesk_enqueue_{next(_savepoints)}"
+        await self.execute(f"SAVEPOINT {name}")
+        try:
+            yield
+        except BaseException:
+            await self.execute(f"ROLLBACK TO SAVEPOINT {name}")
+            raise
+        await self.execute(f"RELEASE SAVEPOINT {name}")
+
+
+class AsyncpgConnection(AppConnection):
+    """An application's asyncpg connection (a pool's too), its statements as they are."""
+
+    def __init__(self, conn: asyncpg.Connection) -> None:
+        self.raw = conn
+
+    @property
+    def in_transaction(self) -> bool:
+        return bool(self.raw.is_in_transaction())
+
+    async def execute(self, sql: str, *args: object) -> str:
+        return str(await self.raw.execute(sql, *args))
+
+    async def fetch(self, sql: str, *args: object) -> list[asyncpg.Record]:
+        return list(await self.raw.fetch(sql, *args))
+
+    async def fetchval(self, sql: str, *args: object) -> object:
+        return await self.raw.fetchval(sql, *args)
+
+    @asynccontextmanager
+    async def _own_transaction(self) -> AsyncIterator[None]:
+        async with self.raw.transaction():
+            yield
+
+
+class PsycopgConnection(AppConnection):
     """A psycopg 3 connection (`Connection` or `AsyncConnection`) seen as the asyncpg connection the
     enqueue statements expect. A sync connection's calls block: the sync client runs them on its
     own thread (see `jobdesk.service.sync_client`)."""
@@ -102,25 +166,6 @@ class PsycopgConnection:
         return next(iter(rows[0].values())) if rows else None
 
     @asynccontextmanager
-    async def transaction(self) -> AsyncIterator[None]:
-        """A savepoint inside the application's transaction (or, on a connection in autocommit, a
-        transaction of its own): what asyncpg's `transaction()` is to the statements. Written out
-        rather than psycopg's `transaction()`, which on a connection not in autocommit with no
-        transaction open yet would commit the application's transaction at its end."""
-        if not self.in_transaction:
-            async with self._own_transaction():
-                yield
-            return
-        name = f"jobdesk_enqueue_{next(_savepoints)}"
-        await self.execute(f"SAVEPOINT {name}")
-        try:
-            yield
-        except BaseException:
-            await self.execute(f"ROLLBACK TO SAVEPOINT {name}")
-            raise
-        await self.execute(f"RELEASE SAVEPOINT {name}")
-
-    @asynccontextmanager
     async def _own_transaction(self) -> AsyncIterator[None]:
         if self.is_async:
             async with self.raw.transaction():
@@ -146,17 +191,11 @@ def is_psycopg(conn: object) -> bool:
 
 
 @asynccontextmanager
-async def enqueue_scope(conn: asyncpg.Connection | PsycopgConnection) -> AsyncIterator[None]:
+async def enqueue_scope(conn: AppConnection) -> AsyncIterator[None]:
     """Around an enqueue on an application's connection: nothing when it runs in the application's
     transaction (the job then commits or rolls back with it), else a transaction of its own, so a
     batch is written whole or not at all."""
-    if isinstance(conn, PsycopgConnection):
-        if conn.in_transaction:
-            yield
-        else:
-            async with conn.transaction():
-                yield
-    elif conn.is_in_transaction():
+    if conn.in_transaction:
         yield
     else:
         async with conn.transaction():
