@@ -15,10 +15,14 @@ from tests.integrations import django_venv
 pytestmark = pytest.mark.timeout(600)  # the first run makes the venv
 
 
-def test_django_project_tasks_run_on_jobdesk(dsn: str) -> None:
+@pytest.mark.parametrize("through", ["direct", "pgbouncer"])
+def test_django_project_tasks_run_on_jobdesk(through: str, dsn: str, request: pytest.FixtureRequest) -> None:
+    """The same project on the database itself, and behind PgBouncer in transaction mode (Django,
+    the backend's reads and the worker all through it)."""
     python = django_venv.ensure()
     project = django_venv.ROOT / "tests" / "integrations" / "django_project"
-    env = cli_env(dsn)
+    url = dsn if through == "direct" else request.getfixturevalue("pgbouncer").url(dsn, declared=False)
+    env = cli_env(url)
     env["PYTHONPATH"] = str(project)
     out = subprocess.run([str(python), "scenario.py"], env=env, cwd=project, capture_output=True, text=True,
                          timeout=240)

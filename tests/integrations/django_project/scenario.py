@@ -17,6 +17,7 @@ django.setup()
 
 from django.tasks import TaskResultStatus, default_task_backend  # noqa: E402
 from django.tasks.exceptions import TaskResultDoesNotExist  # noqa: E402
+from django.db import transaction  # noqa: E402
 from django.test import Client  # noqa: E402
 from django.utils import timezone  # noqa: E402
 from shop.tasks import add, always_fails, shout  # noqa: E402
@@ -47,6 +48,14 @@ def main():
         check("a task enqueued in a rolled-back transaction does not exist", False)
     except TaskResultDoesNotExist:
         check("a task enqueued in a rolled-back transaction does not exist", True)
+    with transaction.atomic():
+        undone = add.enqueue(9, 9)
+        transaction.set_rollback(True)
+    try:
+        add.get_result(undone.id)
+        check("a task enqueued in a transaction rolled back by set_rollback does not exist", False)
+    except TaskResultDoesNotExist:
+        check("a task enqueued in a transaction rolled back by set_rollback does not exist", True)
     try:
         add.enqueue(object(), 1)
         check("arguments that are not JSON fail at enqueue", False)
