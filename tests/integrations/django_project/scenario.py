@@ -15,9 +15,9 @@ import django
 
 django.setup()
 
+from django.db import transaction  # noqa: E402
 from django.tasks import TaskResultStatus, default_task_backend  # noqa: E402
 from django.tasks.exceptions import TaskResultDoesNotExist  # noqa: E402
-from django.db import transaction  # noqa: E402
 from django.test import Client  # noqa: E402
 from django.utils import timezone  # noqa: E402
 from shop.tasks import add, always_fails, shout  # noqa: E402
