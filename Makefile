@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 # The core's dependencies as wheels: the suite installs the built package from here, offline.
 WHEELHOUSE := $(VENV)/wheelhouse
 
-.PHONY: run test venv venv-django worker demo db bench bench-backlog bench-trickle bench-enqueue bench-console bench-dag bench-pipelines bench-bulk bench-failures bench-metrics bench-list bench-durable bench-flow bench-report lint clean screenshots dist dist-pypi schema docs docs-check
+.PHONY: run test venv venv-django worker demo db bench bench-backlog bench-trickle bench-enqueue bench-app-tx bench-console bench-dag bench-pipelines bench-bulk bench-failures bench-metrics bench-list bench-durable bench-flow bench-report lint clean screenshots dist dist-pypi schema docs docs-check
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -63,6 +63,10 @@ bench-trickle: $(STAMP)
 ## bench-enqueue: bulk enqueue by per-row SQL INSERTs and by JobClient.enqueue_many, independent jobs and jobs with a dependency each (prints figures)
 bench-enqueue: $(STAMP)
 	$(PY) benchmarks/enqueue_bench.py
+
+## bench-app-tx: one job enqueued per application transaction, through the pool and through connection= on each driver (prints figures)
+bench-app-tx: $(STAMP)
+	$(PY) benchmarks/app_transaction_bench.py
 
 ## bench-console: the console over a million jobs while a worker is busy (prints figures)
 bench-console: $(STAMP)
