@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-from tests.helpers import cli_env
+from tests.helpers import cli_env, run_cli
 from tests.integrations import django_venv
 
 pytestmark = pytest.mark.timeout(600)  # the first run makes the venv
@@ -28,3 +28,11 @@ def test_django_project_tasks_run_on_jobdesk(through: str, dsn: str, request: py
                          timeout=240)
     assert out.returncode == 0, f"{out.stdout}\n{out.stderr[-4000:]}"
     assert "all checks passed" in out.stdout
+
+
+def test_worker_django_without_django_says_so_in_one_line(dsn: str) -> None:
+    """In the project's own venv (Python 3.11, no Django), --django is refused in one line."""
+    out = run_cli("worker", "--django", "mysite.settings", dsn=dsn)
+    assert out.returncode != 0
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Django 6" in lines[0] and "Traceback" not in out.stderr, out.stderr
