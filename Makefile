@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 # The core's dependencies as wheels: the suite installs the built package from here, offline.
 WHEELHOUSE := $(VENV)/wheelhouse
 
-.PHONY: run test venv worker demo db bench bench-backlog bench-trickle bench-enqueue bench-console bench-dag bench-pipelines bench-bulk bench-failures bench-metrics bench-list bench-durable bench-flow bench-report lint clean screenshots dist dist-pypi schema docs docs-check
+.PHONY: run test venv venv-django worker demo db bench bench-backlog bench-trickle bench-enqueue bench-app-tx bench-console bench-dag bench-pipelines bench-bulk bench-failures bench-metrics bench-list bench-durable bench-flow bench-report lint clean screenshots dist dist-pypi schema docs docs-check
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -22,8 +22,12 @@ run: $(STAMP)
 	$(PY) -m jobdesk.console.devrun
 
 ## test: the whole suite against a real embedded PostgreSQL, on two processes
-test: lint docs-check
+test: lint docs-check venv-django
 	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q -n 2
+
+## venv-django: the second venv, .venv-django on Python 3.12 or 3.13, where the Django tests run (Django 6 needs 3.12+)
+venv-django: $(STAMP)
+	$(PY) -m tests.integrations.django_venv
 
 ## lint: ruff, mypy (worker/ fully typed) and the import contracts
 lint: $(STAMP)
@@ -60,6 +64,10 @@ bench-trickle: $(STAMP)
 bench-enqueue: $(STAMP)
 	$(PY) benchmarks/enqueue_bench.py
 
+## bench-app-tx: one job enqueued per application transaction, through the pool and through connection= on each driver (prints figures)
+bench-app-tx: $(STAMP)
+	$(PY) benchmarks/app_transaction_bench.py
+
 ## bench-console: the console over a million jobs while a worker is busy (prints figures)
 bench-console: $(STAMP)
 	QT_QPA_PLATFORM=offscreen $(PY) benchmarks/console_bench.py
@@ -74,7 +82,7 @@ dist-pypi: $(STAMP)
 	$(PY) -m build --no-isolation --outdir dist/pypi .
 
 clean:
-	rm -rf $(VENV) build dist *.egg-info .pytest_cache
+	rm -rf $(VENV) .venv-django build dist *.egg-info .pytest_cache
 
 ## screenshots: the console rendered offscreen with demo data, light and dark
 screenshots: $(STAMP)

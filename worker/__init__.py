@@ -2,7 +2,8 @@
 
 The public Python API is what `__all__` names, importable from here:
 
-- the backend client: `JobClient` (enqueue, read, wait for and act on jobs);
+- the backend clients: `JobClient` (enqueue, read, wait for and act on jobs) and `SyncJobClient`
+  (the same, as plain calls, for code without an event loop);
 - the processor API: `BaseProcessor`, `Job`, `ProcessorResult`, `JobCreate`, `Schedule`,
   `PermanentJobError`;
 - the models a client reads: `JobRecord`, `Status`;
@@ -12,7 +13,7 @@ The public Python API is what `__all__` names, importable from here:
   `EventTimeout` (`job.wait_for_event` timed out), `StepError` (a step misused);
 - `__version__`.
 
-    from jobdesk import BaseProcessor, Job, JobClient, JobCreate, PermanentJobError, ProcessorResult
+    from jobdesk import BaseProcessor, Job, JobClient, JobCreate, PermanentJobError, ProcessorResult, SyncJobClient
 
 The console is `jobdesk.console`. Everything else, the subpackages (`jobdesk.core`, `jobdesk.store`, `jobdesk.runtime`,
 `jobdesk.service`, `jobdesk.api`, `jobdesk.cli`, ...) included, is internal: it may change from one
@@ -43,10 +44,11 @@ from jobdesk.core.processor import BaseProcessor
 from jobdesk.core.schedules import Schedule
 from jobdesk.core.version import __version__
 from jobdesk.service.client import JobClient
+from jobdesk.service.sync_client import SyncJobClient
 
 __all__ = [
-    # the backend client
-    "JobClient",
+    # the backend clients
+    "JobClient", "SyncJobClient",
     # the processor API
     "BaseProcessor", "Job", "JobCreate", "PermanentJobError", "ProcessorResult", "Schedule",
     # what a client reads

@@ -10,6 +10,7 @@ from jobdesk.cli.output import print_json, print_rows
 from jobdesk.cli.session import Command, Invocation
 from jobdesk.core.errors import InvalidJob
 from jobdesk.core.limits import parse_type_limit
+from jobdesk.core.processor import BaseProcessor
 from jobdesk.core.rules import WORKER_COMMANDS_LEGAL_FROM
 from jobdesk.service.schema import prepare_schema
 
@@ -25,6 +26,9 @@ def add_worker_parser(sub: Subparsers, common: ArgumentParser) -> None:
     p = sub.add_parser("worker", parents=[common], help="run a worker")
     p.add_argument("--processors", action="extend", nargs="+", default=[], metavar="MODULE",
                    help="modules with a PROCESSOR_MAP (one or more; repeatable)")
+    p.add_argument("--django", metavar="SETTINGS",
+                   help="run the Django tasks of this settings module (e.g. mysite.settings) whose backend is "
+                        "jobdesk.integrations.django.JobdeskBackend")
     p.add_argument("--concurrency", type=int, metavar="N", help="override MAX_CONCURRENT_JOBS")
     p.add_argument("--metrics-port", type=int, metavar="P",
                    help="serve Prometheus metrics on this port (overrides JOB_METRICS_PORT)")
@@ -62,6 +66,8 @@ async def cmd_worker(inv: Invocation) -> int:
     modules = [*settings.JOB_PROCESSOR_MODULES, *args.processors]
     processors = instantiate(load_processor_classes(modules, settings.JOB_PROCESSOR_PATH))
     declared = declared_schedules(modules, settings.JOB_PROCESSOR_PATH)
+    if args.django:
+        processors.update(_django_processors(args.django))
     database = inv.database
     await prepare_schema(database.dsn, embedded=database.embedded, schedules=declared)
     caps = {name: n for limit in args.limit for name, n in limit.items()}
@@ -70,6 +76,20 @@ async def cmd_worker(inv: Invocation) -> int:
     worker.install_signal_handlers()
     await worker.run()
     return 0
+
+
+def _django_processors(settings_module: str) -> dict[str, BaseProcessor]:
+    """The Django project's tasks (see `jobdesk.integrations.django`); Django missing is said in one line."""
+    try:
+        from jobdesk.integrations.django import django_processors
+    except ModuleNotFoundError as exc:
+        if exc.name is None or exc.name.split(".")[0] != "django":
+            raise
+        raise InvalidJob("--django needs Django 6 (pip install 'jobdesk[django]', on Python 3.12 or later)") from None
+    try:
+        return django_processors(settings_module)
+    except ImportError as exc:
+        raise InvalidJob(f"--django {settings_module}: {exc}") from None
 
 
 async def cmd_workers(inv: Invocation) -> int:

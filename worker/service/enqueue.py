@@ -7,13 +7,15 @@ import uuid
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
 import asyncpg
 
 from jobdesk.core.models import JobCreate
 from jobdesk.service.base import WRITE_FAILURES, ServiceBase
+from jobdesk.service.foreign import async_writer
 from jobdesk.store import transitions
+from jobdesk.store.foreign import enqueue_scope
 
 
 class Enqueueing(ServiceBase):
@@ -23,8 +25,12 @@ class Enqueueing(ServiceBase):
                       user_id: int | None = None, pipeline_id: str | None = None, priority: int = 0,
                       id: str | None = None, scheduled_at: datetime | None = None,
                       unique_key: str | None = None, debounce: float | None = None,
-                      debounce_max: float | None = None) -> str:
+                      debounce_max: float | None = None, connection: object | None = None) -> str:
         """Enqueue one job; return its id (that of the unfinished job holding `unique_key`, if one does).
+
+        With `connection` (the application's own asyncpg connection, psycopg `AsyncConnection` or
+        SQLAlchemy `AsyncSession`), the job is written through it, in its transaction: it exists
+        if and only if that transaction commits, and workers hear of it at the commit.
 
         With `debounce` (seconds; needs `unique_key`), a queued job holding the key that has not
         started takes this `input_data` instead, and starts `debounce` seconds from now, but no
@@ -34,26 +40,36 @@ class Enqueueing(ServiceBase):
                         unique_key=unique_key, debounce=debounce, debounce_max=debounce_max)
         if id is not None:
             job.id = id
-        return (await self.place(job))[0]
+        return (await self.place(job, connection=connection))[0]
 
-    async def place(self, job: JobCreate) -> tuple[str, str]:
+    async def place(self, job: JobCreate, *, connection: object | None = None) -> tuple[str, str]:
         """Enqueue one job; return the id that stands for it and what happened: `created`,
         `duplicate` (an unfinished job holds its unique key; nothing changed) or `debounced`
         (the queued job holding its key took its input and its new start)."""
         if self.user_id is not None:
             job.user_id = self.user_id
         debounced: set[str] = set()
-        async with self._writing("the job") as conn:
+        async with self._writing("the job", connection) as conn:
             if self.user_id is not None:
                 await self._check_visible(conn, list(job.dependent_on_jobs))
             [(job_id, dup)] = await transitions.enqueue_detailed(conn, [job], debounced)
         return job_id, "debounced" if debounced else "duplicate" if dup else "created"
 
     @asynccontextmanager
-    async def _writing(self, what: str) -> AsyncIterator[asyncpg.Connection]:
+    async def _writing(self, what: str, connection: object | None = None) -> AsyncIterator[asyncpg.Connection]:
         """A connection in a transaction, for an enqueue: DatabaseUnavailable, saying whether
         `what` may have been written, when the database cannot be reached or is lost before
-        the commit is confirmed."""
+        the commit is confirmed.
+
+        With `connection`, the application's: the enqueue runs in its transaction (or in a
+        transaction of its own when it has none open), and its errors are the application's
+        driver's, as any statement of its own would meet."""
+        if connection is not None:
+            writer = await async_writer(connection)
+            async with enqueue_scope(writer):
+                # The statements use the part of asyncpg's connection the writer has.
+                yield cast(asyncpg.Connection, writer)
+            return
         reached = False
         try:
             async with self.pool.acquire() as conn:
@@ -63,8 +79,9 @@ class Enqueueing(ServiceBase):
         except WRITE_FAILURES as exc:
             raise await self._write_failed(exc, reached=reached, what=what) from exc
 
-    async def enqueue_many(self, jobs: Sequence[JobCreate]) -> list[str]:
+    async def enqueue_many(self, jobs: Sequence[JobCreate], *, connection: object | None = None) -> list[str]:
         """Enqueue jobs (which may depend on each other) atomically; return their ids.
+        `connection`: as `enqueue`'s, the application's, whose transaction they commit with.
 
         DatabaseUnavailable when the database cannot be reached, or is lost before the commit
         is confirmed: then the jobs may or may not have been written, and a retry is safe only
@@ -72,16 +89,17 @@ class Enqueueing(ServiceBase):
         if self.user_id is not None:
             for job in jobs:
                 job.user_id = self.user_id
-        async with self._writing("the job" if len(jobs) == 1 else "the jobs") as conn:
+        async with self._writing("the job" if len(jobs) == 1 else "the jobs", connection) as conn:
             if self.user_id is not None:
                 await self._check_visible(conn, [d for j in jobs for d in j.dependent_on_jobs
                                                  if d not in {x.id for x in jobs}])
             return await transitions.enqueue(conn, jobs)
 
-    async def create_pipeline(self, jobs: Sequence[JobCreate], *, pipeline_id: str | None = None) -> str:
-        """Enqueue a DAG of jobs as one pipeline; return the pipeline id."""
+    async def create_pipeline(self, jobs: Sequence[JobCreate], *, pipeline_id: str | None = None,
+                              connection: object | None = None) -> str:
+        """Enqueue a DAG of jobs as one pipeline; return the pipeline id. `connection`: as `enqueue`'s."""
         pid = pipeline_id or str(uuid.uuid4())
         for job in jobs:
             job.pipeline_id = pid
-        await self.enqueue_many(jobs)
+        await self.enqueue_many(jobs, connection=connection)
         return pid
