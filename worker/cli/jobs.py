@@ -94,6 +94,7 @@ def add_parsers(sub: Subparsers, common: ArgumentParser) -> None:
     p = sub.add_parser("show", parents=[common], help="show one job with its attempt history")
     p.add_argument("id", metavar="ID")
 
+
     for name, what in (("cancel", "cancel jobs and their dependants"),
                        ("retry", "put failed or cancelled jobs back in the queue"),
                        ("approve", "approve jobs waiting for approval")):

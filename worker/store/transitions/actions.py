@@ -133,7 +133,7 @@ async def retry_with_input(conn: asyncpg.Connection, job_id: str, input_data: di
     async with conn.transaction():
         await _lock_and_check(conn, "retry", [job_id])
         old = await conn.fetchval("SELECT input_data::text FROM jobs WHERE id = $1", job_id)
-        await conn.execute("UPDATE jobs SET input_data = $2::jsonb WHERE id = $1", job_id, text)
+        await conn.execute("UPDATE jobs SET input_data = $2::text::jsonb WHERE id = $1", job_id, text)
         await _audit(conn, actor, "edit input", [job_id], old)
         return await retry(conn, [job_id], actor, fresh=fresh)
 
