@@ -202,7 +202,8 @@ def test_export_the_filter_to_csv_and_jsonl(qapp: QApplication, qtbot, test_db: 
         # A folder that does not exist: one message, and no file half-written.
         errors: list[str] = []
         window.job_actions.error.connect(errors.append)
-        assert await window.share.export_to(str(tmp_path / "nope" / "x.csv"), "csv", window.jobs.current_filter()) is None
+        missing = str(tmp_path / "nope" / "x.csv")
+        assert await window.share.export_to(missing, "csv", window.jobs.current_filter()) is None
         assert errors and errors[0].startswith("export failed")
         assert export_format("out.jsonl") == "jsonl" and export_format("out.csv") == "csv"
         assert export_format("out", "JSON lines (*.jsonl)") == "jsonl"
