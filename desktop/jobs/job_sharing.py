@@ -88,7 +88,7 @@ class JobSharing(QObject):
         table.customContextMenuRequested.connect(self._table_menu)
         window.detail.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
         window.detail.customContextMenuRequested.connect(
-            lambda pos: self.job_menu(self.targets()).popup(window.detail.mapToGlobal(pos)))
+            lambda pos: self.popup(self.job_menu(self.targets()), window.detail.mapToGlobal(pos)))
         window.pipelines.extend_node_menu = self.add_copies
         window.job_actions.edit_requested.connect(lambda job_id: spawn(self.edit_input(job_id), "edit-input"))
         self.message.connect(lambda text: window.statusBar().showMessage(text, 8000))
@@ -109,7 +109,12 @@ class JobSharing(QObject):
         index = table.indexAt(pos)
         if index.isValid() and not table.selectionModel().isRowSelected(index.row(), index.parent()):
             table.selectRow(index.row())  # a right-click acts on the row under the pointer
-        self.job_menu(self.targets()).popup(table.viewport().mapToGlobal(pos))
+        self.popup(self.job_menu(self.targets()), table.viewport().mapToGlobal(pos))
+
+    @staticmethod
+    def popup(menu: QMenu, where: QPoint) -> None:
+        menu.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)  # one menu a right-click, gone once closed
+        menu.popup(where)
 
     def job_menu(self, ids: list[str]) -> QMenu:
         """Every action on the selected jobs (each enabled where legal), the copies, Export… and
@@ -129,7 +134,8 @@ class JobSharing(QObject):
         ids = [ids] if isinstance(ids, str) else ids
         for what, (label, shortcut) in COPIES.items():
             action = menu.addAction(label)
-            action.setShortcut(QKeySequence(shortcut))
+            action.setShortcut(QKeySequence(shortcut))  # shown in the menu; the window's own action has the key
+            action.setShortcutContext(Qt.ShortcutContext.WidgetShortcut)  # only while the menu is open
             action.setEnabled(len(ids) == 1 or (what == "id" and bool(ids)))
             action.triggered.connect(lambda _c=False, w=what, i=list(ids): self.copy(w, i))
 

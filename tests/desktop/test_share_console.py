@@ -10,6 +10,7 @@ from pathlib import Path
 
 import asyncpg
 import pytest
+from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QApplication, QInputDialog
 
 from jobdesk.console.jobs.job_sharing import export_format
@@ -162,6 +163,15 @@ def test_copy_id_input_result_and_error(qapp: QApplication, qtbot, test_db: str)
         assert not next(a for a in menu.actions() if a.text() == "Copy input").isEnabled()
         copy_id.trigger()
         assert sorted(clipboard.text().splitlines()) == ["bad-1", "done-1"]
+        # The key still copies with a menu around (the menu's entries show the key, never take it).
+        window.select_job("bad-1")
+        await until(lambda: [r.id for r in window.job_actions.selection] == ["bad-1"], what="bad-1 selected")
+        window.activateWindow()
+        await until(lambda: window.isActiveWindow(), what="an active window")
+        qtbot.keyClick(window.jobs.table, Qt.Key.Key_C,
+                       Qt.KeyboardModifier.ControlModifier | Qt.KeyboardModifier.ShiftModifier)
+        await until(lambda: clipboard.text() == "bad-1", what="Ctrl+Shift+C copying the id")
+        qtbot.keyClick(window.jobs.table, Qt.Key.Key_Escape)  # QTest keeps the last modifiers held
         # The DAG node's menu has the copies too.
         node_menu = window.pipelines.node_menu("done-1")  # no graph shown: an empty menu, no crash
         assert node_menu.actions() == []
