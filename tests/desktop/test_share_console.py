@@ -11,7 +11,7 @@ from pathlib import Path
 import asyncpg
 import pytest
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QApplication, QInputDialog
+from PySide6.QtWidgets import QApplication, QInputDialog, QMenu
 
 from jobdesk.console.jobs.job_sharing import export_format
 from jobdesk.console.main_window import MainWindow
@@ -133,7 +133,8 @@ def test_search_by_input_path(qapp: QApplication, qtbot, test_db: str) -> None: 
     run_qasync(qapp, scenario())
 
 
-def test_copy_id_input_result_and_error(qapp: QApplication, qtbot, test_db: str) -> None:  # noqa: F811  # type: ignore[no-untyped-def]
+def test_copy_id_input_result_and_error(qapp: QApplication, qtbot, test_db: str,  # noqa: F811  # type: ignore[no-untyped-def]
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
     async def scenario() -> None:
         conn = await asyncpg.connect(test_db)
         await conn.execute("""INSERT INTO jobs (id, type, input_data, status, result_data, error_message) VALUES
@@ -172,6 +173,15 @@ def test_copy_id_input_result_and_error(qapp: QApplication, qtbot, test_db: str)
                        Qt.KeyboardModifier.ControlModifier | Qt.KeyboardModifier.ShiftModifier)
         await until(lambda: clipboard.text() == "bad-1", what="Ctrl+Shift+C copying the id")
         qtbot.keyClick(window.jobs.table, Qt.Key.Key_Escape)  # QTest keeps the last modifiers held
+        # A right-click on a row selects it (when it was not) and opens the menu on it.
+        table = window.jobs.table
+        row = window.jobs.model.row_of("done-1")
+        assert row is not None
+        shown: list[QMenu] = []  # popped up offscreen, a menu would warn that it cannot grab the keyboard
+        monkeypatch.setattr(window.share, "popup", lambda menu, _where: shown.append(menu))
+        table.customContextMenuRequested.emit(table.visualRect(window.jobs.model.index(row, 1)).center())
+        assert [r.id for r in window.job_actions.selection] == ["done-1"]
+        assert len(shown) == 1 and "Copy result" in [a.text() for a in shown[0].actions()]
         # The DAG node's menu has the copies too.
         node_menu = window.pipelines.node_menu("done-1")  # no graph shown: an empty menu, no crash
         assert node_menu.actions() == []
