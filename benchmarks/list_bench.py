@@ -8,11 +8,15 @@ Fills a private embedded PostgreSQL with `--jobs` jobs through plain INSERTs (mo
 user's plan), then times each read through
 `JobService` as each front door connects it: the API's and the CLI's keep their plans across
 calls (on one connection, so that they surely are), the console's plans each call for its values.
+Last, `jobdesk export` of every job, as CSV and as JSON lines, into a sink that keeps nothing:
+the time, and how much the process's peak memory grew (the export holds one page at a time).
 """
 
 from __future__ import annotations
 
 import argparse
+import io
+import resource
 import sys
 import time
 from pathlib import Path
@@ -93,6 +97,29 @@ async def input_searches(service: JobService) -> None:
     await timed("console: status:failed input.user.plan:enterprise", lambda: service.job_page(rare_failed))
 
 
+class NullSink(io.TextIOBase):
+    """Where an export's text goes in the benchmark: counted, not kept."""
+
+    def __init__(self) -> None:
+        self.chars = 0
+
+    def write(self, text: str) -> int:
+        self.chars += len(text)
+        return len(text)
+
+
+async def export_all(service: JobService, fmt: str) -> None:
+    """`jobdesk export` of every job: the time, and how much this process's peak memory grew."""
+    sink = NullSink()
+    peak_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    t0 = time.perf_counter()
+    count = await service.export_jobs(JobFilter(), fmt, sink)
+    took = time.perf_counter() - t0
+    grew = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - peak_before
+    print(f"  export --format {fmt}: {count:,} jobs, {sink.chars / 1e6:,.0f} MB of text in {took:.1f} s "
+          f"({count / took:,.0f} jobs/s); peak memory grew {grew / 1024:,.1f} MB", flush=True)
+
+
 async def measure(dsn: str, args: argparse.Namespace) -> None:
     await fill(dsn, args.jobs)
     settings = load_settings(DATABASE_URL=dsn)
@@ -107,6 +134,13 @@ async def measure(dsn: str, args: argparse.Namespace) -> None:
             await reads(service)
         finally:
             await service.close()
+    service = await JobService.connect(dsn, settings=settings, pool_size=1)
+    print("the CLI's export (keyset pages of 1,000):", flush=True)
+    try:
+        for fmt in ("csv", "jsonl"):
+            await export_all(service, fmt)
+    finally:
+        await service.close()
 
 
 def main() -> None:
