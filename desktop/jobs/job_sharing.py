@@ -1,5 +1,6 @@
 """Sharing what the console shows: Copy ID, Copy input, Copy result and Copy error to the
-clipboard; the job table's right-click menu with every action on a job; Edit input and retry…;
+clipboard; the right-click menu of the job table (and of the approval inbox and the detail pane)
+with every action on a job; Edit input and retry…;
 Export… of the current filter; opening the console on one job (`jobdesk open JOB_ID`).
 
 The copies and the menu act on the job the current tab has selected (rows, a DAG node, the
@@ -15,7 +16,7 @@ from typing import TYPE_CHECKING
 from pydantic import BaseModel
 from PySide6.QtCore import QObject, QPoint, Qt, Signal
 from PySide6.QtGui import QAction, QGuiApplication, QKeySequence
-from PySide6.QtWidgets import QFileDialog, QMenu
+from PySide6.QtWidgets import QFileDialog, QMenu, QTableView
 
 from jobdesk.console.errors import EXPECTED, reason
 from jobdesk.console.jobs.edit_input_dialog import EditInputDialog
@@ -83,9 +84,9 @@ class JobSharing(QObject):
         self.export_action.setToolTip("Write the jobs matching the job table's filter to a CSV or JSON lines file")
         self.export_action.triggered.connect(self.ask_export)
         window.addAction(self.export_action)
-        table = window.jobs.table
-        table.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
-        table.customContextMenuRequested.connect(self._table_menu)
+        for table in (window.jobs.table, window.approvals.table):  # the tables whose rows are jobs
+            table.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
+            table.customContextMenuRequested.connect(lambda pos, t=table: self._table_menu(t, pos))
         window.detail.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
         window.detail.customContextMenuRequested.connect(
             lambda pos: self.popup(self.job_menu(self.targets()), window.detail.mapToGlobal(pos)))
@@ -104,8 +105,7 @@ class JobSharing(QObject):
 
     # -- menus ------------------------------------------------------------------------------
 
-    def _table_menu(self, pos: QPoint) -> None:
-        table = self.window.jobs.table
+    def _table_menu(self, table: QTableView, pos: QPoint) -> None:
         index = table.indexAt(pos)
         if index.isValid() and not table.selectionModel().isRowSelected(index.row(), index.parent()):
             table.selectRow(index.row())  # a right-click acts on the row under the pointer
