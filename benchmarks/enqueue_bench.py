@@ -1,7 +1,7 @@
 """Enqueue benchmark: no-op jobs by plain SQL, one INSERT per row, and in a batch; independent,
 then each depending on one of 100 jobs already there (a fan-out, as a pipeline's stage is).
 
-    python benchmarks/enqueue_bench.py [--jobs 20000] [--runs 3]
+    python benchmarks/enqueue_bench.py [--jobs 20000] [--runs 3] [--input order]
 
 On a private embedded PostgreSQL (durable settings), each measurement on a fresh database:
 
@@ -16,6 +16,10 @@ On a private embedded PostgreSQL (durable settings), each measurement on a fresh
 
 With `dependent_on_jobs`, each job is checked and counted against its parent, which is flagged
 (the insert triggers): the same calls measure those.
+
+`--input order` gives every job an input like a web shop's (an order id, a user with a plan, an
+email, three lines), which the GIN index of inputs (sql/030) indexes path by path; the default
+is the empty input of a no-op job.
 
 jobs/s = N / the time of the call, commit included, measured after connecting. Median of the runs.
 """
@@ -44,6 +48,18 @@ INSERT = "INSERT INTO jobs (type, user_id, input_data, dependent_on_jobs) VALUES
 
 
 PARENTS = [f"parent-{i}" for i in range(100)]
+INPUT: dict[str, object] = {}  # what every job carries (`--input`)
+
+
+def order_input(i: int) -> dict[str, object]:
+    """A realistic input: an order of a user on a plan, with three lines."""
+    return {"order_id": 100_000 + i, "user": {"id": i % 5000, "plan": ("free", "pro", "business")[i % 3]},
+            "email": f"user{i % 5000}@example.com",
+            "lines": [{"sku": f"sku-{(i + k) % 997}", "qty": 1 + k} for k in range(3)]}
+
+
+def input_of(i: int) -> dict[str, object]:
+    return order_input(i) if INPUT.get("order") else {}
 
 
 async def add_parents(dsn: str) -> None:
@@ -62,7 +78,7 @@ def parent_of(i: int, dependent: bool) -> list[str]:
 async def per_row(dsn: str, n: int, dependent: bool) -> float:
     conn = await asyncpg.connect(dsn)
     try:
-        rows = [("bench.noop", 1, "{}", json.dumps(parent_of(i, dependent))) for i in range(n)]
+        rows = [("bench.noop", 1, json.dumps(input_of(i)), json.dumps(parent_of(i, dependent))) for i in range(n)]
         t0 = time.perf_counter()
         async with conn.transaction():
             await conn.executemany(INSERT, rows)
@@ -91,7 +107,7 @@ async def raw_copy(dsn: str, n: int, dependent: bool) -> float:
 async def batch(dsn: str, n: int, dependent: bool) -> float:
     client = await JobService.connect(dsn, settings=load_settings(), pool_size=2)
     try:
-        jobs = [JobCreate("bench.noop", {}, dependent_on_jobs=parent_of(i, dependent)) for i in range(n)]
+        jobs = [JobCreate("bench.noop", input_of(i), dependent_on_jobs=parent_of(i, dependent)) for i in range(n)]
         t0 = time.perf_counter()
         await client.enqueue_many(jobs)
         took = time.perf_counter() - t0
@@ -104,11 +120,14 @@ async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--jobs", type=int, default=20_000)
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--input", choices=("empty", "order"), default="empty",
+                        help="each job's input: {} (a no-op job's), or a web shop's order")
     args = parser.parse_args()
+    INPUT["order"] = args.input == "order"
     server, root = pg.start_server()
     try:
         await pg.build_template(server.dsn)
-        print(f"jobdesk enqueue benchmark: {args.jobs:,} no-op jobs per call", flush=True)
+        print(f"jobdesk enqueue benchmark: {args.jobs:,} no-op jobs per call, input {args.input}", flush=True)
         cases = [(f"{name}{', a dependency each' if dependent else ''}", fn, dependent)
                  for dependent in (False, True)
                  for name, fn in (("per-row SQL (executemany)", per_row), ("JobClient.enqueue_many", batch),

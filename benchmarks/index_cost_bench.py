@@ -1,7 +1,7 @@
 """What each index of `jobs` costs the engine: PostgreSQL's CPU per job to enqueue and to run a
 job, with every index, and with each one dropped in turn.
 
-    python benchmarks/index_cost_bench.py [--jobs 10000] [--runs 3]
+    python benchmarks/index_cost_bench.py [--jobs 10000] [--runs 3] [--input order] [--only INDEX]
 
 On a private embedded PostgreSQL (durable settings), each measurement on a fresh database, the
 variants interleaved run by run. Per job, the server's CPU time (its backend's user + system
@@ -15,12 +15,17 @@ time, read from /proc, so the figure holds on a busy machine where wall time doe
 
 Each measure starts after a warm-up of 100 jobs on the same connection. A variant's saving is
 the baseline's figure minus its own; the medians are shown.
+
+`--input order` gives every job a web shop's order as its input (an order id, a user with a plan,
+an email, three lines) instead of `{}`: what the GIN index of inputs (sql/030) pays depends on
+the paths an input holds. `--only INDEX` measures that index alone against every index.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import shutil
 import statistics
 import sys
@@ -31,7 +36,8 @@ import asyncpg
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.engine_bench import insert_rows
+from benchmarks.engine_bench import PER_ROW, insert_rows
+from benchmarks.enqueue_bench import order_input
 from benchmarks.harness import process_cpu_seconds
 from jobdesk.core.models import ProcessorResult
 from jobdesk.store.transitions.claim import complete_and_claim
@@ -39,6 +45,13 @@ from tests import pg
 
 SET = ("INSERT INTO jobs (type, user_id, input_data, dependent_on_jobs) "
        "SELECT 'bench.noop', 1, '{}'::jsonb, '[]'::jsonb FROM generate_series(1, $1)")
+ORDER_SET = ("INSERT INTO jobs (type, user_id, input_data, dependent_on_jobs) "
+             "SELECT 'bench.noop', 1, jsonb_build_object("
+             "'order_id', 100000 + g, 'user', jsonb_build_object('id', g % 5000, "
+             "'plan', (ARRAY['free', 'pro', 'business'])[1 + g % 3]), 'email', 'user' || g % 5000 || '@example.com', "
+             "'lines', (SELECT jsonb_agg(jsonb_build_object('sku', 'sku-' || (g + k) % 997, 'qty', 1 + k)) "
+             "FROM generate_series(0, 2) k)), '[]'::jsonb FROM generate_series(1, $1) g")
+INPUT: dict[str, bool] = {"order": False}  # `--input order`
 MEASURES = ("per-row INSERT", "set INSERT", "claim + complete")
 
 
@@ -60,7 +73,11 @@ class Backend:
 
 
 async def per_row(b: Backend, n: int) -> None:
-    await insert_rows(b.conn, n)
+    if not INPUT["order"]:
+        await insert_rows(b.conn, n)
+        return
+    async with b.conn.transaction():
+        await b.conn.executemany(PER_ROW, [("bench.noop", 1, json.dumps(order_input(i)), "[]") for i in range(n)])
 
 
 async def drain(b: Backend, n: int) -> None:
@@ -88,7 +105,7 @@ async def measure(dsn: str, drop: str | None, n: int) -> dict[str, float]:
         await drain(b, 100)
         out = {}
         for name, step in (("per-row INSERT", lambda: per_row(b, n)),
-                           ("set INSERT", lambda: b.conn.execute(SET, n)),
+                           ("set INSERT", lambda: b.conn.execute(ORDER_SET if INPUT["order"] else SET, n)),
                            ("claim + complete", lambda: drain(b, 2 * n))):
             before = b.cpu_s()
             await step()
@@ -102,7 +119,11 @@ async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--jobs", type=int, default=10_000)
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--input", choices=("empty", "order"), default="empty",
+                        help="each job's input: {} (a no-op job's), or a web shop's order")
+    parser.add_argument("--only", metavar="INDEX", help="measure this index alone against every index")
     args = parser.parse_args()
+    INPUT["order"] = args.input == "order"
     server, root = pg.start_server()
     try:
         await pg.build_template(server.dsn)
@@ -110,9 +131,13 @@ async def main() -> None:
         indexes = [r["indexname"] for r in await probe.fetch(
             "SELECT indexname FROM pg_indexes WHERE tablename = 'jobs' AND indexname <> 'jobs_pkey' ORDER BY 1")]
         await probe.close()
+        if args.only:
+            if args.only not in indexes:
+                raise SystemExit(f"no index {args.only} on jobs; there are {', '.join(indexes)}")
+            indexes = [args.only]
         variants: list[str | None] = [None, *indexes]
-        print(f"jobdesk index cost: {args.jobs:,} jobs per measure, {len(indexes)} indexes besides the "
-              "primary key; server CPU µs per job", flush=True)
+        print(f"jobdesk index cost: {args.jobs:,} jobs per measure, input {args.input}, {len(indexes)} "
+              "index(es) measured besides the primary key; server CPU µs per job", flush=True)
         results: dict[str | None, list[dict[str, float]]] = {v: [] for v in variants}
         t0 = time.perf_counter()
         for i in range(args.runs):

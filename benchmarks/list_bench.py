@@ -4,14 +4,19 @@ HTTP API, the console and the CLI make them. Prints figures.
     python benchmarks/list_bench.py [--jobs 1000000]
 
 Fills a private embedded PostgreSQL with `--jobs` jobs through plain INSERTs (mostly completed,
-3 % failed, 0.3 % queued, running or waiting, of 4 types), then times each read through
+3 % failed, 0.3 % queued, running or waiting, of 4 types, each input holding an order id and a
+user's plan), then times each read through
 `JobService` as each front door connects it: the API's and the CLI's keep their plans across
 calls (on one connection, so that they surely are), the console's plans each call for its values.
+Last, `jobdesk export` of every job, as CSV and as JSON lines, into a sink that keeps nothing:
+the time, and how much the process's peak memory grew (the export holds one page at a time).
 """
 
 from __future__ import annotations
 
 import argparse
+import io
+import resource
 import sys
 import time
 from pathlib import Path
@@ -27,6 +32,7 @@ from jobdesk.core.models import Status
 from jobdesk.core.settings import load_settings
 from jobdesk.service.jobs import JobService
 from jobdesk.store.jobs import JobFilter
+from jobdesk.store.search_syntax import parse_search
 
 CHUNK = 250_000
 
@@ -38,7 +44,10 @@ async def fill(dsn: str, jobs: int) -> None:
         for first in range(1, jobs + 1, CHUNK):
             await conn.execute("""
                 INSERT INTO jobs (type, input_data, status, error_message, updated_at)
-                SELECT 'type.' || (g % 4), '{}'::jsonb, s.status,
+                SELECT 'type.' || (g % 4),
+                       jsonb_build_object('order_id', g, 'user', jsonb_build_object('plan',
+                           CASE WHEN g % 10007 = 0 THEN 'enterprise'
+                                ELSE (ARRAY['free', 'pro', 'business'])[1 + g % 3] END)), s.status,
                        CASE WHEN s.status = 'failed' THEN 'Error ' || g END, now()
                   FROM generate_series($1::int, $2::int) g
                  CROSS JOIN LATERAL (
@@ -68,6 +77,47 @@ async def reads(service: JobService) -> None:
     await timed("console: status counts", lambda: service.status_counts(JobFilter()))
     await timed("console: status counts of a type", lambda: service.status_counts(by_type))
     await timed("CLI: jobdesk jobs (newest 50)", lambda: service.list_jobs(limit=50))
+    await input_searches(service)
+
+
+async def input_searches(service: JobService) -> None:
+    """`input.PATH:VALUE` terms (sql/030's GIN index): one job, ~100 jobs, a third of the jobs."""
+    one = parse_search("input.order_id:424242").filter
+    rare = parse_search("input.user.plan:enterprise").filter
+    common = parse_search("input.user.plan:business").filter
+    rare_failed = parse_search("status:failed input.user.plan:enterprise").filter
+    await timed("API: ?q=input.order_id:424242 (1 job)", lambda: service.job_records_page(one, limit=50))
+    await timed("API: ?q=input.user.plan:enterprise (~100)", lambda: service.job_records_page(rare, limit=50))
+    await timed("API: ?q=input.user.plan:business (a third)", lambda: service.job_records_page(common, limit=50))
+    await timed("console: input.order_id:424242, page", lambda: service.job_page(one))
+    await timed("console: input.order_id:424242, counts", lambda: service.status_counts(one))
+    await timed("console: input.user.plan:enterprise, page", lambda: service.job_page(rare))
+    await timed("console: input.user.plan:enterprise, counts", lambda: service.status_counts(rare))
+    await timed("console: input.user.plan:business, page", lambda: service.job_page(common))
+    await timed("console: status:failed input.user.plan:enterprise", lambda: service.job_page(rare_failed))
+
+
+class NullSink(io.TextIOBase):
+    """Where an export's text goes in the benchmark: counted, not kept."""
+
+    def __init__(self) -> None:
+        self.chars = 0
+
+    def write(self, text: str) -> int:
+        self.chars += len(text)
+        return len(text)
+
+
+async def export_all(service: JobService, fmt: str) -> None:
+    """`jobdesk export` of every job: the time, and how much this process's peak memory grew."""
+    sink = NullSink()
+    peak_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    t0 = time.perf_counter()
+    count = await service.export_jobs(JobFilter(), fmt, sink)
+    took = time.perf_counter() - t0
+    grew = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - peak_before
+    print(f"  export --format {fmt}: {count:,} jobs, {sink.chars / 1e6:,.0f} MB of text in {took:.1f} s "
+          f"({count / took:,.0f} jobs/s); peak memory grew {grew / 1024:,.1f} MB", flush=True)
 
 
 async def measure(dsn: str, args: argparse.Namespace) -> None:
@@ -84,6 +134,13 @@ async def measure(dsn: str, args: argparse.Namespace) -> None:
             await reads(service)
         finally:
             await service.close()
+    service = await JobService.connect(dsn, settings=settings, pool_size=1)
+    print("the CLI's export (keyset pages of 1,000):", flush=True)
+    try:
+        for fmt in ("csv", "jsonl"):
+            await export_all(service, fmt)
+    finally:
+        await service.close()
 
 
 def main() -> None:

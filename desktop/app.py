@@ -40,6 +40,7 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument("--light", dest="dark", action="store_false", help="force the light style")
     parser.add_argument("--no-worker", action="store_true",
                         help="do not start a worker on the embedded database (JOBDESK_AUTOSTART_WORKER=false)")
+    parser.add_argument("--job", metavar="JOB_ID", help="open on this job (`jobdesk open JOB_ID` checks it first)")
     parser.add_argument("--smoke-test", action="store_true",
                         help="connect, wait until jobs are shown, print one line and exit (0 if it worked)")
     return parser.parse_args(list(argv))
@@ -84,6 +85,8 @@ async def run_console(app: QApplication, args: argparse.Namespace) -> int:
     console = Console(args)
     database = Database.resolve(console.settings)  # the console's first database; a switch chooses another
     console.open(database.dsn, embedded=database.embedded, production=args.production, read_only=args.read_only)
+    if args.job and console.window is not None:
+        console.window.share.open_job(args.job)
     if args.smoke_test and console.window is not None:
         return await smoke_test(console.window)
     app.lastWindowClosed.connect(console.closed.set)

@@ -21,6 +21,7 @@ from jobdesk.console.jobs.bulk_action import BulkActions
 from jobdesk.console.jobs.input_models import input_models
 from jobdesk.console.jobs.job_actions import JobActions
 from jobdesk.console.jobs.job_detail import JobDetail
+from jobdesk.console.jobs.job_sharing import JobSharing
 from jobdesk.console.jobs.jobs_tab import JobsTab
 from jobdesk.console.jobs.new_job_dialog import NewJobDialog
 from jobdesk.console.metrics.metrics_tab import MetricsTab, TableSizeLabel
@@ -85,6 +86,7 @@ class MainWindow(QMainWindow):
         self.read_only_action = self.toolbar.read_only_action  # shown while the database is read-only
         self.tabs = self._build_tabs()
         self.setCentralWidget(central_widget(self.banner, self.tabs, self.detail))
+        self.share = JobSharing(self)  # copies, the table's context menu, Edit input, Export…, open on a job
 
         self._add_shortcuts()
         self._connect()

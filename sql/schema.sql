@@ -1512,6 +1512,13 @@ CREATE INDEX jobs_in_progress_worker_idx ON public.jobs USING btree (worker_id) 
 
 
 --
+-- Name: jobs_input_data_path_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX jobs_input_data_path_idx ON public.jobs USING gin (input_data jsonb_path_ops);
+
+
+--
 -- Name: jobs_pipeline_idx; Type: INDEX; Schema: public; Owner: -
 --
 

@@ -1,5 +1,6 @@
-"""Cancel, retry, retry from scratch, approve and reject on the selected jobs, through the same
-`worker.transitions` as the CLI. Each action is enabled only where it is legal for every selected job."""
+"""Cancel, retry, retry from scratch, edit input and retry, approve and reject on the selected jobs,
+through the same `worker.transitions` as the CLI. Each action is enabled only where it is legal for
+every selected job (Edit input and retry: for one job)."""
 
 from __future__ import annotations
 
@@ -23,15 +24,18 @@ ACTIONS: dict[str, tuple[str, str, str | None]] = {
     "retry": ("Retry", "Ctrl+R", None),
     "retry_fresh": ("Retry from scratch…", "Ctrl+Shift+R",
                     "Retry {n} job(s) from scratch? Their stored steps are forgotten, so every step runs again."),
+    "edit_input": ("Edit input and retry…", "Ctrl+E", None),
     "approve": ("Approve", "Ctrl+Return", None),
     "reject": ("Reject…", "Ctrl+Shift+J", None),
 }
 
 
-TOOLTIPS = {"retry_fresh": "Retry the selected jobs from scratch, forgetting their stored steps"}
+TOOLTIPS = {"retry_fresh": "Retry the selected jobs from scratch, forgetting their stored steps",
+            "edit_input": "Edit the selected job's input in a JSON editor and retry it with the new input"}
 
 # The rule (jobdesk.core.rules) an action obeys, where its name is not one.
-RULES = {"retry_fresh": "retry"}
+RULES = {"retry_fresh": "retry", "edit_input": "retry"}
+SINGLE = frozenset({"edit_input"})  # actions on one job at a time
 
 
 def action_is_legal(name: str, status: Status) -> bool:
@@ -52,6 +56,7 @@ class JobActions(QObject):
     message = Signal(str)  # a result for the status bar
     error = Signal(str)  # a refusal or a failure, for an error box
     done = Signal(list)  # ids changed
+    edit_requested = Signal(str)  # Edit input and retry… on this job: its dialog opens (`JobSharing`)
 
     def __init__(self, parent: QWidget, run: Callable[[Callable[[Any], Awaitable[Any]]], Awaitable[Any]]) -> None:
         super().__init__(parent)
@@ -86,6 +91,8 @@ class JobActions(QObject):
 
     def legal(self, name: str, rows: Sequence[Selected] | None = None) -> bool:
         rows = self.selection if rows is None else rows
+        if name in SINGLE and len(rows) != 1:
+            return False
         return self.can_act() and bool(rows) and all(action_is_legal(name, row.status) for row in rows)
 
     def can_act(self) -> bool:
@@ -103,6 +110,9 @@ class JobActions(QObject):
         if not self.legal(name, rows):
             return
         ids = [row.id for row in rows]
+        if name == "edit_input":
+            self.edit_requested.emit(ids[0])
+            return
         reason = None
         question = ACTIONS[name][2]
         if question is not None:

@@ -24,6 +24,7 @@ from jobdesk.console.jobs.job_table_model import (
     COL_USER,
     JobTableModel,
 )
+from jobdesk.console.jobs.saved_views import SavedViews
 from jobdesk.console.jobs.search_box import SearchBox
 from jobdesk.console.jobs.search_syntax import parse_search
 from jobdesk.console.jobs.status_delegate import StatusChipDelegate
@@ -66,6 +67,10 @@ class JobsTab(QWidget):
         self._build_table(connection)
         filters = self._build_status_filters()
         fields = self._build_fields()
+        self.views = SavedViews(self, self)  # named filters of this connection: the Views button
+        self.views.use_profile(connection.describe())
+        self.views.message.connect(self.message)
+        fields.addWidget(self.views.button)
 
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 4, 0, 0)

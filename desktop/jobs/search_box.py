@@ -6,7 +6,7 @@ from __future__ import annotations
 from PySide6.QtCore import QModelIndex, QPersistentModelIndex, QStringListModel, Qt
 from PySide6.QtWidgets import QCompleter, QLineEdit, QWidget
 
-from jobdesk.console.jobs.search_syntax import KEYS, completions
+from jobdesk.console.jobs.search_syntax import INPUT_HELP, INPUT_KEY, KEYS, completions
 
 
 class TermCompleter(QCompleter):
@@ -35,7 +35,7 @@ class SearchBox(QLineEdit):
         super().__init__(parent)
         self.setPlaceholderText("search, or status:failed type:video.* pipeline:ID user:3 error:\"timeout\"")
         self.setToolTip("Free text searches id, type, error and input. Terms:\n"
-                        + "\n".join(f"  {key}:  {what}" for key, what in KEYS.items())
+                        + "\n".join(f"  {key}:  {what}" for key, what in [*KEYS.items(), (INPUT_KEY, INPUT_HELP)])
                         + "\nPress / to come here.")
         self.setClearButtonEnabled(True)
         self.completer_ = TermCompleter(self)

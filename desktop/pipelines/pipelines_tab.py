@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 from PySide6.QtCore import QItemSelection, QPoint, Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QKeySequence
@@ -54,6 +55,7 @@ class PipelinesTab(QWidget):
         super().__init__()
         self.connection = connection
         self.job_actions = job_actions
+        self.extend_node_menu: Callable[[QMenu, str], None] | None = None  # more entries for a node's menu
         self._build_table(connection)
         filters = self._build_filters()
         dag_box = self._build_dag()
@@ -306,6 +308,9 @@ class PipelinesTab(QWidget):
         cancel.triggered.connect(self._ask_cancel_pipeline)
         menu.addSeparator()
         menu.addAction("Show in job table").triggered.connect(lambda: self.job_activated.emit(job_id))
+        if self.extend_node_menu is not None:  # Copy ID, input, result, error (`JobSharing`)
+            menu.addSeparator()
+            self.extend_node_menu(menu, job_id)
         return menu
 
     def pipeline_menu(self, pipeline_id: str) -> QMenu:

@@ -36,7 +36,7 @@ def test_terms_replace_the_base_fields_and_keep_the_rest() -> None:
 def test_bad_terms_are_messages_and_are_left_out() -> None:
     parsed = parse_search("colour:red status:broken user:me error: boom")
     assert parsed.errors == [
-        "unknown key 'colour': use status:, type:, pipeline:, user:, error:",
+        "unknown key 'colour': use status:, type:, pipeline:, user:, error:, input.PATH:",
         "unknown status 'broken': use queued, in_progress, completed, failed, cancelled, waiting_approval",
         "user: 'me' is not a number",
         "error: needs a value (text in the error message (quote it to include spaces))",

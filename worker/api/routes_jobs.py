@@ -18,18 +18,20 @@ from jobdesk.api.auth import Caller, authorize, guarded_by, raw_header, require
 from jobdesk.api.errors import ApiError
 from jobdesk.api.hand_read import documented_body, raw_json, validate_body
 from jobdesk.api.render import detail_json, job_json, version
-from jobdesk.api.schemas import ErrorOut, JobCreatedOut, JobDetailOut, JobIn, JobPage, RejectIn
+from jobdesk.api.schemas import ErrorOut, JobCreatedOut, JobDetailOut, JobIn, JobPage, RejectIn, RetryIn
 from jobdesk.core.errors import InvalidJob
 from jobdesk.core.json_value import JsonObject
 from jobdesk.core.models import TERMINAL_STATUSES, JobCreate, JobRecord, Status
 from jobdesk.store import job_document
 from jobdesk.store.idempotency import fingerprint
 from jobdesk.store.jobs import JobFilter
+from jobdesk.store.search_syntax import parse_search
 
 log = logging.getLogger("jobdesk.api")
 router = APIRouter(prefix="/api/jobs", tags=["jobs"])
 MAX_WAIT_S = 60
 MAX_LIMIT = 500
+MAX_QUERY = 2000  # characters of a search query (`q`)
 
 ERRORS: dict[int | str, dict[str, Any]] = {
     code: {"model": ErrorOut} for code in (401, 403, 404, 409, 413, 422, 500, 503)}
@@ -141,8 +143,15 @@ async def list_jobs(caller: Caller = Depends(require("read")),
                     pipeline_id: Annotated[str | None, Query(max_length=36)] = None,
                     user_id: Annotated[int | None, Query(ge=0, le=2**31 - 1)] = None,
                     limit: Annotated[int, Query(ge=1, le=MAX_LIMIT)] = 50,
-                    cursor: Annotated[str | None, Query(max_length=20)] = None) -> Response:
+                    cursor: Annotated[str | None, Query(max_length=20)] = None,
+                    q: Annotated[str | None, Query(max_length=MAX_QUERY)] = None) -> Response:
+    """`q` is the console's search: free text and terms (`error:"timeout" input.user.plan:business`)."""
     filt = JobFilter(statuses=frozenset(status or ()), type=type, pipeline_id=pipeline_id, user_id=user_id)
+    if q:
+        parsed = parse_search(q, filt)
+        if parsed.errors:
+            raise ApiError(422, "invalid", f"query.q: {'; '.join(parsed.errors)}")
+        filt = parsed.filter  # a user's token still sees only its own jobs (the service's scope)
     records, next_seq = await caller.service.job_records_page(filt, before_seq=_cursor(cursor), limit=limit)
     return _json({"items": [job_json(r) for r in records],
                   "next_cursor": str(next_seq) if next_seq is not None else None})
@@ -260,9 +269,19 @@ async def cancel_job(job_id: str, caller: Caller = Depends(require("operate"))) 
 
 
 @router.post("/{job_id}/retry", response_model=JobDetailOut, responses=ERRORS)
-async def retry_job(job_id: str, fresh: bool = False, caller: Caller = Depends(require("operate"))) -> Response:
-    """`?fresh=true` retries from scratch: a durable processor's stored steps are forgotten."""
-    await caller.service.retry([job_id], fresh=fresh)
+async def retry_job(request: Request, job_id: str, fresh: bool = False, body: RetryIn | None = None,
+                    caller: Caller = Depends(require("operate"))) -> Response:
+    """`?fresh=true` retries from scratch: a durable processor's stored steps are forgotten. A
+    body `{"input_data": {...}}` retries with that input (checked against the processor's input
+    model where the server loaded it); the change and the retry are one transaction."""
+    if body is None:
+        await caller.service.retry([job_id], fresh=fresh)
+    else:
+        try:
+            await caller.service.retry_with_input(job_id, body.input_data, fresh=fresh,
+                                                  validate=request.app.state.ctx.validate_input)
+        except (InvalidJob, ValueError) as exc:
+            raise locate(InvalidJob(str(exc), field="input_data"), "body") from None
     return await _detail_after(caller, job_id)
 
 

@@ -45,6 +45,11 @@ class PipelineIn(Strict):
     jobs: list[PipelineJobIn] = Field(min_length=1, max_length=5000)
 
 
+class RetryIn(Strict):
+    # The job runs again with this input instead of its own; the old input is kept in the audit log.
+    input_data: dict[str, Any]
+
+
 class RejectIn(Strict):
     reason: str = Field(min_length=1, pattern=r"\S")
 

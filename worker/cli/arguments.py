@@ -34,6 +34,16 @@ def json_arg(text: str) -> dict[str, Any]:
     return value
 
 
+def search_arg(text: str) -> str:
+    """A search query (`jobdesk.store.search_syntax`), refused whole if any term is bad."""
+    from jobdesk.store.search_syntax import parse_search
+
+    errors = parse_search(text).errors
+    if errors:
+        raise argparse.ArgumentTypeError(f"--search: {'; '.join(errors)}")
+    return text
+
+
 def status_arg(text: str) -> Status:
     try:
         return Status(text)

@@ -7,8 +7,9 @@ import argparse
 import json
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING
 
-from jobdesk.cli.arguments import ArgumentParser, Subparsers, json_arg, status_arg
+from jobdesk.cli.arguments import ArgumentParser, Subparsers, json_arg, search_arg, status_arg
 from jobdesk.cli.output import ago, print_json, print_rows
 from jobdesk.cli.session import Command, Invocation
 from jobdesk.core.durations import parse_seconds
@@ -17,6 +18,10 @@ from jobdesk.core.models import JobCreate, JobRecord, Status, short_id
 from jobdesk.core.rules import BULK_ACTIONS
 from jobdesk.service.read_models import Attempt, StepRow
 from jobdesk.store.jobs import JobFilter
+from jobdesk.store.search_syntax import parse_search
+
+if TYPE_CHECKING:
+    from jobdesk.core.input_validation import Validator
 
 # -- arguments ------------------------------------------------------------------------------
 
@@ -82,10 +87,13 @@ def add_parsers(sub: Subparsers, common: ArgumentParser) -> None:
     p.add_argument("--status", type=status_arg)
     p.add_argument("--type")
     p.add_argument("--pipeline")
+    p.add_argument("--search", type=search_arg, metavar="QUERY",
+                   help='the console\'s search: free text and terms, like \'error:"timeout" input.user.plan:business\'')
     p.add_argument("--limit", type=int, default=50)
 
     p = sub.add_parser("show", parents=[common], help="show one job with its attempt history")
     p.add_argument("id", metavar="ID")
+
 
     for name, what in (("cancel", "cancel jobs and their dependants"),
                        ("retry", "put failed or cancelled jobs back in the queue"),
@@ -98,6 +106,11 @@ def add_parsers(sub: Subparsers, common: ArgumentParser) -> None:
             p.add_argument("--fresh", action="store_true",
                            help="retry from scratch: forget the steps a durable processor stored "
                                 "(kept by default, so it goes on where it failed)")
+            p.add_argument("--input", type=json_arg, metavar="JSON",
+                           help="retry one job with this input_data instead (a JSON object); the old input "
+                                "is kept in the audit log")
+            p.add_argument("--processors", action="extend", nargs="+", default=[], metavar="MODULE",
+                           help="with --input: modules with a PROCESSOR_MAP whose input models check it")
         if name in BULK_ACTIONS:
             _add_bulk_options(p, name)
     p = sub.add_parser("reject", parents=[common], help="reject jobs waiting for approval")
@@ -128,6 +141,8 @@ def check_bulk_args(parser: ArgumentParser, args: argparse.Namespace) -> None:
         parser.error("retry: --downstream works on job ids, not with --all")
     if getattr(args, "fresh", False) and (args.all or args.downstream):
         parser.error("retry: --fresh works on job ids, not with --all or --downstream")
+    if getattr(args, "input", None) is not None and (args.all or args.downstream or len(args.ids) != 1):
+        parser.error("retry: --input works on one job id, not with --all or --downstream")
     if not args.all and not args.ids:
         parser.error(f"{args.command}: give job ids, or --all with a filter")
     if not args.all and options:
@@ -206,14 +221,19 @@ def _print_job(record: JobRecord, attempts: list[Attempt], dependants: list[str]
 
 # -- commands -------------------------------------------------------------------------------
 
-async def cmd_submit(inv: Invocation) -> int:
+def _input_validator(inv: Invocation) -> Validator:
+    """The input check of the processors a worker would load (and `--processors`)."""
     from jobdesk.core.input_validation import make_validator
     from jobdesk.runtime.registry import load_processor_classes
 
-    args, settings = inv.args, inv.settings
+    modules = [*inv.settings.JOB_PROCESSOR_MODULES, *inv.args.processors]
+    return make_validator(load_processor_classes(modules, inv.settings.JOB_PROCESSOR_PATH))
+
+
+async def cmd_submit(inv: Invocation) -> int:
+    args = inv.args
     # The same processors a worker would load: their input models check the input before enqueueing.
-    modules = [*settings.JOB_PROCESSOR_MODULES, *args.processors]
-    make_validator(load_processor_classes(modules, settings.JOB_PROCESSOR_PATH))(args.type, args.input)
+    _input_validator(inv)(args.type, args.input)
     scheduled_at = args.at if args.in_ is None else datetime.now(UTC) + timedelta(seconds=args.in_)
     job = JobCreate(args.type, args.input, dependent_on_jobs=list(args.depends_on), user_id=args.user,
                     pipeline_id=args.pipeline, priority=args.priority, scheduled_at=scheduled_at,
@@ -233,11 +253,17 @@ async def cmd_submit(inv: Invocation) -> int:
     return 0
 
 
+def list_filter(args: argparse.Namespace) -> JobFilter:
+    """The filter of `jobdesk jobs` and `jobdesk export`: its options, then the `--search` terms."""
+    base = JobFilter(statuses=frozenset({args.status}) if args.status else frozenset(), type=args.type,
+                     pipeline_id=args.pipeline)
+    return parse_search(args.search, base).filter if args.search else base
+
+
 async def cmd_jobs(inv: Invocation) -> int:
     args = inv.args
     async with inv.service() as jobs:
-        records = await jobs.list_jobs(status=args.status, type=args.type, pipeline_id=args.pipeline,
-                                       limit=args.limit)
+        records, _ = await jobs.job_records_page(list_filter(args), limit=args.limit)
     if args.json:
         print_json([r.to_json() for r in records])
     else:
@@ -287,12 +313,17 @@ async def cmd_action(inv: Invocation) -> int:
             changed = await jobs.reject(args.ids, args.reason)
         elif args.command == "retry" and args.downstream:
             changed = await jobs.retry_downstream(args.ids)
+        elif args.command == "retry" and args.input is not None:
+            changed = await jobs.retry_with_input(args.ids[0], args.input, fresh=args.fresh,
+                                                  validate=_input_validator(inv))
         elif args.command == "retry":
             changed = await jobs.retry(args.ids, fresh=args.fresh)
         else:
             changed = await getattr(jobs, args.command)(args.ids)
-    past = {"cancel": "cancelled", "retry": "queued again from scratch" if getattr(args, "fresh", False)
-            else "queued again", "approve": "approved", "reject": "rejected"}
+    again = "queued again from scratch" if getattr(args, "fresh", False) else "queued again"
+    if getattr(args, "input", None) is not None:
+        again += " with the new input"
+    past = {"cancel": "cancelled", "retry": again, "approve": "approved", "reject": "rejected"}
     if args.json:
         print_json({"action": args.command, "jobs": changed})
     else:

@@ -5,9 +5,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from jobdesk.core.errors import JobNotFound
+from jobdesk.core.input_validation import Validator
 from jobdesk.service.base import ServiceBase
 from jobdesk.store import pipelines as pipeline_queries
 from jobdesk.store import transitions
+from jobdesk.store.jobs import fetch_records
 
 
 class OperatorActions(ServiceBase):
@@ -25,6 +28,21 @@ class OperatorActions(ServiceBase):
         async with self.pool.acquire() as conn:
             await self._check_visible(conn, job_ids)
             return await transitions.retry(conn, job_ids, self.actor, fresh=fresh)
+
+    async def retry_with_input(self, job_id: str, input_data: dict[str, Any], *, fresh: bool = False,
+                               validate: Validator | None = None) -> list[str]:
+        """Retry a failed or cancelled job with a new input (the old one kept in the audit log).
+        `validate(type, input_data)` is the door's check against the processor's input model, when
+        it has the processors loaded: it raises InvalidInput naming the wrong field, and then
+        nothing changes."""
+        async with self.pool.acquire() as conn:
+            await self._check_visible(conn, [job_id])
+            if validate is not None:
+                record = (await fetch_records(conn, [job_id])).get(job_id)
+                if record is None:
+                    raise JobNotFound(f"no job with id {job_id}")
+                validate(record.type, input_data)
+            return await transitions.retry_with_input(conn, job_id, input_data, self.actor, fresh=fresh)
 
     async def approve(self, job_ids: Sequence[str]) -> list[str]:
         async with self.pool.acquire() as conn:

@@ -13,14 +13,15 @@ a user's token sees and acts on that user's jobs only, and another user's job is
 `JobService` is one class put together from parts, one module each. A backend's `JobClient`
 (`client`) is the first of them: `base` (the pool, the actor, the user scope), `enqueue`, the
 record lookups of `job_reads`, `actions` and `waiting`. The service adds `submissions` (the HTTP
-API's enqueueing), the rest of `job_reads`, `pipelines`, `bulk`, `fleet`, `schedules`, `stats` and
-`tokens`; its read models are in `read_models`, the schema checks in `schema`.
+API's enqueueing), the rest of `job_reads`, `pipelines`, `bulk`, `fleet`, `schedules`, `stats`,
+`tokens` and `export`; its read models are in `read_models`, the schema checks in `schema`.
 """
 
 from __future__ import annotations
 
 from jobdesk.service.bulk import BulkActions
 from jobdesk.service.client import JobClient
+from jobdesk.service.export import JobExport
 from jobdesk.service.fleet import FleetControl
 from jobdesk.service.pipelines import PipelineReads
 from jobdesk.service.read_models import (
@@ -42,7 +43,7 @@ from jobdesk.service.tokens import TokenStore
 
 
 class JobService(JobClient, Submissions, StatsReads, PipelineReads, BulkActions, FleetControl, ScheduleControl,
-                 TokenStore):
+                 TokenStore, JobExport):
     """Reads and actions on jobs, pipelines and workers, over one pool: everything a `JobClient`
     does, and what the console, the CLI and the HTTP API read and do besides."""
 

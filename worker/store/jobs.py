@@ -6,6 +6,7 @@ so they stay fast on a table of millions of jobs.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
@@ -43,6 +44,28 @@ def raw_error_key(table: str = "") -> str:
     return f"left(split_part({table}error_message, E'\\n', 1), {MAX_LENGTH})"
 
 
+Scalar = str | int | float | bool | None
+
+
+@dataclass(frozen=True)
+class InputTerm:
+    """An `input.PATH:VALUE` search term: the input holds exactly `value` at `path` (object keys
+    from the input's root); `value` is a JSON scalar, typed (42 is not "42")."""
+
+    path: tuple[str, ...]
+    value: Scalar
+
+    def document(self) -> str:
+        """The containment document, `{"user": {"plan": "business"}}`, as JSON text for `@>`."""
+        doc: object = self.value
+        for key in reversed(self.path):
+            doc = {key: doc}
+        return json.dumps(doc, ensure_ascii=False)
+
+    def describe(self) -> str:
+        return f"input.{'.'.join(self.path)} = {json.dumps(self.value, ensure_ascii=False)}"
+
+
 @dataclass(frozen=True)
 class JobFilter:
     """What the user narrowed the list to. Empty fields do not filter."""
@@ -57,6 +80,7 @@ class JobFilter:
     search: str | None = None  # substring of id, type, error or input
     error: str | None = None  # substring of the error message, case-insensitive
     fingerprint: str | None = None  # jobs whose error has this fingerprint (a Failures group)
+    input_terms: tuple[InputTerm, ...] = ()  # exact values at paths of the input, all of them
 
     def where(self, params: list[object], *, skip_status: bool = False) -> str:
         """A WHERE clause for this filter; values are appended to `params` as $n placeholders."""
@@ -90,6 +114,9 @@ class JobFilter:
                            f"OR input_data::text ILIKE {pattern})")
         if self.error and self.error.strip():
             clauses.append(f"error_message ILIKE {bind('%' + escape_like(self.error.strip()) + '%')}")
+        for term in self.input_terms:
+            # Containment, not `input_data #> path = value`: the GIN index (sql/030) serves `@>`.
+            clauses.append(f"input_data @> {bind(term.document())}::text::jsonb")
         if self.fingerprint:
             key = bind(self.fingerprint)
             # Failed jobs without any error message group as NO_ERROR.
@@ -116,6 +143,7 @@ class JobFilter:
             parts.append(f"created before {self.created_to:%Y-%m-%d %H:%M} UTC")
         if self.search and self.search.strip():
             parts.append(f"matching “{self.search.strip()}”")
+        parts.extend(term.describe() for term in self.input_terms)
         if self.fingerprint:
             parts.append(f"error “{self.fingerprint}”")
         return ", ".join(parts) or "all jobs"

@@ -7,7 +7,8 @@ as `from jobdesk.store import transitions; transitions.enqueue(conn, jobs)`. By 
 - `claim`: the claim statement and the calls that claim and complete in one round trip;
 - `outcomes`: what a worker records: completed, failed, put back, unclaimed, cancelled, lost;
 - `lost_claims`: the result of a job whose claim a failover undid;
-- `actions`: operator actions (cancel, retry, approve, reject, downstream, pipelines) and audit;
+- `actions`: operator actions (cancel, retry, retry with a new input, approve, reject, downstream,
+  pipelines) and audit;
 - `bulk`: an action on every job a filter matches, a chunk at a time;
 - `cascade`: cancelling what depends on a cancelled job.
 
@@ -41,6 +42,7 @@ from jobdesk.store.transitions.actions import (
     retry,
     retry_downstream,
     retry_plan,
+    retry_with_input,
 )
 from jobdesk.store.transitions.bulk import BULK_CHUNK, bulk_chunk, bulk_filter
 from jobdesk.store.transitions.cascade import cancel_downstream
@@ -92,7 +94,7 @@ __all__ = [
     "release_orphans", "rescue_lost_jobs", "unclaim", "complete_lost_claims",
     # operator actions
     "CONTROL_CHANNEL", "approve", "audit", "audit_submissions", "cancel", "cancel_downstream", "cancel_pipeline",
-    "reject", "retry", "retry_downstream", "retry_plan",
+    "reject", "retry", "retry_downstream", "retry_plan", "retry_with_input",
     # bulk actions
     "BULK_CHUNK", "bulk_chunk", "bulk_filter",
 ]

@@ -16,6 +16,7 @@ from jobdesk.core.errors import IllegalTransition, InvalidJob, JobNotFound
 from jobdesk.core.fingerprint import fingerprint
 from jobdesk.core.models import JobCreate, Status
 from jobdesk.core.rules import LEGAL_FROM, Actor, is_legal
+from jobdesk.core.validation import json_text
 from jobdesk.store import durable
 from jobdesk.store.transitions.cascade import cancel_downstream
 from jobdesk.store.transitions.inserts import enqueue
@@ -120,6 +121,21 @@ async def retry(conn: asyncpg.Connection, job_ids: Sequence[str], actor: Actor, 
         await _audit(conn, actor, "retry from scratch" if fresh else "retry", ids, reason)
     return ids
 
+
+async def retry_with_input(conn: asyncpg.Connection, job_id: str, input_data: dict[str, object], actor: Actor, *,
+                           fresh: bool = False) -> list[str]:
+    """Retry a failed or cancelled job with a new input, in one transaction with the change of
+    input: either both happen or neither. The old input is kept in the audit log (an `edit input`
+    row whose reason is the old input as JSON), then the retry is audited as `retry` is."""
+    if not isinstance(input_data, dict):
+        raise InvalidJob("input_data must be a JSON object", job_id=job_id, field="input_data")
+    text = json_text(input_data, "input_data", job_id=job_id, field="input_data")
+    async with conn.transaction():
+        await _lock_and_check(conn, "retry", [job_id])
+        old = await conn.fetchval("SELECT input_data::text FROM jobs WHERE id = $1", job_id)
+        await conn.execute("UPDATE jobs SET input_data = $2::text::jsonb WHERE id = $1", job_id, text)
+        await _audit(conn, actor, "edit input", [job_id], old)
+        return await retry(conn, [job_id], actor, fresh=fresh)
 
 
 _FAILED_DOWNSTREAM = """

@@ -1,0 +1,11 @@
+-- Search inside a job's input: `input.user.plan:business` in the console's search box,
+-- `jobdesk jobs --search` and `GET /api/jobs?q=` becomes `input_data @> '{"user":{"plan":"business"}}'`.
+--
+-- jsonb_path_ops indexes one hash per path-to-value of the document, and serves exactly `@>`:
+-- an exact, typed value at a path from the root, found among millions of jobs without reading
+-- them. It is smaller and cheaper to write than the default jsonb_ops (which also indexes every
+-- key alone, for `?` that nothing here asks). Every new row version pays for it: the insert, and
+-- the claim and the completion too (a change of status is never a HOT update, sql/026); GIN's
+-- pending list (fastupdate) batches those insertions. `make bench-enqueue` and `make bench`
+-- measure the cost; `make bench-list` the search over 1,000,000 jobs.
+CREATE INDEX jobs_input_data_path_idx ON jobs USING gin (input_data jsonb_path_ops);
