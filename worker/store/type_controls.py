@@ -18,7 +18,7 @@ import asyncpg
 
 from jobdesk.core.limits import Rate
 from jobdesk.core.rules import Actor
-from jobdesk.core.type_controls import SETTING_OF, LimitInForce, LimitValue, TypeControl
+from jobdesk.core.type_controls import LIMIT_NAMES, SETTING_OF, LimitInForce, LimitValue, TypeControl
 from jobdesk.store.transitions import CONTROL_CHANNEL
 
 # The control message that tells workers to read the paused types and the limits again.
@@ -87,7 +87,7 @@ async def set_limits(conn: asyncpg.Connection, job_type: str, changes: Mapping[s
             args.append(v)
             cast = "make_interval(secs => ${}::float8)" if column.endswith("period") else "${}::int"
             sets.append(f"{column} = {cast.format(len(args))}")
-    said = ", ".join(f"{k}={_said(v)}" for k, v in changes.items()) or ""
+    said = ", ".join(f"{k}={_said(changes[k])}" for k in LIMIT_NAMES if k in changes)
     async with conn.transaction():
         await conn.execute("INSERT INTO type_controls (type) VALUES ($1) ON CONFLICT (type) DO NOTHING", job_type)
         await conn.execute(f"UPDATE type_controls SET {', '.join([*sets, 'limits_set_by = $2'])}, "
