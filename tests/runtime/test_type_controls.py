@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import getpass
+import json
 import signal
 import subprocess
 from collections.abc import Iterator
@@ -115,8 +116,6 @@ async def test_a_limit_changed_at_run_time_is_obeyed_by_a_running_worker(
         assert 1 <= most <= 2, most
         listed = run_cli("types", "--json", dsn=dsn)
         assert listed.returncode == 0, listed.stderr
-        import json
-
         [entry] = [t for t in json.loads(listed.stdout)["types"] if t["type"] == "flow.free"]
         assert entry["limit"] == 2 and entry["limit_source"] == f"database (set by {getpass.getuser()})"
         assert entry["paused"] is False and entry["paused_by"] is None
@@ -124,7 +123,8 @@ async def test_a_limit_changed_at_run_time_is_obeyed_by_a_running_worker(
         assert cleared.returncode == 0, cleared.stderr
         await enqueue(conn, "flow.free", 40, seconds=0.3)
         await wait_for(lambda: conn.fetchval("SELECT count(*) > 2 FROM jobs WHERE type = 'flow.free' "
-                                             "AND status = 'in_progress'"), interval=0.02, what="the limit to be lifted")
+                                             "AND status = 'in_progress'"), interval=0.02,
+                       what="the limit to be lifted")
 
 
 async def test_the_setting_is_the_default_and_the_database_wins(
