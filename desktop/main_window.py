@@ -54,7 +54,7 @@ class MainWindow(QMainWindow):
         self.jobs = JobsTab(connection)
         self.model = self.jobs.model  # the job table's model, which the toolbar's Refresh reloads
         self.detail = JobDetail()
-        self.job_actions = JobActions(self, connection.act)
+        self.job_actions = JobActions(self, connection.act, context_views=[self.jobs.table])
         self.pipelines = PipelinesTab(connection, self.job_actions)
         self.schedules = SchedulesTab(connection)
         self.approvals = ApprovalsTab(connection, self.job_actions)

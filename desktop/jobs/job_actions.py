@@ -1,16 +1,25 @@
 """Cancel, retry, retry from scratch, approve and reject on the selected jobs, through the same
-`worker.transitions` as the CLI. Each action is enabled only where it is legal for every selected job."""
+`worker.transitions` as the CLI. Each action is enabled only where it is legal for every selected job.
+Pause type and Resume type act on the selected jobs' one type (`type_actions`). The actions are
+the toolbar's and the context menu's of the views that `add_context_menu` gives them to."""
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Protocol
 
-from PySide6.QtCore import QObject, Signal
+from PySide6.QtCore import QObject, QPoint, Qt, Signal
 from PySide6.QtGui import QAction, QKeySequence
-from PySide6.QtWidgets import QInputDialog, QMessageBox, QWidget
+from PySide6.QtWidgets import QAbstractItemView, QInputDialog, QMenu, QMessageBox, QWidget
 
 from jobdesk.console.errors import EXPECTED
+from jobdesk.console.jobs.type_actions import (
+    TYPE_ACTIONS,
+    ask_reason,
+    done_text,
+    run_type_action,
+    selected_type,
+)
 from jobdesk.console.tasks import spawn
 from jobdesk.console.theme import icon
 from jobdesk.core.errors import JobdeskError
@@ -52,8 +61,11 @@ class JobActions(QObject):
     message = Signal(str)  # a result for the status bar
     error = Signal(str)  # a refusal or a failure, for an error box
     done = Signal(list)  # ids changed
+    type_changed = Signal(object)  # a TypeControl: a type was paused or resumed
 
-    def __init__(self, parent: QWidget, run: Callable[[Callable[[Any], Awaitable[Any]]], Awaitable[Any]]) -> None:
+    def __init__(self, parent: QWidget, run: Callable[[Callable[[Any], Awaitable[Any]]], Awaitable[Any]], *,
+                 context_views: Sequence[QAbstractItemView] = ()) -> None:
+        """`context_views`: the tables whose right-click menu offers these actions."""
         super().__init__(parent)
         self._parent = parent
         self._run = run
@@ -68,7 +80,31 @@ class JobActions(QObject):
             action.setToolTip(TOOLTIPS.get(name, f"{label.rstrip('…')} the selected jobs") + f" ({shortcut})")
             action.triggered.connect(lambda _checked=False, n=name: self.trigger(n))
             self.actions[name] = action
+        for name, (label, tip) in TYPE_ACTIONS.items():
+            action = QAction(label, parent)
+            action.setToolTip(tip)
+            action.triggered.connect(lambda _checked=False, n=name: self.trigger(n))
+            self.actions[name] = action
         self.update_enabled()
+        for view in context_views:
+            self.add_context_menu(view)
+
+    def add_context_menu(self, view: QAbstractItemView) -> None:
+        """Right-click on `view` offers every action, on its selection (a right click selects)."""
+        view.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
+        view.customContextMenuRequested.connect(lambda pos: self._context_menu(view, pos))
+
+    def context_menu(self) -> QMenu:
+        menu = QMenu(self._parent)
+        for name, action in self.actions.items():
+            if name == "pause_type":
+                menu.addSeparator()
+            menu.addAction(action)
+        return menu
+
+    def _context_menu(self, view: QAbstractItemView, pos: QPoint) -> None:
+        if view.indexAt(pos).isValid():
+            self.context_menu().exec(view.viewport().mapToGlobal(pos))
 
     def set_selection(self, rows: Sequence[Selected]) -> None:
         self.selection = list(rows)
@@ -86,6 +122,8 @@ class JobActions(QObject):
 
     def legal(self, name: str, rows: Sequence[Selected] | None = None) -> bool:
         rows = self.selection if rows is None else rows
+        if name in TYPE_ACTIONS:
+            return self.can_act() and selected_type(rows) is not None
         return self.can_act() and bool(rows) and all(action_is_legal(name, row.status) for row in rows)
 
     def can_act(self) -> bool:
@@ -102,6 +140,9 @@ class JobActions(QObject):
         rows = self.selection if rows is None else rows
         if not self.legal(name, rows):
             return
+        if name in TYPE_ACTIONS:
+            self.trigger_type(name, selected_type(rows) or "")
+            return
         ids = [row.id for row in rows]
         reason = None
         question = ACTIONS[name][2]
@@ -114,6 +155,34 @@ class JobActions(QObject):
             if not ok or not reason.strip():
                 return
         spawn(self.perform(name, ids, reason), f"action-{name}")
+
+    def trigger_type(self, name: str, job_type: str) -> None:
+        """Pause (asking why, optionally) or resume `job_type`."""
+        reason = None
+        if name == "pause_type":
+            reason = ask_reason(self._parent, job_type)
+            if reason is None:
+                return
+        spawn(self.perform_type(name, job_type, reason), f"action-{name}")
+
+    async def perform_type(self, name: str, job_type: str, reason: str | None = None) -> bool:
+        """Pause or resume a type (no dialogs); report how it went. True when done."""
+        self.busy = True
+        self.update_enabled()
+        try:
+            record = await run_type_action(self._run, name, job_type, reason)
+        except JobdeskError as exc:
+            self.error.emit(str(exc))
+            return False
+        except EXPECTED as exc:  # expected failures are messages; bugs reach the error hook
+            self.error.emit(f"{TYPE_ACTIONS[name][0].rstrip('…')} failed: {exc}")
+            return False
+        finally:
+            self.busy = False
+            self.update_enabled()
+        self.message.emit(done_text(record))
+        self.type_changed.emit(record)
+        return True
 
     async def perform(self, name: str, ids: list[str], reason: str | None = None) -> list[str]:
         """Run an action (no dialogs); returns the ids changed, or [] after reporting an error."""

@@ -19,6 +19,7 @@ import asyncpg
 from jobdesk.core.limits import Rate
 from jobdesk.core.rules import Actor
 from jobdesk.core.type_controls import LIMIT_NAMES, SETTING_OF, LimitInForce, LimitValue, TypeControl
+from jobdesk.store.listener import JOB_CHANGES_CHANNEL
 from jobdesk.store.transitions import CONTROL_CHANNEL
 
 # The control message that tells workers to read the paused types and the limits again.
@@ -37,8 +38,11 @@ async def _audit(conn: asyncpg.Connection, actor: Actor, action: str, job_type: 
 
 
 async def _announce(conn: asyncpg.Connection) -> None:
-    """Tell every worker (they LISTEN on the control channel); sent when the transaction commits."""
-    await conn.execute("SELECT pg_notify($1, $2)", CONTROL_CHANNEL, TYPES_CHANGED)
+    """Tell every worker (they LISTEN on the control channel), and every watcher of jobs (`*`: the
+    waiting reasons of the type's jobs changed, the console's detail pane reads its job again).
+    Sent when the transaction commits."""
+    await conn.execute("SELECT pg_notify($1, $2), pg_notify($3, '*')", CONTROL_CHANNEL, TYPES_CHANGED,
+                       JOB_CHANGES_CHANNEL)
 
 
 async def pause(conn: asyncpg.Connection, job_type: str, actor: Actor, reason: str | None) -> None:
