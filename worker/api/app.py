@@ -48,6 +48,8 @@ DOCUMENT_TAGS = [
     {"name": "pipelines", "description": "Jobs that depend on each other, created and followed as one."},
     {"name": "bulk", "description": "Retry or cancel every job that matches a filter."},
     {"name": "schedules", "description": "Periodic jobs: list, pause and resume."},
+    {"name": "types", "description": "Job types across the fleet: paused or not, their limits in force; pause, "
+                                     "resume, and limits set at run time."},
     {"name": "events", "description": "Emit the events that durable jobs wait for (`job.wait_for_event`)."},
     {"name": "system", "description": "Health, Prometheus metrics, and a constant route."},
 ]
