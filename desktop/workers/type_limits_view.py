@@ -11,6 +11,7 @@ from collections.abc import Awaitable, Callable
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import (
     QAbstractItemView,
+    QCheckBox,
     QDialog,
     QDialogButtonBox,
     QFormLayout,
@@ -35,7 +36,7 @@ from jobdesk.core.type_controls import LIMIT_NAMES, TypeControl, parse_limit_cha
 HEADERS = ("Type", "State", "Limit", "Rate", "User limit", "User rate")
 LABELS = {"limit": "Limit (running, fleet-wide)", "rate": "Rate (like 10/s)", "user_limit": "Limit per user",
           "user_rate": "Rate per user (like 2/s)"}
-MAX_ROWS_SHOWN = 8
+MAX_ROWS_SHOWN = 3  # the table grows with its rows up to this many, then scrolls: the workers keep the room
 
 log = logging.getLogger("jobdesk.console")
 
@@ -44,6 +45,11 @@ def cell_text(record: TypeControl, name: str) -> str:
     """`2 · env JOB_TYPE_LIMITS`, `10/s · database (set by alice)`, or `—`."""
     held = record.limit(name)
     return "—" if held.value is None else f"{held.value} · {held.source}"
+
+
+def controlled(record: TypeControl) -> bool:
+    """Whether a type is paused or has a limit in force."""
+    return record.paused or any(record.limit(n).value is not None for n in LIMIT_NAMES)
 
 
 def state_text(record: TypeControl) -> str:
@@ -109,7 +115,8 @@ class TypeLimitsView(QWidget):
     def __init__(self, connection: ConsoleConnection, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.connection = connection
-        self.records: list[TypeControl] = []
+        self.records: list[TypeControl] = []  # those shown, row by row
+        self.known: list[TypeControl] = []  # every known type
         self.busy = False
         self.table = QTableWidget(0, len(HEADERS))
         self.table.setObjectName("typesTable")
@@ -118,6 +125,7 @@ class TypeLimitsView(QWidget):
         self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
         self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
         self.table.verticalHeader().hide()
+        self.table.verticalHeader().setDefaultSectionSize(self.table.fontMetrics().height() + 8)
         self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
         self.table.horizontalHeader().setStretchLastSection(True)
         self.table.itemSelectionChanged.connect(self.update_buttons)
@@ -131,11 +139,22 @@ class TypeLimitsView(QWidget):
             button.clicked.connect(lambda _c=False, n=name: self.edit_clicked() if n == "edit" else self.clicked(n))
             self.buttons[name] = button
             row.addWidget(button)
+        title = QLabel("Types")
+        title.setObjectName("typesTitle")
+        row.insertWidget(0, title)
+        row.insertSpacing(1, 8)
+        self.all_types = QCheckBox("All types")
+        self.all_types.setObjectName("allTypes")
+        self.all_types.setToolTip("Show every known type, not only those paused or limited")
+        self.all_types.toggled.connect(lambda _on: self.show_types(self.known))
+        row.addSpacing(8)
+        row.addWidget(self.all_types)
         self.error_label = QLabel()
         self.error_label.setObjectName("typesError")
         self.error_label.setWordWrap(True)
         self.error_label.hide()
         row.addWidget(self.error_label, 1)
+        row.addStretch(1)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addLayout(row)
@@ -144,8 +163,12 @@ class TypeLimitsView(QWidget):
         self.update_buttons()
         self.hide()
 
-    def show_types(self, records: list[TypeControl]) -> None:
+    def show_types(self, known: list[TypeControl]) -> None:
+        """Show the types paused or limited (every known type with All types), those first."""
         chosen = self.selected_type()
+        self.known = known
+        records = sorted((r for r in known if self.all_types.isChecked() or controlled(r)),
+                         key=lambda r: (not controlled(r), r.type))
         self.records = records
         self.table.setRowCount(len(records))
         for r, record in enumerate(records):
@@ -157,7 +180,8 @@ class TypeLimitsView(QWidget):
         shown = min(len(records), MAX_ROWS_SHOWN)
         self.table.setFixedHeight(self.table.horizontalHeader().height() + 2 * self.table.frameWidth()
                                   + sum(self.table.rowHeight(r) for r in range(shown)))
-        self.setVisible(bool(records))
+        self.table.setVisible(bool(records))
+        self.setVisible(bool(known))
         self.update_buttons()
 
     def rows(self) -> list[tuple[str, ...]]:

@@ -93,12 +93,18 @@ def test_pause_and_resume_a_type_from_the_console(qapp: QApplication, qtbot, tes
 def test_limits_edited_in_the_limits_view(qapp: QApplication, qtbot, test_db: str) -> None:  # type: ignore[no-untyped-def] # noqa: F811
     async def scenario() -> None:
         conn = await asyncpg.connect(test_db)
-        [worker] = [RunningWorker(test_db, {"nap": Nap()}, MAX_CONCURRENT_JOBS=6, JOB_RATE_LIMITS="nap=100/s")]
+        worker = RunningWorker(test_db, {"nap": Nap(), "echo": EchoProcessor()}, MAX_CONCURRENT_JOBS=6,
+                               JOB_RATE_LIMITS="nap=100/s")
         window = open_window(qtbot, test_db)
         view = window.workers.panel.types
         await until(lambda: view.select_type("nap"), what="the type in the Limits view")
         await until(lambda: [r for r in view.rows() if r[0] == "nap"][0][3] == "100/s · env JOB_RATE_LIMITS",
                     what="the setting's rate and its source")
+        # The types neither paused nor limited are shown with All types.
+        assert "echo" not in [r[0] for r in view.rows()]
+        view.all_types.setChecked(True)
+        assert [r[0] for r in view.rows()] == ["nap", "echo"]
+        assert view.rows()[1][1:] == ("active", "—", "—", "—", "—")
 
         # Bad input: one message, and nothing written.
         record = next(r for r in view.records if r.type == "nap")
