@@ -1,11 +1,15 @@
-"""/api/types: the list (read scope), pause and resume (operate; 403 for a user's token), the
+"""/api/types: the list (read scope), pause and resume (operate; 403 for a user's token) seen by two real workers, the
 limits set at run time (PUT, null clears), the audit rows, the waiting reason of a paused type's
 job, and 422s for bad input with nothing written."""
 
 from __future__ import annotations
 
+import asyncio
+
+from jobdesk.processors.builtin import EchoProcessor
 from tests.api.conftest import Api
 from tests.api.test_jobs_api import assert_error
+from tests.helpers import RunningWorker, wait_for
 
 
 async def test_pause_list_and_resume_over_the_api(api: Api) -> None:
@@ -105,3 +109,25 @@ async def test_bad_input_is_a_422_and_changes_nothing(api: Api) -> None:
     assert await pool.fetchval("SELECT count(*) FROM type_limits") == 0
     assert await pool.fetchval("SELECT count(*) FROM flow_limits") == 0
     assert await pool.fetchval("SELECT count(*) FROM audit_log WHERE job_type IS NOT NULL") == 0
+
+
+async def test_a_pause_over_the_api_stops_two_workers_claiming_the_type(api: Api, dsn: str) -> None:
+    workers = [RunningWorker(dsn, {"echo": EchoProcessor(), "other": EchoProcessor()}) for _ in range(2)]
+    try:
+        resp = await api.client.post("/api/types/echo/pause", json={"reason": "quota spent"})
+        assert resp.status_code == 200, resp.text
+        await asyncio.sleep(2.0)  # within a poll interval (0.05 s here), with a wide margin
+        pool = api.service.pool
+        await pool.execute("INSERT INTO jobs (type, input_data) SELECT t, '{}' FROM unnest('{echo,other}'::text[]) t, "
+                           "generate_series(1, 10)")
+        await wait_for(lambda: pool.fetchval("SELECT count(*) = 10 FROM jobs WHERE type = 'other' "
+                                             "AND status = 'completed'"), what="the other type to go on")
+        await asyncio.sleep(0.5)
+        assert await pool.fetchval("SELECT count(*) FROM jobs WHERE type = 'echo' AND status = 'queued'") == 10
+        resp = await api.client.post("/api/types/echo/resume")
+        assert resp.status_code == 200, resp.text
+        await wait_for(lambda: pool.fetchval("SELECT count(*) = 10 FROM jobs WHERE type = 'echo' "
+                                             "AND status = 'completed'"), what="claims to start again")
+    finally:
+        for worker in workers:
+            await worker.stop()
