@@ -107,7 +107,7 @@ async def test_a_limit_changed_at_run_time_is_obeyed_by_a_running_worker(
                                              "AND status = 'in_progress'"), what="the worker to run many at once")
         changed = run_cli("types", "set", "flow.free", "--limit", "2", dsn=dsn)
         assert changed.returncode == 0, changed.stderr
-        assert "limit 2 (database (set by" in changed.stdout
+        assert "limit 2 from database (set by" in changed.stdout
         await asyncio.sleep(SETTLE_S)  # the jobs started before the change have ended
         most = 0
         for _ in range(40):

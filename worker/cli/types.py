@@ -65,7 +65,7 @@ async def cmd_types(inv: Invocation) -> int:
 
 
 def _limits_text(record: TypeControl) -> str:
-    parts = [f"{name} {held.value} ({held.source})" for name in LIMIT_NAMES
+    parts = [f"{name} {held.value} from {held.source}" for name in LIMIT_NAMES
              if (held := record.limit(name)).value is not None]
     return ", ".join(parts) or "no limits"
 
