@@ -103,6 +103,8 @@ class WorkersPanel(QWidget):
         connection.connected.connect(self._on_connected)
         connection.disconnected.connect(self._on_disconnected)
         connection.writable_changed.connect(lambda _w: self.update_buttons())
+        # A type paused, resumed or limited anywhere announces `*` (everything may have changed).
+        connection.jobs_changed.connect(lambda ids: self._reread_limits() if ids is None else None)
         if connection.is_connected:
             self._on_connected("")
         self.update_buttons()
@@ -195,6 +197,10 @@ class WorkersPanel(QWidget):
         self._update_summary()
         self.update_buttons()
         self.workers_loaded.emit(view.workers)
+
+    def _reread_limits(self) -> None:
+        if self.connection.is_connected and not self._refreshing:
+            spawn(self.refresh_limits(), "types-after-notify")
 
     async def refresh_limits(self) -> None:
         """Read the limits and the types now (a type was paused, resumed or limited)."""
