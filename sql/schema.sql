@@ -6,6 +6,62 @@
 -- migration, then run `make schema`. tests/store/test_schema_file.py fails while this file is out of date.
 
 --
+-- Name: jobdesk_apply_type_controls(text); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.jobdesk_apply_type_controls(job_type text) RETURNS void
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    c     type_controls%ROWTYPE;
+    f     flow_limits%ROWTYPE;
+    fleet integer;
+BEGIN
+    SELECT * INTO c FROM type_controls WHERE type = job_type;
+    SELECT COALESCE(c.max_running, l.env_max_running) INTO fleet FROM type_limits l WHERE l.type = job_type;
+    IF NOT FOUND THEN
+        fleet := c.max_running;
+    END IF;
+    IF fleet IS NULL THEN
+        DELETE FROM type_limits WHERE type = job_type;
+    ELSE
+        INSERT INTO type_limits AS l (type, max_running) VALUES (job_type, fleet)
+        ON CONFLICT (type) DO UPDATE SET max_running = EXCLUDED.max_running, updated_at = now()
+         WHERE l.max_running <> EXCLUDED.max_running;
+    END IF;
+    SELECT * INTO f FROM flow_limits WHERE type = job_type FOR UPDATE;
+    IF NOT FOUND THEN
+        f.type := job_type;
+        f.fair_share := false;
+    END IF;
+    IF c.rate_max IS NOT NULL THEN
+        f.rate_max := c.rate_max; f.rate_period := c.rate_period;
+    ELSE
+        f.rate_max := f.env_rate_max; f.rate_period := f.env_rate_period;
+    END IF;
+    IF c.user_rate_max IS NOT NULL THEN
+        f.user_rate_max := c.user_rate_max; f.user_rate_period := c.user_rate_period;
+    ELSE
+        f.user_rate_max := f.env_user_rate_max; f.user_rate_period := f.env_user_rate_period;
+    END IF;
+    f.user_max_running := COALESCE(c.user_max_running, f.env_user_max_running);
+    IF f.rate_max IS NULL AND f.user_rate_max IS NULL AND f.user_max_running IS NULL AND NOT f.fair_share THEN
+        DELETE FROM flow_limits WHERE type = job_type;
+        RETURN;
+    END IF;
+    INSERT INTO flow_limits AS x (type, rate_max, rate_period, user_rate_max, user_rate_period, user_max_running)
+    VALUES (job_type, f.rate_max, f.rate_period, f.user_rate_max, f.user_rate_period, f.user_max_running)
+    ON CONFLICT (type) DO UPDATE
+       SET rate_max = EXCLUDED.rate_max, rate_period = EXCLUDED.rate_period, user_rate_max = EXCLUDED.user_rate_max,
+           user_rate_period = EXCLUDED.user_rate_period, user_max_running = EXCLUDED.user_max_running,
+           updated_at = now()
+     WHERE (x.rate_max, x.rate_period, x.user_rate_max, x.user_rate_period, x.user_max_running)
+           IS DISTINCT FROM (EXCLUDED.rate_max, EXCLUDED.rate_period, EXCLUDED.user_rate_max,
+                             EXCLUDED.user_rate_period, EXCLUDED.user_max_running);
+END $$;
+
+
+--
 -- Name: jobdesk_check_job_user(); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -116,11 +172,16 @@ CREATE TABLE public.flow_limits (
     starts timestamp with time zone[] DEFAULT '{}'::timestamp with time zone[] NOT NULL,
     fair_cursor integer,
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    env_rate_max integer,
+    env_rate_period interval,
+    env_user_rate_max integer,
+    env_user_rate_period interval,
+    env_user_max_running integer,
     CONSTRAINT flow_limits_check CHECK (((rate_max IS NULL) = (rate_period IS NULL))),
     CONSTRAINT flow_limits_check1 CHECK (((user_rate_max IS NULL) = (user_rate_period IS NULL))),
     CONSTRAINT flow_limits_rate_max_check CHECK ((rate_max >= 1)),
     CONSTRAINT flow_limits_rate_period_check CHECK ((rate_period > '00:00:00'::interval)),
-    CONSTRAINT flow_limits_user_max_running_check CHECK ((user_max_running >= 1)),
+    CONSTRAINT flow_limits_user_max_running_check CHECK ((user_max_running >= 0)),
     CONSTRAINT flow_limits_user_rate_max_check CHECK ((user_rate_max >= 1)),
     CONSTRAINT flow_limits_user_rate_period_check CHECK ((user_rate_period > '00:00:00'::interval))
 );
@@ -897,7 +958,8 @@ CREATE TABLE public.audit_log (
     action text NOT NULL,
     job_ids text[] NOT NULL,
     reason text,
-    actor text
+    actor text,
+    job_type text
 );
 
 
@@ -1186,6 +1248,37 @@ CREATE TABLE public.schedules (
 
 
 --
+-- Name: type_controls; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.type_controls (
+    type character varying(255) NOT NULL,
+    paused boolean DEFAULT false NOT NULL,
+    paused_by text,
+    paused_at timestamp with time zone,
+    reason text,
+    max_running integer,
+    rate_max integer,
+    rate_period interval,
+    user_max_running integer,
+    user_rate_max integer,
+    user_rate_period interval,
+    limits_set_by text,
+    limits_set_at timestamp with time zone,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT type_controls_check CHECK (((rate_max IS NULL) = (rate_period IS NULL))),
+    CONSTRAINT type_controls_check1 CHECK (((user_rate_max IS NULL) = (user_rate_period IS NULL))),
+    CONSTRAINT type_controls_max_running_check CHECK ((max_running >= 0)),
+    CONSTRAINT type_controls_rate_max_check CHECK ((rate_max >= 1)),
+    CONSTRAINT type_controls_rate_period_check CHECK ((rate_period > '00:00:00'::interval)),
+    CONSTRAINT type_controls_type_check CHECK (((type)::text <> ''::text)),
+    CONSTRAINT type_controls_user_max_running_check CHECK ((user_max_running >= 0)),
+    CONSTRAINT type_controls_user_rate_max_check CHECK ((user_rate_max >= 1)),
+    CONSTRAINT type_controls_user_rate_period_check CHECK ((user_rate_period > '00:00:00'::interval))
+);
+
+
+--
 -- Name: type_limits; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -1193,7 +1286,8 @@ CREATE TABLE public.type_limits (
     type character varying(255) NOT NULL,
     max_running integer NOT NULL,
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
-    CONSTRAINT type_limits_max_running_check CHECK ((max_running >= 1))
+    env_max_running integer,
+    CONSTRAINT type_limits_max_running_check CHECK ((max_running >= 0))
 );
 
 
@@ -1394,6 +1488,14 @@ ALTER TABLE ONLY public.schedule_ticks
 
 ALTER TABLE ONLY public.schedules
     ADD CONSTRAINT schedules_pkey PRIMARY KEY (name);
+
+
+--
+-- Name: type_controls type_controls_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.type_controls
+    ADD CONSTRAINT type_controls_pkey PRIMARY KEY (type);
 
 
 --

@@ -1,6 +1,8 @@
 """Cancel, retry, retry from scratch, edit input and retry, approve and reject on the selected jobs,
 through the same `worker.transitions` as the CLI. Each action is enabled only where it is legal for
-every selected job (Edit input and retry: for one job)."""
+every selected job (Edit input and retry: for one job). Pause type and Resume type act on the selected
+jobs' one type (`type_actions`). The actions are the toolbar's, and the job tables' right-click menu
+(`job_sharing.JobSharing.job_menu`) offers them all."""
 
 from __future__ import annotations
 
@@ -12,6 +14,13 @@ from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import QInputDialog, QMessageBox, QWidget
 
 from jobdesk.console.errors import EXPECTED
+from jobdesk.console.jobs.type_actions import (
+    TYPE_ACTIONS,
+    ask_reason,
+    done_text,
+    run_type_action,
+    selected_type,
+)
 from jobdesk.console.tasks import spawn
 from jobdesk.console.theme import icon
 from jobdesk.core.errors import JobdeskError
@@ -57,6 +66,7 @@ class JobActions(QObject):
     error = Signal(str)  # a refusal or a failure, for an error box
     done = Signal(list)  # ids changed
     edit_requested = Signal(str)  # Edit input and retry… on this job: its dialog opens (`JobSharing`)
+    type_changed = Signal(object)  # a TypeControl: a type was paused or resumed
 
     def __init__(self, parent: QWidget, run: Callable[[Callable[[Any], Awaitable[Any]]], Awaitable[Any]]) -> None:
         super().__init__(parent)
@@ -71,6 +81,11 @@ class JobActions(QObject):
             action = QAction(icon(RULES.get(name, name)), label, parent)
             action.setShortcut(QKeySequence(shortcut))
             action.setToolTip(TOOLTIPS.get(name, f"{label.rstrip('…')} the selected jobs") + f" ({shortcut})")
+            action.triggered.connect(lambda _checked=False, n=name: self.trigger(n))
+            self.actions[name] = action
+        for name, (label, tip) in TYPE_ACTIONS.items():
+            action = QAction(label, parent)
+            action.setToolTip(tip)
             action.triggered.connect(lambda _checked=False, n=name: self.trigger(n))
             self.actions[name] = action
         self.update_enabled()
@@ -93,6 +108,8 @@ class JobActions(QObject):
         rows = self.selection if rows is None else rows
         if name in SINGLE and len(rows) != 1:
             return False
+        if name in TYPE_ACTIONS:
+            return self.can_act() and selected_type(rows) is not None
         return self.can_act() and bool(rows) and all(action_is_legal(name, row.status) for row in rows)
 
     def can_act(self) -> bool:
@@ -109,6 +126,9 @@ class JobActions(QObject):
         rows = self.selection if rows is None else rows
         if not self.legal(name, rows):
             return
+        if name in TYPE_ACTIONS:
+            self.trigger_type(name, selected_type(rows) or "")
+            return
         ids = [row.id for row in rows]
         if name == "edit_input":
             self.edit_requested.emit(ids[0])
@@ -124,6 +144,34 @@ class JobActions(QObject):
             if not ok or not reason.strip():
                 return
         spawn(self.perform(name, ids, reason), f"action-{name}")
+
+    def trigger_type(self, name: str, job_type: str) -> None:
+        """Pause (asking why, optionally) or resume `job_type`."""
+        reason = None
+        if name == "pause_type":
+            reason = ask_reason(self._parent, job_type)
+            if reason is None:
+                return
+        spawn(self.perform_type(name, job_type, reason), f"action-{name}")
+
+    async def perform_type(self, name: str, job_type: str, reason: str | None = None) -> bool:
+        """Pause or resume a type (no dialogs); report how it went. True when done."""
+        self.busy = True
+        self.update_enabled()
+        try:
+            record = await run_type_action(self._run, name, job_type, reason)
+        except JobdeskError as exc:
+            self.error.emit(str(exc))
+            return False
+        except EXPECTED as exc:  # expected failures are messages; bugs reach the error hook
+            self.error.emit(f"{TYPE_ACTIONS[name][0].rstrip('…')} failed: {exc}")
+            return False
+        finally:
+            self.busy = False
+            self.update_enabled()
+        self.message.emit(done_text(record))
+        self.type_changed.emit(record)
+        return True
 
     async def perform(self, name: str, ids: list[str], reason: str | None = None) -> list[str]:
         """Run an action (no dialogs); returns the ids changed, or [] after reporting an error."""

@@ -21,7 +21,7 @@ from PySide6.QtWidgets import QFileDialog, QMenu, QTableView
 from jobdesk.console.errors import EXPECTED, reason
 from jobdesk.console.jobs.edit_input_dialog import EditInputDialog
 from jobdesk.console.jobs.input_models import input_models
-from jobdesk.console.jobs.job_actions import ACTIONS
+from jobdesk.console.jobs.job_actions import ACTIONS, TYPE_ACTIONS
 from jobdesk.console.tasks import spawn
 from jobdesk.core.models import JobRecord, short_id
 from jobdesk.store.jobs import JobFilter
@@ -117,10 +117,13 @@ class JobSharing(QObject):
         menu.popup(where)
 
     def job_menu(self, ids: list[str]) -> QMenu:
-        """Every action on the selected jobs (each enabled where legal), the copies, Export… and
-        Save view…"""
+        """Every action on the selected jobs (each enabled where legal), Pause type and Resume type,
+        the copies, Export… and Save view…"""
         menu = QMenu(self.window)
         for name in ACTIONS:
+            menu.addAction(self.window.job_actions.actions[name])
+        menu.addSeparator()
+        for name in TYPE_ACTIONS:  # on the selected jobs' type
             menu.addAction(self.window.job_actions.actions[name])
         menu.addSeparator()
         self.add_copies(menu, ids)

@@ -1,6 +1,7 @@
 """The Workers panel: every worker in the `workers` table, live, with pause, resume, drain and
 stop for any of them (on any host) through the control channel, a warning for each queued job
-type that no live worker serves, and the limits on the claims (`limits_table`)."""
+type that no live worker serves, the limits on the claims (`limits_table`), and every known type
+with its limits in force, paused or resumed and limited here (`type_limits_view`)."""
 
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ from jobdesk.console.list_table import list_table
 from jobdesk.console.tasks import spawn
 from jobdesk.console.workers.job_links_delegate import JobLinksDelegate
 from jobdesk.console.workers.limits_table import LimitsTable
+from jobdesk.console.workers.type_limits_view import TypeLimitsView
 from jobdesk.console.workers.worker_table_model import COL_JOBS, COLUMNS, WorkerTableModel
 from jobdesk.core.errors import JobdeskError
 from jobdesk.core.rules import worker_command_is_legal
@@ -88,6 +90,10 @@ class WorkersPanel(QWidget):
         layout.addWidget(self.table, 1)
         self.limits = LimitsTable()
         layout.addWidget(self.limits)
+        self.types = TypeLimitsView(connection)
+        self.types.changed.connect(lambda: spawn(self.refresh_limits(), "types-after-change"))
+        self.types.message.connect(self.message)
+        layout.addWidget(self.types)
 
         self._poll = QTimer(self, interval=POLL_MS)
         self._poll.timeout.connect(lambda: spawn(self.refresh(), "workers-poll"))
@@ -97,6 +103,8 @@ class WorkersPanel(QWidget):
         connection.connected.connect(self._on_connected)
         connection.disconnected.connect(self._on_disconnected)
         connection.writable_changed.connect(lambda _w: self.update_buttons())
+        # A type paused, resumed or limited anywhere announces `*` (everything may have changed).
+        connection.jobs_changed.connect(lambda ids: self._reread_limits() if ids is None else None)
         if connection.is_connected:
             self._on_connected("")
         self.update_buttons()
@@ -170,6 +178,7 @@ class WorkersPanel(QWidget):
             view = await self.connection.run(
                 lambda jobs: jobs.workers_view(lease, served_before=served, with_unserved=due))
             uses = await self.connection.run(lambda jobs: jobs.limits()) if due else None
+            types = await self.connection.run(lambda jobs: jobs.types()) if due else None
         except EXPECTED as exc:  # expected failures are messages; bugs reach the error hook
             log.warning("cannot list workers: %s", exc)
             self.summary.setText("cannot list workers")
@@ -183,9 +192,26 @@ class WorkersPanel(QWidget):
             self._show_unserved(view.unserved)
         if uses is not None:
             self.limits.show_uses(uses)
+        if types is not None:
+            self.types.show_types(types)
         self._update_summary()
         self.update_buttons()
         self.workers_loaded.emit(view.workers)
+
+    def _reread_limits(self) -> None:
+        if self.connection.is_connected and not self._refreshing:
+            spawn(self.refresh_limits(), "types-after-notify")
+
+    async def refresh_limits(self) -> None:
+        """Read the limits and the types now (a type was paused, resumed or limited)."""
+        try:
+            uses = await self.connection.run(lambda jobs: jobs.limits())
+            types = await self.connection.run(lambda jobs: jobs.types())
+        except EXPECTED as exc:  # expected failures are messages; bugs reach the error hook
+            log.warning("cannot read the limits: %s", exc)
+            return
+        self.limits.show_uses(uses)
+        self.types.show_types(types)
 
     def _show_unserved(self, unserved: list[UnservedType]) -> None:
         self.unserved = unserved

@@ -77,7 +77,8 @@ def test_the_schema_names_every_contract_route(api_server: tuple[str, str]) -> N
     paths = document["paths"]
     # /docs shows its sections in the document's tag order, jobs first, whatever order the
     # routes are matched in.
-    assert [t["name"] for t in document["tags"]] == ["jobs", "pipelines", "bulk", "schedules", "events", "system"]
+    assert [t["name"] for t in document["tags"]] == ["jobs", "pipelines", "bulk", "schedules", "types", "events",
+                                                        "system"]
     used = {tag for operations in paths.values() for operation in operations.values() for tag in operation["tags"]}
     assert used == {t["name"] for t in document["tags"]}
     for route in ("/api/jobs", "/api/jobs/{job_id}", "/api/jobs/{job_id}/events", "/api/jobs/{job_id}/cancel",

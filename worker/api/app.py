@@ -18,6 +18,7 @@ from jobdesk.api import (
     routes_pipelines,
     routes_schedules,
     routes_system,
+    routes_types,
 )
 from jobdesk.api.auth import Caller, TokenCache, document_security
 from jobdesk.api.batcher import Batcher
@@ -47,6 +48,8 @@ DOCUMENT_TAGS = [
     {"name": "pipelines", "description": "Jobs that depend on each other, created and followed as one."},
     {"name": "bulk", "description": "Retry or cancel every job that matches a filter."},
     {"name": "schedules", "description": "Periodic jobs: list, pause and resume."},
+    {"name": "types", "description": "Job types across the fleet: paused or not, their limits in force; pause, "
+                                     "resume, and limits set at run time."},
     {"name": "events", "description": "Emit the events that durable jobs wait for (`job.wait_for_event`)."},
     {"name": "system", "description": "Health, Prometheus metrics, and a constant route."},
 ]
@@ -100,14 +103,14 @@ def create_app(service: JobService, dsn: str, *, settings: Settings | None = Non
     # router as a branch that is matched twice (to choose it, then inside it), and that cost the
     # constant route half its time in a profile. FastAPI's /openapi.json and /docs go last.
     routers = (routes_system.router, routes_jobs.router, routes_bulk.router, routes_pipelines.router,
-               routes_schedules.router, routes_events.router)
+               routes_schedules.router, routes_types.router, routes_events.router)
     framework_routes = list(app.router.routes)
     app.router.routes[:] = [*(route for router in routers for route in router.routes), *framework_routes]
     document_security(app)
     document_bodies(app)
     if settings.JOBDESK_API_CORS_ORIGINS:
         app.add_middleware(CORSMiddleware, allow_origins=settings.JOBDESK_API_CORS_ORIGINS,
-                           allow_methods=["GET", "POST"],
+                           allow_methods=["GET", "POST", "PUT"],
                            allow_headers=["Authorization", "Content-Type", "Idempotency-Key", "Last-Event-ID"])
     app.add_middleware(BodyLimitMiddleware, max_body=settings.JOBDESK_API_MAX_BODY)
     app.add_middleware(MetricsMiddleware, metrics=ctx.metrics)

@@ -110,6 +110,8 @@ class Pumps:
         self.stats = stats
         self.stop = stop
         self.paused = False  # an operator paused claims
+        self.paused_types: frozenset[str] = frozenset()  # types paused across the fleet (see type_watch)
+        self._open_types = types  # the types a claim may take: those not paused
         self.tasks: list[asyncio.Task[None]] = []
         self._reserved = 0  # slots a claim in flight may fill
         self._free_idle_since: float | None = None  # the unlimited types had nothing to claim (see _round)
@@ -120,6 +122,15 @@ class Pumps:
     def start(self) -> list[asyncio.Task[None]]:
         self.tasks = [asyncio.create_task(self._pump(i), name=f"jobdesk-pump-{i + 1}") for i in range(PUMPS)]
         return self.tasks
+
+    def set_paused_types(self, paused: frozenset[str]) -> None:
+        """Leave these types out of every claim from now on; a type resumed is claimed at once."""
+        resumed = self.paused_types - paused
+        self.paused_types = paused
+        self._open_types = [t for t in self.types if t not in paused] if paused else self.types
+        if resumed:
+            self._free_idle_since = None
+            self.kicks.set()
 
     def new_work(self) -> None:
         """New jobs were announced: look for work now."""
@@ -220,14 +231,14 @@ class Pumps:
         """The worker's types less the flow-controlled ones held back (their rate allows no start
         yet, or their limits leave no room): a claim of those would find nothing, so neither new
         work nor a finished job sends one until the time comes. A type held by its limits and
-        of which a job is `ending` is claimed again."""
+        of which a job is `ending` is claimed again. Types paused across the fleet are left out."""
         if not self._held:  # the usual case, every round: nothing more to look at
-            return self.types
+            return self._open_types
         now = time.monotonic()
         ending_types = {job.type for job, _ in ending}
         self._held = {t: until for t, until in self._held.items()
                       if until > now and not (t in ending_types and t in self._held_by_limits)}
-        return [t for t in self.types if t not in self._held]
+        return [t for t in self._open_types if t not in self._held]
 
     def _wait_s(self) -> float:
         """How long a pump with nothing to do waits: the poll interval, or less when a held type's

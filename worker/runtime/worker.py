@@ -36,6 +36,7 @@ from jobdesk.runtime.outcomes import Outcomes
 from jobdesk.runtime.pump import PUMPS, Kicks, Pumps
 from jobdesk.runtime.retention import Pruner
 from jobdesk.runtime.supervisor import Supervisor
+from jobdesk.runtime.type_watch import TypeWatch
 from jobdesk.store import flow_limits, transitions, type_limits
 from jobdesk.store import rollup as stats_rollup
 from jobdesk.store.listen_supervisor import ListenerSupervisor
@@ -88,6 +89,8 @@ class Worker:
         self.pumps = Pumps(self.db, self.execution, self.outcomes, self.kicks, worker_id=self.worker_id,
                            types=self.types, poll=settings.JOB_PROCESSOR_POLL_INTERVAL,
                            limits=ClaimLimits(local=dict(type_caps or {})), stats=self.stats, stop=self._stop)
+        self.type_watch = TypeWatch(self.db, self.pumps, self.refresh_limits,
+                                    poll=settings.JOB_PROCESSOR_POLL_INTERVAL, stop=self._stop)
         # Made at start, once the pool has found out whether a pooler answers (no LISTEN through one).
         self.listening: ListenerSupervisor | None = None
         self.supervisor = Supervisor(self)
@@ -219,6 +222,7 @@ class Worker:
         flows = flow_configs(self.types, s.JOB_RATE_LIMITS, s.JOB_USER_RATE_LIMITS, s.JOB_USER_LIMITS, s.JOB_FAIR_SHARE)
         await self.db.call(lambda c: flow_limits.declare(c, flows))
         await self.refresh_limits()
+        await self.type_watch.read()  # the types paused before this worker started are never claimed
         log.info("worker %s ready: %d slot(s), types %s", self.worker_id, self.concurrency,
                  ", ".join(self.types) or "(none)")
 
@@ -228,6 +232,7 @@ class Worker:
         assert pool is not None
         self._tasks = [*self.pumps.start(),
                        asyncio.create_task(self.outcomes.flush_loop(), name="jobdesk-flush"),
+                       asyncio.create_task(self.type_watch.run(), name="jobdesk-type-watch"),
                        asyncio.create_task(Pruner(pool, self.settings, self.worker_id).run(), name="jobdesk-pruner"),
                        asyncio.create_task(scheduler.run_loop(self.db.call, self._stop), name="jobdesk-scheduler"),
                        asyncio.create_task(stats_rollup.run_loop(self.db.call, self.rollup, self._stop),
@@ -312,6 +317,8 @@ class Worker:
             return
         if message.get("worker") == self.worker_id:
             self.supervisor.kick()
+        if "types" in message:  # an operator paused, resumed or limited a type
+            self.type_watch.changed()
         job_id = message.get("cancel")
         if job_id in self.execution.running:
             self.cancel_running(job_id)

@@ -14,7 +14,8 @@ a user's token sees and acts on that user's jobs only, and another user's job is
 (`client`) is the first of them: `base` (the pool, the actor, the user scope), `enqueue`, the
 record lookups of `job_reads`, `actions` and `waiting`. The service adds `submissions` (the HTTP
 API's enqueueing), the rest of `job_reads`, `pipelines`, `bulk`, `fleet`, `schedules`, `stats`,
-`tokens` and `export`; its read models are in `read_models`, the schema checks in `schema`.
+`tokens`, `export` and `types` (job types paused and limited across the fleet); its read models are
+in `read_models`, the schema checks in `schema`.
 """
 
 from __future__ import annotations
@@ -40,10 +41,11 @@ from jobdesk.service.schema import ensure_schema, migrate_database, prepare_sche
 from jobdesk.service.stats import StatsReads
 from jobdesk.service.submissions import Submissions
 from jobdesk.service.tokens import TokenStore
+from jobdesk.service.types import TypeControls
 
 
 class JobService(JobClient, Submissions, StatsReads, PipelineReads, BulkActions, FleetControl, ScheduleControl,
-                 TokenStore, JobExport):
+                 TokenStore, JobExport, TypeControls):
     """Reads and actions on jobs, pipelines and workers, over one pool: everything a `JobClient`
     does, and what the console, the CLI and the HTTP API read and do besides."""
 

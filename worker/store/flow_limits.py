@@ -21,24 +21,38 @@ def _secs(rate: Rate | None) -> float | None:
 
 
 async def declare(conn: asyncpg.Connection, configs: Mapping[str, FlowConfig]) -> None:
-    """Store these types' flow control (a worker's settings), replacing earlier values; the
-    logs of starts and the fair-share turn are kept."""
+    """Store these types' flow control (a worker's settings) as their `env_*` values and, where
+    no operator set a value at run time (`type_controls`), as the one in force; the logs of
+    starts and the fair-share turn are kept."""
     if not configs:
         return
     c = list(configs.values())
     await conn.execute("""
         INSERT INTO flow_limits AS f (type, rate_max, rate_period, user_rate_max, user_rate_period,
-                                      user_max_running, fair_share)
-        SELECT t, rm, make_interval(secs => rp), urm, make_interval(secs => urp), umr, fs
-          FROM unnest($1::text[], $2::int[], $3::float8[], $4::int[], $5::float8[], $6::int[], $7::bool[])
-               AS x(t, rm, rp, urm, urp, umr, fs)
+                                      user_max_running, fair_share, env_rate_max, env_rate_period,
+                                      env_user_rate_max, env_user_rate_period, env_user_max_running)
+        SELECT x.t, CASE WHEN o.rate_max IS NULL THEN x.rm ELSE o.rate_max END,
+               CASE WHEN o.rate_max IS NULL THEN x.rp ELSE o.rate_period END,
+               CASE WHEN o.user_rate_max IS NULL THEN x.urm ELSE o.user_rate_max END,
+               CASE WHEN o.user_rate_max IS NULL THEN x.urp ELSE o.user_rate_period END,
+               COALESCE(o.user_max_running, x.umr), x.fs, x.rm, x.rp, x.urm, x.urp, x.umr
+          FROM (SELECT t, rm, make_interval(secs => rp) AS rp, urm, make_interval(secs => urp) AS urp, umr, fs
+                  FROM unnest($1::text[], $2::int[], $3::float8[], $4::int[], $5::float8[], $6::int[], $7::bool[])
+                       AS u(t, rm, rp, urm, urp, umr, fs)) x
+          LEFT JOIN type_controls o ON o.type = x.t
         ON CONFLICT (type) DO UPDATE
            SET rate_max = EXCLUDED.rate_max, rate_period = EXCLUDED.rate_period,
                user_rate_max = EXCLUDED.user_rate_max, user_rate_period = EXCLUDED.user_rate_period,
-               user_max_running = EXCLUDED.user_max_running, fair_share = EXCLUDED.fair_share, updated_at = now()
-         WHERE (f.rate_max, f.rate_period, f.user_rate_max, f.user_rate_period, f.user_max_running, f.fair_share)
+               user_max_running = EXCLUDED.user_max_running, fair_share = EXCLUDED.fair_share,
+               env_rate_max = EXCLUDED.env_rate_max, env_rate_period = EXCLUDED.env_rate_period,
+               env_user_rate_max = EXCLUDED.env_user_rate_max, env_user_rate_period = EXCLUDED.env_user_rate_period,
+               env_user_max_running = EXCLUDED.env_user_max_running, updated_at = now()
+         WHERE (f.rate_max, f.rate_period, f.user_rate_max, f.user_rate_period, f.user_max_running, f.fair_share,
+                f.env_rate_max, f.env_rate_period, f.env_user_rate_max, f.env_user_rate_period, f.env_user_max_running)
                IS DISTINCT FROM (EXCLUDED.rate_max, EXCLUDED.rate_period, EXCLUDED.user_rate_max,
-                                 EXCLUDED.user_rate_period, EXCLUDED.user_max_running, EXCLUDED.fair_share)""",
+                                 EXCLUDED.user_rate_period, EXCLUDED.user_max_running, EXCLUDED.fair_share,
+                                 EXCLUDED.env_rate_max, EXCLUDED.env_rate_period, EXCLUDED.env_user_rate_max,
+                                 EXCLUDED.env_user_rate_period, EXCLUDED.env_user_max_running)""",
         list(configs), [x.rate.count if x.rate else None for x in c], [_secs(x.rate) for x in c],
         [x.user_rate.count if x.user_rate else None for x in c], [_secs(x.user_rate) for x in c],
         [x.user_max_running for x in c], [x.fair_share for x in c])

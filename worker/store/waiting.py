@@ -2,9 +2,10 @@
 
 Checked in the order a job would meet them: unfinished dependencies, a durable processor's
 suspension (a sleep, a wait for an event or for child jobs), a time to wait for (its scheduled
-time or its retry), then whether any live worker would claim it (none serves its type, or every
-one that does is paused), a global limit that is full, flow control (a rate, a limit per user,
-fair share: `jobdesk.store.flow_limits`), and else it is ready.
+time or its retry), then whether its type is paused across the fleet (`jobdesk types pause`),
+whether any live worker would claim it (none serves its type, or every one that does is
+paused), a global limit that is full, flow control (a rate, a limit per user, fair share:
+`jobdesk.store.flow_limits`), and else it is ready.
 """
 
 from __future__ import annotations
@@ -15,16 +16,18 @@ from datetime import UTC, datetime
 import asyncpg
 
 from jobdesk.core.timefmt import until
+from jobdesk.core.type_controls import paused_text
 from jobdesk.store.durable import WaitRow, wait_of
 from jobdesk.store.fleet import LIVE_STATES
 from jobdesk.store.flow_limits import flow_reason
+from jobdesk.store.type_controls import paused_type
 
 AHEAD_CAP = 1000  # ready jobs ahead in line counted at most
 
 
 @dataclass(frozen=True)
 class WaitingReason:
-    # dependencies, sleeping, event, children, scheduled, retrying, type_limit, no_worker, paused,
+    # dependencies, sleeping, event, children, scheduled, retrying, type_paused, type_limit, no_worker, paused,
     # ready; flow control: rate_limit, user_rate_limit, user_limit, fair_share
     kind: str
     text: str
@@ -81,6 +84,9 @@ async def waiting_reason(conn: asyncpg.Connection, job_id: str, lease_timeout_s:
         at = scheduled_at if scheduled_at is not None and scheduled_at > now else job["run_at"]
         return WaitingReason("scheduled", f"scheduled for {_at(at)}", at=at)
     job_type = job["type"]
+    pause = await paused_type(conn, job_type)
+    if pause is not None:
+        return WaitingReason("type_paused", paused_text(pause["paused_by"], pause["paused_at"]), at=pause["paused_at"])
     states = [r["state"] for r in await conn.fetch("""
         SELECT state FROM workers
          WHERE $1 = ANY(job_types) AND state = ANY($2::text[])
