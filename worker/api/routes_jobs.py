@@ -104,7 +104,7 @@ async def create_job(request: Request) -> Response:
 
     # The enqueue span is the request's: the group commit runs apart from it (see `enqueue_batch`).
     try:
-        with tracing.enqueueing([job]):
+        with tracing.enqueueing([job], incoming=lambda: request.headers):
             if idempotency_key:
                 done = await caller.service.enqueue_once(
                     caller.owner, idempotency_key, fingerprint("POST /api/jobs", body.model_dump(mode="json")),

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from jobdesk.core.version import __version__
@@ -28,35 +28,35 @@ SYSTEM = "jobdesk"
 _API = "opentelemetry.trace"
 _NULL = contextlib.nullcontext()
 
-# Set once a tracer provider is found: a provider, once set, is never unset (OpenTelemetry's rule).
-_tracer: Any = None
+_provider: Any = None  # the tracer provider last seen
+_tracer: Any = None  # its tracer, None while it is OpenTelemetry's default (no-op) one
 _api: Any = None  # the module opentelemetry.trace
 _propagator: Any = None  # W3C trace context
 
 
 def enabled() -> bool:
     """Whether spans are recorded: a tracer provider other than OpenTelemetry's default no-op
-    one is set. Cheap enough for every job: a module attribute, or a look-up in `sys.modules`
-    while OpenTelemetry is not imported."""
-    if _tracer is not None:
-        return True
+    one is set. Cheap enough for every job: a look-up in `sys.modules` while OpenTelemetry is
+    not imported, then a read of its global provider."""
     api = sys.modules.get(_API)
     if api is None:
         return False
-    return _start(api)
-
-
-def _start(api: Any) -> bool:  # noqa: ANN401 - the opentelemetry.trace module
-    global _tracer, _api, _propagator
     provider = api.get_tracer_provider()
+    if provider is not _provider:
+        _start(api, provider)
+    return _tracer is not None
+
+
+def _start(api: Any, provider: Any) -> None:  # noqa: ANN401 - opentelemetry.trace and its provider
+    global _provider, _tracer, _api, _propagator
+    _provider, _tracer = provider, None
     if isinstance(provider, api.ProxyTracerProvider | api.NoOpTracerProvider):
-        return False
+        return
     from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
     _propagator = TraceContextTextMapPropagator()
     _api = api
     _tracer = provider.get_tracer("jobdesk", __version__)
-    return True
 
 
 def current_context() -> dict[str, str] | None:
@@ -78,23 +78,33 @@ def _messaging(operation: str, job_type: str | None, job_id: str | None) -> dict
     return attributes
 
 
-def enqueueing(jobs: Sequence[JobCreate]) -> contextlib.AbstractContextManager[None]:
+def enqueueing(jobs: Sequence[JobCreate],
+               incoming: Callable[[], Mapping[str, str]] | None = None) -> contextlib.AbstractContextManager[None]:
     """Around an enqueue: a `jobdesk.enqueue` span whose trace context each job takes (see
     `carry`). Nothing without tracing, nor when every job has its trace context already (an
-    enqueue span around this one, such as the API route's, or a job's run, gave it)."""
+    enqueue span around this one, such as the API route's, or a job's run, gave it).
+
+    `incoming`: the headers of the HTTP request that enqueues, whose `traceparent` is the
+    span's parent when no span is current (an API that no instrumentation has wrapped)."""
     if not enabled() or all(job.trace_context is not None for job in jobs):
         return _NULL
-    return _enqueue_span(jobs)
+    return _enqueue_span(jobs, incoming)
 
 
 @contextlib.contextmanager
-def _enqueue_span(jobs: Sequence[JobCreate]) -> Iterator[None]:
+def _enqueue_span(jobs: Sequence[JobCreate], incoming: Callable[[], Mapping[str, str]] | None) -> Iterator[None]:
     types = {job.type for job in jobs}
     attributes = _messaging("create", next(iter(types)) if len(types) == 1 else None,
                             jobs[0].id if len(jobs) == 1 else None)
-    if len(jobs) != 1:
+    if len(jobs) == 1:
+        attributes.update({"jobdesk.job.id": jobs[0].id, "jobdesk.job.type": jobs[0].type})
+    else:
         attributes["messaging.batch.message_count"] = len(jobs)
-    with _tracer.start_as_current_span("jobdesk.enqueue", kind=_api.SpanKind.PRODUCER, attributes=attributes):
+    parent = None
+    if incoming is not None and not _api.get_current_span().get_span_context().is_valid:
+        parent = _propagator.extract(incoming())
+    with _tracer.start_as_current_span("jobdesk.enqueue", context=parent, kind=_api.SpanKind.PRODUCER,
+                                       attributes=attributes):
         carry(jobs)
         yield
 
