@@ -38,7 +38,13 @@ class WithNext(BaseProcessor):
         return ProcessorResult({}, next_jobs=[JobCreate("trace.ok", {"from": job.id})])
 
 
+class HeldWithNext(BaseProcessor):
+    async def process(self, job: Job) -> ProcessorResult:
+        return ProcessorResult({}, next_jobs=[JobCreate("trace.ok", {"from": job.id})], requires_approval=True)
+
+
 PROCESSORS: dict[str, BaseProcessor] = {"trace.ok": Ok(), "trace.fails": Fails(), "trace.next": WithNext(),
+                                        "trace.held": HeldWithNext(),
                                         **{name: cls() for name, cls in DURABLE.items()}}
 
 
@@ -171,6 +177,22 @@ async def test_next_jobs_and_durable_children_continue_the_trace(spans: InMemory
         [child_run] = of_job(finished, "jobdesk.run", child)
         assert parent_id(child_run) == first_run.context.span_id
         assert child_run.context.trace_id == first_run.context.trace_id
+
+
+async def test_next_jobs_held_for_approval_keep_the_trace_until_approved(
+        spans: InMemorySpanExporter, client: JobClient, conn: asyncpg.Connection, dsn: str) -> None:
+    held = await client.enqueue("trace.held", {})
+    await run_until(dsn, conn, held, status="waiting_approval")
+    await client.approve([held])
+    next_id = await conn.fetchval("SELECT id FROM jobs WHERE type = 'trace.ok'")
+    await run_until(dsn, conn, next_id)
+
+    finished = spans.get_finished_spans()
+    [held_run] = of_job(finished, "jobdesk.run", held)
+    [next_run] = of_job(finished, "jobdesk.run", next_id)
+    assert attrs(held_run)["jobdesk.job.status"] == "waiting_approval"
+    assert parent_id(next_run) == held_run.context.span_id
+    assert next_run.context.trace_id == held_run.context.trace_id
 
 
 async def test_a_pipeline_s_stages_run_in_the_trace_of_its_enqueue(spans: InMemorySpanExporter, client: JobClient,

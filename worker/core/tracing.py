@@ -2,9 +2,11 @@
 
 Tracing is on once the application has set a tracer provider (its own code, `opentelemetry-instrument`,
 or `jobdesk worker` and `jobdesk api` from the OTEL_* variables, see `jobdesk.observe.otel_setup`).
-Until then it costs one dictionary look-up per enqueue and per run: this module never imports
+Until then it costs one dictionary look-up per enqueue and per run (and a read of OpenTelemetry's
+global provider where its API is imported, as FastAPI imports it): this module never imports
 OpenTelemetry itself, it only looks in `sys.modules` for the API the application has imported,
-so `import jobdesk` and a worker without the `otel` extra load none of it.
+so `import jobdesk` and a worker without the `otel` extra load none of it
+(benchmarks/tracing_bench.py measures these costs).
 
 Spans: `jobdesk.enqueue` (a producer), `jobdesk.run` (a consumer, one per attempt) and one span per
 durable step, with OpenTelemetry's messaging attributes. The W3C trace context of the span that
@@ -27,6 +29,7 @@ if TYPE_CHECKING:
 SYSTEM = "jobdesk"
 _API = "opentelemetry.trace"
 _NULL = contextlib.nullcontext()
+_UNREAD = object()
 
 _provider: Any = None  # the tracer provider last seen
 _tracer: Any = None  # its tracer, None while it is OpenTelemetry's default (no-op) one
@@ -36,12 +39,18 @@ _propagator: Any = None  # W3C trace context
 
 def enabled() -> bool:
     """Whether spans are recorded: a tracer provider other than OpenTelemetry's default no-op
-    one is set. Cheap enough for every job: a look-up in `sys.modules` while OpenTelemetry is
-    not imported, then a read of its global provider."""
+    one is set (by `trace.set_tracer_provider`). Cheap enough for every job: a look-up in
+    `sys.modules` while OpenTelemetry is not imported, then a read of its global provider."""
     api = sys.modules.get(_API)
     if api is None:
         return False
-    provider = api.get_tracer_provider()
+    # The global as set_tracer_provider keeps it: get_tracer_provider() reads the environment
+    # each time while none is set, a microsecond per job where FastAPI has imported the API.
+    provider = getattr(api, "_TRACER_PROVIDER", _UNREAD)
+    if provider is None:
+        return False
+    if provider is _UNREAD:  # another layout of the API than the one pinned: its public call
+        provider = api.get_tracer_provider()
     if provider is not _provider:
         _start(api, provider)
     return _tracer is not None

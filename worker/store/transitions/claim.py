@@ -211,7 +211,7 @@ _FLOW_CLAIMED = f"""claimed AS (
 )"""
 _FLOW_HELD = """
 UNION ALL
-SELECT false, NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0,
+SELECT false, NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, NULL,
        GREATEST(extract(epoch FROM p.next_at - now()), 0)::float8
   FROM pick p WHERE p.next_at IS NOT NULL"""
 
