@@ -18,6 +18,7 @@ from jobdesk import BaseProcessor, Job, JobClient, JobCreate, ProcessorResult
 from tests.durable_processors import PROCESSOR_MAP as DURABLE
 from tests.helpers import RunningWorker, wait_for
 from tests.otel_spans import of_job, parent_id
+from tests.pgbouncer import PgBouncer
 
 SEEN: dict[str, int] = {}  # job id -> the span id current while its processor ran
 
@@ -210,3 +211,14 @@ async def test_a_pipeline_s_stages_run_in_the_trace_of_its_enqueue(spans: InMemo
         [run] = of_job(finished, "jobdesk.run", job_id)
         assert parent_id(run) == enqueue.context.span_id
         assert run.context.trace_id == enqueue.context.trace_id
+
+
+async def test_the_trace_goes_through_pgbouncer_in_transaction_mode(spans: InMemorySpanExporter, pgbouncer: PgBouncer,
+                                                                    conn: asyncpg.Connection, dsn: str) -> None:
+    pooled = pgbouncer.url(dsn, declared=False)
+    with trace.get_tracer("test").start_as_current_span("request") as request:
+        async with await JobClient.connect(pooled, pool_size=2) as jobs:
+            job_id = await jobs.enqueue("trace.ok", {})
+    await run_until(pooled, conn, job_id)
+    [run] = of_job(spans.get_finished_spans(), "jobdesk.run", job_id)
+    assert run.context.trace_id == request.get_span_context().trace_id

@@ -9,17 +9,20 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import asyncpg
+import httpx
 import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
+from tests.api.test_api_server import stop
 from tests.cli.test_cli import one_line_error
-from tests.helpers import ROOT, cli_env, run_cli, start_worker, wait_for
+from tests.helpers import JOBDESK, ROOT, cli_env, free_port, run_cli, start_worker, wait_for
 
 
 class Collector:
@@ -107,6 +110,38 @@ async def test_the_worker_exports_its_runs_over_otlp_in_the_trace_of_the_cli_s_e
 
 async def _async(value: Any) -> Any:
     return value
+
+
+async def test_jobdesk_api_exports_its_enqueue_spans_in_the_caller_s_trace(
+        collector: Collector, conn: asyncpg.Connection, dsn: str) -> None:
+    port = free_port()
+    proc = subprocess.Popen([*JOBDESK, "api", "--no-auth", "--port", str(port)], text=True, cwd=ROOT,
+                            env=cli_env(dsn, OTEL_TRACES_EXPORTER="otlp", OTEL_EXPORTER_OTLP_ENDPOINT=collector.url,
+                                        OTEL_SERVICE_NAME="shop-api"),
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    trace_id, parent = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
+    try:
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert proc.poll() is None and time.monotonic() < deadline, "the API did not start"
+            time.sleep(0.1)
+        answer = httpx.post(f"{url}/api/jobs", json={"type": "test.record", "input_data": {}},
+                            headers={"traceparent": f"00-{trace_id}-{parent}-01"})
+        assert answer.status_code == 201, answer.text
+    finally:
+        assert stop(proc) == 0  # its spans still batched are exported as it stops
+    job_id = answer.json()["id"]
+    [enqueue] = [s for s in collector.spans if s["name"] == "jobdesk.enqueue"]
+    assert enqueue["trace_id"] == trace_id and enqueue["service"] == "shop-api"
+    assert enqueue["attributes"]["messaging.message.id"] == job_id
+    stored = await conn.fetchval("SELECT trace_context FROM jobs WHERE id = $1", job_id)
+    assert stored["traceparent"].split("-")[1] == trace_id
 
 
 def test_an_unknown_exporter_is_one_line(dsn: str) -> None:
