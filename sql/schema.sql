@@ -1186,6 +1186,7 @@ CREATE TABLE public.jobs (
     scheduled_at timestamp with time zone,
     unique_key character varying(255) DEFAULT NULL::character varying,
     spawned_by character varying(36),
+    trace_context jsonb,
     CONSTRAINT jobs_deps_is_array CHECK ((jsonb_typeof(dependent_on_jobs) = 'array'::text)),
     CONSTRAINT jobs_input_is_object CHECK ((jsonb_typeof(input_data) = 'object'::text)),
     CONSTRAINT jobs_status_check CHECK (((status)::text = ANY ('{queued,in_progress,completed,failed,cancelled,waiting_approval}'::text[])))

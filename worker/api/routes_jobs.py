@@ -19,6 +19,7 @@ from jobdesk.api.errors import ApiError
 from jobdesk.api.hand_read import documented_body, raw_json, validate_body
 from jobdesk.api.render import detail_json, job_json, version
 from jobdesk.api.schemas import ErrorOut, JobCreatedOut, JobDetailOut, JobIn, JobPage, RejectIn, RetryIn
+from jobdesk.core import tracing
 from jobdesk.core.errors import InvalidJob
 from jobdesk.core.json_value import JsonObject
 from jobdesk.core.models import TERMINAL_STATUSES, JobCreate, JobRecord, Status
@@ -103,17 +104,19 @@ async def create_job(request: Request) -> Response:
                                 and record.started_at is None)
         return out
 
+    # The enqueue span is the request's: the group commit runs apart from it (see `enqueue_batch`).
     try:
-        if idempotency_key:
-            done = await caller.service.enqueue_once(
-                caller.owner, idempotency_key, fingerprint("POST /api/jobs", body.model_dump(mode="json")), [job],
-                lambda records: created(records[0]))
-            return _json(done.body, 200 if done.replayed or done.body.get("duplicate") else 201)
-        if caller.user_id is not None and job.dependent_on_jobs:
-            record = (await caller.service.enqueue_records([job]))[0]  # checks the user may see the dependencies
-            body_out = created(record)
-            return _json(body_out, 200 if body_out["duplicate"] else 201)
-        placed = await ctx.enqueues.submit((caller.actor, job))
+        with tracing.enqueueing([job], incoming=lambda: request.headers):
+            if idempotency_key:
+                done = await caller.service.enqueue_once(
+                    caller.owner, idempotency_key, fingerprint("POST /api/jobs", body.model_dump(mode="json")),
+                    [job], lambda records: created(records[0]))
+                return _json(done.body, 200 if done.replayed or done.body.get("duplicate") else 201)
+            if caller.user_id is not None and job.dependent_on_jobs:
+                record = (await caller.service.enqueue_records([job]))[0]  # checks the user may see the dependencies
+                body_out = created(record)
+                return _json(body_out, 200 if body_out["duplicate"] else 201)
+            placed = await ctx.enqueues.submit((caller.actor, job))
     except InvalidJob as exc:
         raise locate(exc, "body") from None
     # `job_document.with_key(document, "duplicate", ...)`, its tail encoded once, not per request.

@@ -11,6 +11,7 @@ from jobdesk.api.auth import Caller, require
 from jobdesk.api.render import job_json, pipeline_json
 from jobdesk.api.routes_jobs import ERRORS, _json, locate
 from jobdesk.api.schemas import ChangedJobs, PipelineCreated, PipelineIn, PipelineOut
+from jobdesk.core import tracing
 from jobdesk.core.errors import InvalidJob
 from jobdesk.core.json_value import JsonObject
 from jobdesk.core.models import JobCreate, JobRecord
@@ -45,12 +46,13 @@ async def create_pipeline(body: PipelineIn, request: Request, caller: Caller = D
         return {"pipeline_id": pipeline_id, "job_ids": [r.id for r in records]}
 
     try:
-        if idempotency_key:
-            done = await caller.service.enqueue_once(
-                caller.owner, idempotency_key, fingerprint("POST /api/pipelines", body.model_dump(mode="json")),
-                jobs, render)
-            return _json(done.body, 200 if done.replayed else 201)
-        records = await caller.service.enqueue_records(jobs)
+        with tracing.enqueueing(jobs, incoming=lambda: request.headers):
+            if idempotency_key:
+                done = await caller.service.enqueue_once(
+                    caller.owner, idempotency_key, fingerprint("POST /api/pipelines", body.model_dump(mode="json")),
+                    jobs, render)
+                return _json(done.body, 200 if done.replayed else 201)
+            records = await caller.service.enqueue_records(jobs)
     except InvalidJob as exc:
         raise locate(exc, "body", index) from None
     return _json(render(records), 201)

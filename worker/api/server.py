@@ -19,6 +19,7 @@ import uvicorn
 from jobdesk.api.app import InputValidator, accept_any_input, create_app
 from jobdesk.core.errors import JobdeskError
 from jobdesk.core.settings import Settings
+from jobdesk.observe import otel_setup
 from jobdesk.service.jobs import JobService
 from jobdesk.store.db import Database, describe
 
@@ -82,6 +83,9 @@ async def serve(settings: Settings, host: str, port: int, *, auth: bool,
     database = database or Database.resolve(settings)
     if sock is None and auth:
         await _check_tokens(settings, database)
+    # Per serving process: a forked one exits without the interpreter's exit handlers, so the
+    # spans it batched are exported by the `finally` below.
+    end_tracing = otel_setup.configure_from_env("jobdesk-api")
     service = await connect_service(settings, database=database)
     try:
         app = create_app(service, database.dsn, settings=settings, auth=auth, validate_input=validate_input)
@@ -98,6 +102,7 @@ async def serve(settings: Settings, host: str, port: int, *, auth: bool,
         await server.serve(sockets=[sock] if sock is not None else None)
     finally:
         await service.close()
+        end_tracing()
 
 
 def _where(database: Database) -> str:

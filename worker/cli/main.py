@@ -21,6 +21,7 @@ from jobdesk.core.errors import JobdeskError
 from jobdesk.core.extras import MissingExtra
 from jobdesk.core.settings import load_settings
 from jobdesk.core.version import __version__
+from jobdesk.observe import otel_setup
 
 COMMANDS: dict[str, Command] = {**database.COMMANDS, **workers.COMMANDS, **jobs.COMMANDS, **pipelines.COMMANDS,
                                 **api.COMMANDS, **schedules.COMMANDS, **types.COMMANDS, **events.COMMANDS,
@@ -57,8 +58,16 @@ def run_command(args: argparse.Namespace) -> int:
     """Run a parsed command; its failures are the caller's to report."""
     settings = load_settings()
     setup_logging(settings.LOG_LEVEL if args.command == "worker" else "WARNING")
-    outcome = COMMANDS[args.command](Invocation(args, settings))
-    return outcome if isinstance(outcome, int) else asyncio.run(outcome)
+    # Traces when OTEL_TRACES_EXPORTER asks for them: the worker's runs, the CLI's enqueues. The
+    # API sets them up in each process that serves (jobdesk.api.server).
+    service = "jobdesk-worker" if args.command == "worker" else "jobdesk-cli"
+    shutdown = otel_setup.configure_from_env(service) if args.command != "api" else None
+    try:
+        outcome = COMMANDS[args.command](Invocation(args, settings))
+        return outcome if isinstance(outcome, int) else asyncio.run(outcome)
+    finally:
+        if shutdown is not None:
+            shutdown()  # the spans still batched are exported before the process ends
 
 
 def main(argv: Sequence[str] | None = None) -> int:

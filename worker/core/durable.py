@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Literal, Protocol
 
+from jobdesk.core import tracing
 from jobdesk.core.errors import EventTimeout, InvalidJob, JobWaitTimeout, StepError
 from jobdesk.core.json_value import JsonValue
 from jobdesk.core.validation import json_text
@@ -138,8 +139,12 @@ class DurableRun:
                             f"give each step its own name")
         self._used.add(name)
         found, value = await self._lookup(name)
-        if found:
-            return value
+        with tracing.step_span(self.job, name, replayed=found):
+            if found:
+                return value
+            return await self._run_step(name, fn, *args, **kwargs)
+
+    async def _run_step(self, name: str, fn: Callable[..., object], *args: object, **kwargs: object) -> JsonValue:
         started = _now()
         result = fn(*args, **kwargs)
         if inspect.isawaitable(result):
@@ -203,7 +208,9 @@ class DurableRun:
         found, value = await self._lookup(name)
         if found and isinstance(value, dict) and isinstance(value.get("ids"), list):
             return [str(i) for i in value["ids"]]
-        return await self.store.spawn(self.job, list(children), name, _now())
+        children = list(children)
+        tracing.carry(children)  # the children's runs continue this run's trace
+        return await self.store.spawn(self.job, children, name, _now())
 
     async def wait_for_jobs(self, ids: Sequence[str],
                             timeout: float | timedelta | None = None) -> list[JobRecord]:

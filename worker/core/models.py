@@ -78,6 +78,9 @@ class JobCreate:
     # replaces its input_data and moves its start to now plus this.
     debounce: float | None = None
     debounce_max: float | None = None  # seconds from the first enqueue that the start may move to at most
+    # The W3C trace context of the span that enqueued it ({"traceparent": ..., "tracestate": ...}),
+    # set by the enqueue when tracing is on (jobdesk.core.tracing); its runs continue that trace.
+    trace_context: dict[str, str] | None = None
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -88,6 +91,8 @@ class JobCreate:
             "unique_key": self.unique_key}
         if self.debounce is not None:
             out.update(debounce=self.debounce, debounce_max=self.debounce_max)
+        if self.trace_context is not None:
+            out["trace_context"] = self.trace_context
         return out
 
     @classmethod
@@ -124,6 +129,7 @@ class Job:
     run_s: float | None = None  # how long this attempt's processor ran, once it has returned
     durable: DurableRun | None = None  # made on the first durable call, by `durable_source`
     durable_source: Callable[[Job], DurableRun] | None = None  # set by the worker that runs the job
+    trace_context: dict[str, str] | None = None  # of whoever enqueued it, when traced (jobs.trace_context)
 
     @property
     def cancelled(self) -> bool:

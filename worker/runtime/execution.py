@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ValidationError
 
+from jobdesk.core import tracing
 from jobdesk.core.durable import Suspension
 from jobdesk.core.errors import InvalidJob, PermanentJobError
 from jobdesk.core.input_validation import check_job_input
@@ -177,6 +178,20 @@ class Execution:
                 self.kicks.one()
 
     async def _run_job_inner(self, job: Job) -> None:
+        span = tracing.run_span(job)
+        if span is None:  # tracing off: the common case, one look-up
+            await self._attempt(job, None)
+            return
+        status = "interrupted"  # the worker stopped it: put back in the queue, or rescued later
+        try:
+            with span.current():  # log records and spans of the run belong to its span
+                status = await self._attempt(job, span)
+        finally:
+            span.end(status)
+
+    async def _attempt(self, job: Job, span: tracing.RunSpan | None) -> str:
+        """Run one attempt and record its outcome; the status it left the job in (a job that
+        retries or sleeps is `queued`)."""
         processor = self.processors[job.type]
         began = time.monotonic()
         try:
@@ -190,21 +205,23 @@ class Execution:
         except asyncio.CancelledError:
             if job.cancelled:
                 await self.outcomes.record_cancelled(job)
-                return
+                return "cancelled"
             raise
         except Suspension as suspension:
             if job.cancelled:
                 await self.outcomes.record_cancelled(job)
-            elif await self.outcomes.record_suspended(job, suspension.wait) and self.durability is not None:
+                return "cancelled"
+            if await self.outcomes.record_suspended(job, suspension.wait) and self.durability is not None:
                 self.durability.wake_at(suspension.wait.until)
-            return
-        except PermanentJobError as exc:
-            await self.outcomes.record_failure(job, exc, permanent=True)
-            return
+            return "queued"
         except Exception as exc:  # noqa: BLE001 - any processor error fails the job, recorded on it
-            await self.outcomes.record_failure(job, exc, permanent=False)
-            return
+            if span is not None:
+                span.failed(exc)
+            return await self.outcomes.record_failure(job, exc, permanent=isinstance(exc, PermanentJobError))
         if job.cancelled:
             await self.outcomes.record_cancelled(job)
-        else:
-            self.outcomes.finished(job, result)
+            return "cancelled"
+        if span is not None:
+            tracing.carry(result.next_jobs)  # the next jobs' runs continue this run's trace
+        self.outcomes.finished(job, result)
+        return "waiting_approval" if result.requires_approval else "completed"

@@ -87,7 +87,9 @@ class Outcomes:
         log.debug("job %s (%s) suspended: %s until %s (%s)", job.id, job.type, wait.kind, wait.until, state)
         return state == "suspended"
 
-    async def record_failure(self, job: Job, exc: BaseException, *, permanent: bool) -> None:
+    async def record_failure(self, job: Job, exc: BaseException, *, permanent: bool) -> str:
+        """Record a failed attempt; the job's status then: `failed`, or `queued` for a retry
+        (`in_progress` if another worker holds it now)."""
         error, trace = transitions.format_exception(exc)
         self.stats["failed_attempts"] += 1
         outcome = await self.db.call(lambda c: transitions.fail_attempt(
@@ -95,7 +97,7 @@ class Outcomes:
             permanent=permanent))
         if not outcome.written:
             log.warning("job %s: lost ownership before its failure was recorded", job.id)
-            return
+            return "in_progress"
         self.rollup.attempt_ended(job.type, job.waited_s, job.run_s, failed=outcome.status == "failed")
         if self.metrics is not None:
             stats = self.metrics.of(job.type)
@@ -110,6 +112,7 @@ class Outcomes:
         else:
             log.info("job %s (%s) failed (%s); retry %d in %.1f s", job.id, job.type, error,
                      outcome.retry_count, outcome.delay or 0)
+        return str(outcome.status)
 
     async def unclaim(self, job_ids: Sequence[str]) -> None:
         """Give back jobs claimed but never started, as if they had not been claimed."""

@@ -11,6 +11,7 @@ from typing import Any, cast
 
 import asyncpg
 
+from jobdesk.core import tracing
 from jobdesk.core.models import JobCreate
 from jobdesk.service.base import WRITE_FAILURES, ServiceBase
 from jobdesk.service.foreign import async_writer
@@ -49,11 +50,16 @@ class Enqueueing(ServiceBase):
         if self.user_id is not None:
             job.user_id = self.user_id
         debounced: set[str] = set()
+        with tracing.enqueueing([job]):
+            job_id, dup = await self._place(job, debounced, connection)
+        return job_id, "debounced" if debounced else "duplicate" if dup else "created"
+
+    async def _place(self, job: JobCreate, debounced: set[str], connection: object | None) -> tuple[str, bool]:
         async with self._writing("the job", connection) as conn:
             if self.user_id is not None:
                 await self._check_visible(conn, list(job.dependent_on_jobs))
             [(job_id, dup)] = await transitions.enqueue_detailed(conn, [job], debounced)
-        return job_id, "debounced" if debounced else "duplicate" if dup else "created"
+        return job_id, dup
 
     @asynccontextmanager
     async def _writing(self, what: str, connection: object | None = None) -> AsyncIterator[asyncpg.Connection]:
@@ -89,11 +95,12 @@ class Enqueueing(ServiceBase):
         if self.user_id is not None:
             for job in jobs:
                 job.user_id = self.user_id
-        async with self._writing("the job" if len(jobs) == 1 else "the jobs", connection) as conn:
-            if self.user_id is not None:
-                await self._check_visible(conn, [d for j in jobs for d in j.dependent_on_jobs
-                                                 if d not in {x.id for x in jobs}])
-            return await transitions.enqueue(conn, jobs)
+        with tracing.enqueueing(jobs):
+            async with self._writing("the job" if len(jobs) == 1 else "the jobs", connection) as conn:
+                if self.user_id is not None:
+                    await self._check_visible(conn, [d for j in jobs for d in j.dependent_on_jobs
+                                                     if d not in {x.id for x in jobs}])
+                return await transitions.enqueue(conn, jobs)
 
     async def create_pipeline(self, jobs: Sequence[JobCreate], *, pipeline_id: str | None = None,
                               connection: object | None = None) -> str:

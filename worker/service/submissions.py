@@ -8,6 +8,7 @@ from typing import Any
 
 import asyncpg
 
+from jobdesk.core import tracing
 from jobdesk.core.errors import InvalidJob
 from jobdesk.core.models import JobCreate, JobRecord
 from jobdesk.service.base import ServiceBase
@@ -20,8 +21,9 @@ class Submissions(ServiceBase):
 
     async def enqueue_records(self, jobs: Sequence[JobCreate]) -> list[JobRecord]:
         """Enqueue jobs atomically (audited as `submit`); return their records, in the order given."""
-        async with self.pool.acquire() as conn, conn.transaction():
-            return await self._enqueue_records(conn, jobs)
+        with tracing.enqueueing(jobs):
+            async with self.pool.acquire() as conn, conn.transaction():
+                return await self._enqueue_records(conn, jobs)
 
     async def _enqueue_records(self, conn: asyncpg.Connection, jobs: Sequence[JobCreate]) -> list[JobRecord]:
         if self.user_id is not None:
@@ -38,7 +40,10 @@ class Submissions(ServiceBase):
         """Enqueue independent jobs of several callers in one statement and one commit (group
         commit); each entry gets the job that stands for it, as JSON text that PostgreSQL writes
         (`job_document.fetch_job_texts`), or the reason it was refused. When the batch is
-        refused, each job is tried alone, so one bad job fails only its own caller."""
+        refused, each job is tried alone, so one bad job fails only its own caller.
+
+        No enqueue span here: the batch runs apart from its callers' requests, so each caller
+        traces its own job (see `tracing.enqueueing`) before it is queued for the batch."""
         if not entries:
             return []
         jobs = [job for _, job in entries]
@@ -79,10 +84,11 @@ class Submissions(ServiceBase):
         """Enqueue under an idempotency key: the first request with it enqueues and stores its
         answer (`render` of the records); a repeat with the same fingerprint gets that answer
         back and creates nothing; a different fingerprint is an IdempotencyConflict."""
-        async with self.pool.acquire() as conn, conn.transaction():
-            replay = await idempotency.claim(conn, owner, key, fingerprint)
-            if replay is not None:
-                return Submitted(replay.status_code, replay.response, replayed=True)
-            body = render(await self._enqueue_records(conn, jobs))
-            await idempotency.store(conn, owner, key, 201, body)
+        with tracing.enqueueing(jobs):
+            async with self.pool.acquire() as conn, conn.transaction():
+                replay = await idempotency.claim(conn, owner, key, fingerprint)
+                if replay is not None:
+                    return Submitted(replay.status_code, replay.response, replayed=True)
+                body = render(await self._enqueue_records(conn, jobs))
+                await idempotency.store(conn, owner, key, 201, body)
         return Submitted(201, body, replayed=False)

@@ -160,6 +160,8 @@ async def spawn(conn: asyncpg.Connection, worker_id: str, parent: Job, children:
             child.user_id = parent.user_id
         if child.pipeline_id is None:
             child.pipeline_id = pipeline
+        if child.trace_context is None:  # untraced here: the trace the parent was enqueued in goes on
+            child.trace_context = parent.trace_context
     async with conn.transaction():
         owned = await conn.fetchval(
             "UPDATE jobs SET pipeline_id = COALESCE(pipeline_id, id) WHERE id = $1 AND worker_id = $2"

@@ -91,4 +91,4 @@ UPDATE jobs AS j
            started_at = now(), updated_at = now()
  WHERE j.id = ANY(ARRAY(SELECT id FROM picked)) AND (SELECT setting FROM async_commit) = 'off'
 RETURNING true AS claimed, j.id, j.type, j.input_data, j.user_id, j.pipeline_id, j.retry_count, j.attempts,
-              j.priority, j.seq, extract(epoch FROM now() - GREATEST(j.created_at, j.next_retry_at, j.scheduled_at))::float8 AS waited_s
+              j.priority, j.seq, j.trace_context, extract(epoch FROM now() - GREATEST(j.created_at, j.next_retry_at, j.scheduled_at))::float8 AS waited_s

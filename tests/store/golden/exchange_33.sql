@@ -33,13 +33,13 @@ WITH done AS (
            started_at = now(), updated_at = now()
      WHERE j.id = ANY(ARRAY(SELECT id FROM picked))
     RETURNING j.id, j.type, j.input_data, j.user_id, j.pipeline_id, j.retry_count, j.attempts,
-              j.priority, j.seq, extract(epoch FROM now() - GREATEST(j.created_at, j.next_retry_at, j.scheduled_at))::float8 AS waited_s
+              j.priority, j.seq, j.trace_context, extract(epoch FROM now() - GREATEST(j.created_at, j.next_retry_at, j.scheduled_at))::float8 AS waited_s
 )
 SELECT false AS claimed, d.id, NULL::varchar AS type, NULL::jsonb AS input_data, NULL::int AS user_id,
        NULL::varchar AS pipeline_id, 0 AS retry_count, 0 AS attempts, 0 AS priority, 0::bigint AS seq,
-       0::float8 AS waited_s
+       NULL::jsonb AS trace_context, 0::float8 AS waited_s
   FROM done d
 UNION ALL
 SELECT true, c.id, c.type, c.input_data, c.user_id, c.pipeline_id, c.retry_count, c.attempts,
-       c.priority, c.seq, c.waited_s
+       c.priority, c.seq, c.trace_context, c.waited_s
   FROM claimed c

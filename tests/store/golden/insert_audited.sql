@@ -1,13 +1,13 @@
 
 WITH ins AS (
 INSERT INTO jobs (id, type, user_id, pipeline_id, input_data, dependent_on_jobs, priority, scheduled_at,
-                  unique_key)
+                  unique_key, trace_context)
 SELECT id, type, COALESCE(user_id, $8), pipeline_id, input_data::jsonb, dependent_on_jobs::jsonb,
-       priority, scheduled_at, unique_key
+       priority, scheduled_at, unique_key, trace_context::jsonb
   FROM unnest($1::text[], $2::text[], $3::int[], $4::text[], $5::text[], $6::text[], $7::int[],
-              $9::timestamptz[], $10::text[])
+              $9::timestamptz[], $10::text[], $15::text[])
        WITH ORDINALITY AS t(id, type, user_id, pipeline_id, input_data, dependent_on_jobs,
-                            priority, scheduled_at, unique_key, ord)
+                            priority, scheduled_at, unique_key, trace_context, ord)
  ORDER BY ord
 
 RETURNING *

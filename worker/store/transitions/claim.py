@@ -98,7 +98,7 @@ _CLAIM_SET = """status = 'in_progress', worker_id = $1, attempts = j.attempts + 
 # Seconds a claimed job waited: from its enqueue, its scheduled time or its retry time, to now (its start).
 _WAITED = "extract(epoch FROM now() - GREATEST(j.created_at, j.next_retry_at, j.scheduled_at))::float8 AS waited_s"
 _CLAIM_RETURNING = """j.id, j.type, j.input_data, j.user_id, j.pipeline_id, j.retry_count, j.attempts,
-              j.priority, j.seq, """ + _WAITED
+              j.priority, j.seq, j.trace_context, """ + _WAITED
 
 
 def _done(ids: str, results: str, attempts: str) -> str:
@@ -135,11 +135,11 @@ _CLAIMED_CTE = f"""claimed AS (
 )"""
 _EXCHANGED = """SELECT false AS claimed, d.id, NULL::varchar AS type, NULL::jsonb AS input_data, NULL::int AS user_id,
        NULL::varchar AS pipeline_id, 0 AS retry_count, 0 AS attempts, 0 AS priority, 0::bigint AS seq,
-       0::float8 AS waited_s
+       NULL::jsonb AS trace_context, 0::float8 AS waited_s
   FROM done d
 UNION ALL
 SELECT true, c.id, c.type, c.input_data, c.user_id, c.pipeline_id, c.retry_count, c.attempts,
-       c.priority, c.seq, c.waited_s
+       c.priority, c.seq, c.trace_context, c.waited_s
   FROM claimed c"""
 
 # A limited type is claimed apart, one statement per type: it locks the type's type_limits row,
@@ -211,7 +211,7 @@ _FLOW_CLAIMED = f"""claimed AS (
 )"""
 _FLOW_HELD = """
 UNION ALL
-SELECT false, NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0,
+SELECT false, NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, NULL,
        GREATEST(extract(epoch FROM p.next_at - now()), 0)::float8
   FROM pick p WHERE p.next_at IS NOT NULL"""
 
@@ -282,7 +282,8 @@ def _claimed_jobs(claimed: list[asyncpg.Record]) -> list[Job]:
     if len(claimed) > 1:
         claimed.sort(key=lambda r: (-r["priority"], r["seq"]))
     return [Job(r["id"], r["type"], r["input_data"], r["user_id"], r["pipeline_id"],
-                r["retry_count"], r["attempts"], r["priority"], waited_s=r["waited_s"]) for r in claimed]
+                r["retry_count"], r["attempts"], r["priority"], waited_s=r["waited_s"],
+                trace_context=r["trace_context"]) for r in claimed]
 
 
 async def complete_and_claim(conn: asyncpg.Connection, worker_id: str, types: Sequence[str], limit: int,

@@ -35,24 +35,25 @@ UNFINISHED = "('queued', 'in_progress', 'waiting_approval')"  # the statuses a u
 UNIQUE_CONFLICT = f"ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL AND status IN {UNFINISHED} DO NOTHING"
 
 
-def _insert_full(conflict: str, returning: str) -> str:
-    """The insert with a time and a key: two more columns ($9, $10), then `conflict` and `returning`."""
+def _insert_full(conflict: str, returning: str, traces: str = "$11") -> str:
+    """The insert with a time, a key and a trace context: three more columns ($9, $10 and
+    `traces`), then `conflict` and `returning`."""
     return f"""
 INSERT INTO jobs (id, type, user_id, pipeline_id, input_data, dependent_on_jobs, priority, scheduled_at,
-                  unique_key)
+                  unique_key, trace_context)
 SELECT id, type, COALESCE(user_id, $8), pipeline_id, input_data::jsonb, dependent_on_jobs::jsonb,
-       priority, scheduled_at, unique_key
+       priority, scheduled_at, unique_key, trace_context::jsonb
   FROM unnest($1::text[], $2::text[], $3::int[], $4::text[], $5::text[], $6::text[], $7::int[],
-              $9::timestamptz[], $10::text[])
+              $9::timestamptz[], $10::text[], {traces}::text[])
        WITH ORDINALITY AS t(id, type, user_id, pipeline_id, input_data, dependent_on_jobs,
-                            priority, scheduled_at, unique_key, ord)
+                            priority, scheduled_at, unique_key, trace_context, ord)
  ORDER BY ord
 {conflict}
 RETURNING {returning}
 """
 
 
-# With a time or a key: the ids actually inserted come back.
+# With a time, a key or a trace context: the ids actually inserted come back.
 _INSERT_FULL = _insert_full(UNIQUE_CONFLICT, "id")
 
 
@@ -212,18 +213,25 @@ def _insert_errors(ordered: Sequence[JobCreate]) -> Iterator[None]:
         raise
 
 
+def _trace_texts(ordered: Sequence[JobCreate]) -> list[str | None]:
+    """The jobs' trace contexts as JSON text (NULL where none)."""
+    return [None if j.trace_context is None else json_text(j.trace_context) for j in ordered]
+
+
 async def _insert(conn: asyncpg.Connection, jobs: Sequence[JobCreate]) -> set[str] | None:
-    """Insert checked jobs in one statement; the ids inserted when any has a time or a key."""
+    """Insert checked jobs in one statement; the ids inserted when any has a time, a key or a
+    trace context (the plain insert, the common case with tracing off, binds none of them)."""
     ordered, outside = order_batch(jobs)
     await _check_outside(conn, ordered, outside)
-    full = any(j.scheduled_at is not None or j.unique_key is not None for j in ordered)
+    full = any(j.scheduled_at is not None or j.unique_key is not None or j.trace_context is not None
+               for j in ordered)
     args = _insert_args(ordered)
     with _insert_errors(ordered):
         if not full:
             await conn.execute(_INSERT, *args)
             return None
         rows = await conn.fetch(_INSERT_FULL, *args, [j.scheduled_at for j in ordered],
-                                [j.unique_key for j in ordered])
+                                [j.unique_key for j in ordered], _trace_texts(ordered))
         return {r["id"] for r in rows}
 
 
@@ -232,7 +240,7 @@ def _insert_audited_sql(returning: str) -> str:
     """Jobs without unique keys, inserted and audited in one statement (atomic without a
     transaction), answering `returning` (SQL over the inserted rows, `ins`) per job."""
     return f"""
-WITH ins AS ({_insert_full("", "*")}
+WITH ins AS ({_insert_full("", "*", traces="$15")}
 ), audit AS (
     INSERT INTO audit_log (os_user, source, actor, action, job_ids)
     SELECT o, s, a, 'submit', string_to_array(i, ',')
@@ -261,5 +269,5 @@ async def enqueue_audited(conn: asyncpg.Connection, submissions: Sequence[tuple[
         rows = await conn.fetch(_insert_audited_sql(returning), *_insert_args(ordered),
                                 [j.scheduled_at for j in ordered], [None] * len(ordered),
                                 [a.os_user for a in actors], [a.source for a in actors], [a.name for a in actors],
-                                [",".join(by_actor[a]) for a in actors])
+                                [",".join(by_actor[a]) for a in actors], _trace_texts(ordered))
     return {r["id"]: r for r in rows}

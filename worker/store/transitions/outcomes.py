@@ -39,6 +39,8 @@ def _inherit(parent: Job, children: Iterable[JobCreate]) -> list[JobCreate]:
             child.user_id = parent.user_id
         if child.pipeline_id is None:
             child.pipeline_id = parent.pipeline_id
+        if child.trace_context is None:  # untraced here: the trace the parent was enqueued in goes on
+            child.trace_context = parent.trace_context
         if not child.dependent_on_jobs:  # a next job comes after the job that created it
             child.dependent_on_jobs = [parent.id]
         out.append(child)
