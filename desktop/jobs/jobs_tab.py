@@ -27,7 +27,8 @@ from jobdesk.console.jobs.job_table_model import (
 from jobdesk.console.jobs.search_box import SearchBox
 from jobdesk.console.jobs.search_syntax import parse_search
 from jobdesk.console.jobs.status_delegate import StatusChipDelegate
-from jobdesk.console.list_table import list_table
+from jobdesk.console.list_table import list_table, scaled
+from jobdesk.console.scroll_anchor import ScrollAnchor
 from jobdesk.console.status_filter import checked, status_buttons
 from jobdesk.console.tasks import spawn
 from jobdesk.console.theme import STATUS_COLOURS, status_label
@@ -92,6 +93,7 @@ class JobsTab(QWidget):
         self.columns = ColumnPrefs(self.table, "jobs", COLUMN_WIDTHS, HIDDEN_COLUMNS)
         self.columns.use_profile(connection.describe())
         self.table.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAsNeeded)
+        self.scroll_anchor = ScrollAnchor(self.table)  # new jobs above leave the selected row in view
         self.empty_hint = QLabel(self.table.viewport())
         self.empty_hint.setObjectName("emptyHint")
         self.empty_hint.setAlignment(Qt.AlignmentFlag.AlignCenter)
@@ -122,7 +124,7 @@ class JobsTab(QWidget):
         self.pipeline_edit = self._filter_edit("pipeline id", 110)
         self.user_edit = self._filter_edit("user", 60)
         self.search_edit = SearchBox()
-        self.search_edit.setMinimumWidth(220)
+        self.search_edit.setMinimumWidth(scaled(220, self.search_edit))
         self.search_edit.returnPressed.connect(self.apply_filters)
         self.search_edit.textChanged.connect(lambda _t: self._debounce.start())
         self.search_error = QLabel()
@@ -228,7 +230,7 @@ class JobsTab(QWidget):
         edit = QLineEdit()
         edit.setPlaceholderText(placeholder)
         edit.setClearButtonEnabled(True)
-        edit.setMinimumWidth(width)
+        edit.setMinimumWidth(scaled(width, edit))
         edit.returnPressed.connect(self.apply_filters)
         edit.textChanged.connect(lambda _t: self._debounce.start())
         return edit
@@ -278,6 +280,22 @@ class JobsTab(QWidget):
             self.fingerprint_chip.setText(f"error: {shown}  ✕")
             self.fingerprint_chip.setToolTip(f"Only jobs whose error is “{fingerprint}”; click to clear")
         self.apply_filters()
+
+    def show_notice(self, job_id: str | None, statuses: frozenset[str], job_type: str | None) -> None:
+        """A notification was opened: its job alone (searched for, then selected), or the jobs of
+        its statuses and type."""
+        if job_id is not None:
+            statuses, job_type = frozenset(), None
+        for status, button in self.status_buttons.items():
+            button.setChecked(status is not None and str(status) in statuses)
+        self.status_buttons[None].setChecked(not statuses)
+        self.type_edit.setText(job_type or "")
+        self.pipeline_edit.clear()
+        self.search_edit.clear()
+        if job_id is not None:
+            self.select_when_shown(job_id, pipeline_id=None)
+        else:
+            self.apply_filters()
 
     # -- selection --------------------------------------------------------------------------
 

@@ -209,7 +209,8 @@ async def cmd_stats(inv: Invocation) -> int:
     print(f"last {metrics.window.label}: {metrics.completed:,} completed ({metrics.completed / minutes:.1f}/min), "
           f"{metrics.failed:,} failed ({metrics.failed / minutes:.1f}/min)")
     print("queue now: " + ", ".join(f"{n:,} {s}" for s, n in metrics.depth.now.items()))
-    rows = f"~{size.estimated_rows:,}" if size.estimated_rows is not None else "unknown"
+    rows = f"~{size.estimated_rows:,}" if size.estimated_rows is not None else \
+        f"{size.counted_rows:,}{'+' if size.counted_past_cap else ''}" if size.counted_rows is not None else "unknown"
     print(f"table jobs: {rows} rows, {size.total_bytes / 2**20:,.1f} MiB on disk")
     if metrics.latency:
         table = [("TYPE", "ATTEMPTS", "WAIT P50", "WAIT P95", "RUN P50", "RUN P95")]
