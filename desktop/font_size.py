@@ -68,7 +68,9 @@ class FontSize(QObject):
         old = {id(t): digit_width(t) for t in self.window.findChildren(QTableView)}
         font = QFont(app.font())
         font.setPointSizeF(self.points)
-        app.setFont(font)
+        app.setFont(font)  # for the windows and dialogs opened from now on
+        # ...and for this one now: the application's font reaches open windows only from its event loop.
+        self.window.setFont(font)
         refit_tables(self.window, old)
         self.smaller_action.setEnabled(self.step > SMALLEST and self.points > MIN_POINTS)
         self.larger_action.setEnabled(self.step < LARGEST)

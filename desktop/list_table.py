@@ -13,7 +13,7 @@ from PySide6.QtCore import QAbstractItemModel
 from PySide6.QtGui import QFontMetricsF
 from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QTableView, QWidget
 
-DIGIT_PX = 8.0  # the width of "0" in the font the widths are written for (9-point DejaVu Sans)
+DIGIT_PX = 7.625  # the width of "0" in the font the widths are written for (9-point DejaVu Sans)
 ROW_PADDING = 12  # pixels a row has above and below its text, together
 
 

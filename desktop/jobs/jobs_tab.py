@@ -39,7 +39,7 @@ log = logging.getLogger("jobdesk.console")
 
 TIME_RANGES = {"Any time": None, "Last hour": timedelta(hours=1), "Last 24 hours": timedelta(days=1),
                "Last 7 days": timedelta(days=7)}
-# ID, Type, Status, Pipeline, User, Tries, Created, Updated, Duration, Next retry, Error: the
+# ID, Type, Status, Pipeline, User, Runs, Created, Updated, Duration, Next retry, Error: the
 # default columns fit the table's share of a 1280-pixel window without scrolling sideways.
 COLUMN_WIDTHS = [76, 118, 134, 76, 50, 44, 68, 68, 64, 80, 100]  # the last one stretches
 HIDDEN_COLUMNS = (COL_USER, COL_UPDATED)

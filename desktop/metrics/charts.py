@@ -28,6 +28,7 @@ LATENCY_TICKS = [(-3.0, "1 ms"), (-2.0, "10 ms"), (-1.0, "100 ms"), (0.0, "1 s")
                  (math.log10(36000), "10 h")]
 PERCENTILE_COLOURS = {"p50": "#1f6feb", "p95": "#d4a72c"}
 HEADROOM = 1.15  # the y axis reaches this much above the highest value
+HINT = "point at the chart for its values"
 
 
 def duration(seconds: float) -> str:
@@ -50,7 +51,7 @@ class Chart(QWidget):
         plot.setMouseEnabled(x=False, y=False)
         plot.setMenuEnabled(False)
         plot.hideButtons()
-        self.readout = QLabel("—")  # the value under the cursor
+        self.readout = QLabel(HINT)  # the value under the cursor
         self.readout.setObjectName("chartReadout")
         self.readout.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         layout = QVBoxLayout(self)
@@ -96,6 +97,8 @@ class TimeChart(Chart):
         plot = pg.PlotWidget(axisItems={"bottom": pg.DateAxisItem(orientation="bottom")})
         plot.showGrid(x=True, y=True, alpha=0.2)
         plot.getPlotItem().setLimits(yMin=0)
+        # The 0 at the foot of the axis sits on the plot's edge, where pyqtgraph would drop it.
+        plot.getAxis("left").setStyle(hideOverlappingLabels=False)
         super().__init__(title, keys, plot)
         self.unit = unit
         self.curves: dict[str, pg.PlotDataItem] = {}
@@ -126,7 +129,7 @@ class TimeChart(Chart):
         first = next(iter(self.curves.values()), None)
         xs = first.getData()[0] if first is not None else None
         if xs is None or not len(xs):
-            return "—"
+            return HINT
         i = min(range(len(xs)), key=lambda k: abs(xs[k] - x))
         self.guide.setPos(xs[i])
         self.guide.show()
@@ -189,6 +192,6 @@ class LatencyChart(Chart):
     def read_at(self, x: float, y: float) -> str:
         i = round(y)
         if not 0 <= i < len(self.types):
-            return "—"
+            return HINT
         parts = [f"{name} {duration(v) if (v := self.values[name][i]) else '—'}" for name in self.bars]
         return f"{self.types[i]} · " + " · ".join(parts)
