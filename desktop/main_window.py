@@ -247,8 +247,9 @@ class MainWindow(QMainWindow):
         """The pane and the actions follow the tab; back on Jobs, the pane shows its selected row."""
         self.pane.follow_tab(self.tabs.currentWidget())
         self._sync_actions()
-        if self.tabs.currentWidget() is self.jobs:
-            self._rows_selected(self.jobs.selected_rows())
+        rows = self.jobs.selected_rows()
+        if self.tabs.currentWidget() is self.jobs and len(rows) == 1:
+            self._rows_selected(rows)
 
     def _sync_actions(self) -> None:
         """The toolbar's actions act on what the current tab has selected: rows, or a DAG node;

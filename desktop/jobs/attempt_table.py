@@ -13,7 +13,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QTableWidget, QTableWidgetItem
 
 from jobdesk.core.models import JobRecord
-from jobdesk.service.read_models import Attempt
+from jobdesk.service.jobs import Attempt
 
 SUSPENDED = "suspended"  # the outcome of a run that ended in a sleep or a wait
 HEADERS = ["Run", "Outcome", "Finished", "Duration", "Error"]
