@@ -28,6 +28,7 @@ LATENCY_TICKS = [(-3.0, "1 ms"), (-2.0, "10 ms"), (-1.0, "100 ms"), (0.0, "1 s")
                  (math.log10(36000), "10 h")]
 PERCENTILE_COLOURS = {"p50": "#1f6feb", "p95": "#d4a72c"}
 HEADROOM = 1.15  # the y axis reaches this much above the highest value
+FOOT = 0.04  # and this share of its height below 0
 HINT = "point at the chart for its values"
 
 
@@ -90,15 +91,21 @@ class Chart(QWidget):
         raise NotImplementedError
 
 
+class CountAxis(pg.AxisItem):
+    """A y axis of counts and rates: no label below 0 (the sliver under 0 is only room)."""
+
+    def tickValues(self, minVal: float, maxVal: float, size: float) -> list:  # type: ignore[type-arg]  # noqa: N802, N803
+        ticks = super().tickValues(minVal, maxVal, size)
+        return [(spacing, [v for v in values if v >= 0]) for spacing, values in ticks]
+
+
 class TimeChart(Chart):
     """Lines over time; the y axis from 0, the cursor reading every line at the nearest point."""
 
     def __init__(self, title: str, keys: dict[str, str], unit: str = "") -> None:
-        plot = pg.PlotWidget(axisItems={"bottom": pg.DateAxisItem(orientation="bottom")})
+        plot = pg.PlotWidget(axisItems={"bottom": pg.DateAxisItem(orientation="bottom"),
+                                        "left": CountAxis(orientation="left")})
         plot.showGrid(x=True, y=True, alpha=0.2)
-        plot.getPlotItem().setLimits(yMin=0)
-        # The 0 at the foot of the axis sits on the plot's edge, where pyqtgraph would drop it.
-        plot.getAxis("left").setStyle(hideOverlappingLabels=False)
         super().__init__(title, keys, plot)
         self.unit = unit
         self.curves: dict[str, pg.PlotDataItem] = {}
@@ -115,15 +122,25 @@ class TimeChart(Chart):
         return curve
 
     def show_range(self, since: float, until: float) -> None:
-        """The x axis over the window, the y axis from 0 to a little above the highest point."""
+        """The x axis over the window, the y axis from 0 to a little above the highest point. A
+        sliver below 0 keeps the 0 label (pyqtgraph drops a label on the plot's edge) and a line
+        that stays at 0 in sight."""
         self.plot.setXRange(since, until, padding=0.01)
         top = max((max(c.getData()[1]) for c in self.curves.values()
                    if c.getData()[1] is not None and len(c.getData()[1])), default=0.0)
-        self.plot.setYRange(0, max(1.0, float(top)) * HEADROOM, padding=0)
+        high = max(1.0, float(top)) * HEADROOM
+        self.plot.setYRange(-high * FOOT, high, padding=0)
 
     def y_range(self) -> tuple[float, float]:
         low, high = self.plot.getPlotItem().vb.viewRange()[1]
         return float(low), float(high)
+
+    def y_labels(self) -> list[float]:
+        """The values the y axis labels, lowest first."""
+        axis = self.plot.getAxis("left")
+        low, high = self.y_range()
+        ticks = axis.tickValues(low, high, max(1, int(axis.height())))
+        return sorted(float(v) for _spacing, values in ticks for v in values if low <= v <= high)
 
     def read_at(self, x: float, y: float) -> str:
         first = next(iter(self.curves.values()), None)
