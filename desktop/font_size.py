@@ -13,6 +13,7 @@ from PySide6.QtWidgets import QApplication, QHeaderView, QTableView, QWidget
 
 from jobdesk.console.column_prefs import console_settings
 from jobdesk.console.list_table import ROW_PADDING, digit_width, row_height
+from jobdesk.console.theme import set_text_size
 
 SETTING = "appearance/font_step"  # points added to the system's size (negative: smaller)
 SMALLEST, LARGEST = -4, 12  # steps, in points
@@ -71,6 +72,7 @@ class FontSize(QObject):
         app.setFont(font)  # for the windows and dialogs opened from now on
         # ...and for this one now: the application's font reaches open windows only from its event loop.
         self.window.setFont(font)
+        set_text_size(app, self.points)
         refit_tables(self.window, old)
         self.smaller_action.setEnabled(self.step > SMALLEST and self.points > MIN_POINTS)
         self.larger_action.setEnabled(self.step < LARGEST)

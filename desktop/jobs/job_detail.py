@@ -178,7 +178,7 @@ class JobDetail(QWidget):
         record, attempts, dependants = detail.job, detail.attempts, detail.dependants
         now = datetime.now(UTC)
         self.job_id = record.id
-        self.title.setText(f"<big><b>{record.type}</b> &nbsp; <code>{record.id}</code></big>")
+        self.title.setText(f"<big><b>{html.escape(record.type)}</b></big><br><code>{record.id}</code>")
         background, foreground = STATUS_COLOURS[record.status]
         inactive = "" if record.is_active or record.status.value == "cancelled" else " (cancel requested)"
         if detail.waiting is not None and detail.waiting.kind in SUSPENDED_KINDS:

@@ -18,6 +18,7 @@ from jobdesk.console.connection import ConsoleConnection
 from jobdesk.console.jobs.job_table_model import COL_TYPE
 from jobdesk.console.main_window import MainWindow
 from jobdesk.console.metrics.metrics_tab import describe_size
+from jobdesk.console.theme import TEXT_POINTS, apply_style
 from jobdesk.core.settings import load_settings
 from jobdesk.store import rollup as stats_rollup
 from jobdesk.store.stats import TableSize
@@ -324,3 +325,33 @@ def test_screenshot_names_cover_both_sizes() -> None:
     assert name("history", True, (1280, 900)) == "history-dark.png"
     assert name("history", False, (1920, 1080)) == "history-light-1920x1080.png"
     assert Path(name("metrics", False, (1920, 1080))).suffix == ".png"
+
+
+def test_text_size_reaches_the_widgets_under_the_style_sheet(qapp: QApplication, qtbot,  # type: ignore[no-untyped-def]
+                                                             test_db: str) -> None:
+    """The console runs with a style sheet, which the application's font alone does not get past."""
+    apply_style(qapp, dark=False)
+    try:
+        async def scenario() -> None:
+            window = open_window(qtbot, test_db)
+            await until(lambda: window.connection.is_connected, what="connection")
+            table = window.jobs.table
+            before, width_before = table.fontInfo().pointSizeF(), table.columnWidth(COL_TYPE)
+            window.setFocus()
+            qtbot.keyClick(window, Qt.Key.Key_Equal, Qt.KeyboardModifier.ControlModifier)
+            qtbot.keyClick(window, Qt.Key.Key_Equal, Qt.KeyboardModifier.ControlModifier)
+            await asyncio.sleep(0.1)
+            assert table.fontInfo().pointSizeF() == pytest.approx(before + 2, abs=0.5)
+            assert window.detail.error_view.fontInfo().pointSizeF() > before, "the monospace views too"
+            assert table.columnWidth(COL_TYPE) > width_before
+            apply_style(qapp, dark=True)  # the OS switches to dark: the size stays
+            await asyncio.sleep(0.1)
+            assert table.fontInfo().pointSizeF() == pytest.approx(before + 2, abs=0.5)
+            window.font_size.reset_action.trigger()
+            await close(window)
+
+        run_qasync(qapp, scenario())
+    finally:
+        qapp.setProperty(TEXT_POINTS, None)
+        qapp.setStyleSheet("")
+        qapp.setPalette(qapp.style().standardPalette())
