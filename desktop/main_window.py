@@ -87,6 +87,7 @@ class MainWindow(QMainWindow):
         self.read_only_action = self.toolbar.read_only_action  # shown while the database is read-only
         self.tabs = self._build_tabs()
         self.pane.show_beside((self.jobs, self.pipelines, self.failures))
+        self.pane.follow_tab(self.tabs.currentWidget())
         self.setCentralWidget(central_widget(self.banner, self.tabs, self.pane.area))
 
         self._add_shortcuts()
@@ -228,7 +229,7 @@ class MainWindow(QMainWindow):
         # The pane's job is the one being loaded, if any (the user has moved on from the one shown):
         # reloading the shown one would cancel that load and leave the pane on the old job.
         target = self.pane.target
-        if target and (ids is None or target in ids):
+        if target and self.pane.shown and (ids is None or target in ids):
             self._load_detail(target)
 
     async def refresh_counts(self) -> None:
@@ -244,12 +245,9 @@ class MainWindow(QMainWindow):
         self._sync_actions()
 
     def _tab_changed(self) -> None:
-        """The pane and the actions follow the tab; back on Jobs, the pane shows its selected row."""
+        """The pane (with the job this tab showed last) and the actions follow the tab."""
         self.pane.follow_tab(self.tabs.currentWidget())
         self._sync_actions()
-        rows = self.jobs.selected_rows()
-        if self.tabs.currentWidget() is self.jobs and len(rows) == 1:
-            self._rows_selected(rows)
 
     def _sync_actions(self) -> None:
         """The toolbar's actions act on what the current tab has selected: rows, or a DAG node;
@@ -271,7 +269,7 @@ class MainWindow(QMainWindow):
         if len(rows) == 1 and rows[0].id != self.detail.job_id:
             self._load_detail(rows[0].id)
         elif not rows:
-            self.detail.clear()
+            self.pane.clear()
 
     def _inbox_selected(self, rows: list[JobRow]) -> None:
         """The inbox's current job: the toolbar's actions follow it (the inbox shows the job itself,
@@ -373,6 +371,10 @@ class MainWindow(QMainWindow):
             self._load_detail(job_id)
 
     def _load_detail(self, job_id: str) -> None:
+        """Show the job in the pane; from a tab without one (a link in the Workers dock, a new
+        job), on the Jobs tab."""
+        if not self.pane.shown:
+            self.tabs.setCurrentWidget(self.jobs)
         self.pane.load(job_id)
 
     @property

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Collection
 
-from PySide6.QtCore import QObject, Qt, Signal
+from PySide6.QtCore import QObject, Signal
 from PySide6.QtWidgets import QScrollArea, QWidget
 
 from jobdesk.console.connection import ConsoleConnection
@@ -34,11 +34,11 @@ class JobPane(QObject):
         self.area.setWidget(self.detail)
         self.area.setWidgetResizable(True)
         self.area.setFrameShape(QScrollArea.Shape.NoFrame)
-        # Never sideways: whatever is wider than the pane wraps or elides within it.
-        self.area.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         self._task: asyncio.Task[None] | None = None
         self.loading: str | None = None  # the job whose detail is being fetched
         self._tabs_with_pane: tuple[QWidget, ...] = ()
+        self.current: QWidget | None = None  # the tab shown
+        self._job_by_tab: dict[QWidget | None, str | None] = {}  # the job each tab last showed
 
     # -- where it shows -----------------------------------------------------------------------
 
@@ -47,7 +47,18 @@ class JobPane(QObject):
         self._tabs_with_pane = tuple(tabs)
 
     def follow_tab(self, current: QWidget | None) -> None:
-        self.area.setVisible(current in self._tabs_with_pane)
+        """Shown beside `current` if it selects jobs, with the job last shown there (or none): a
+        job chosen on one tab never shows beside another."""
+        self.current = current
+        shown = current in self._tabs_with_pane
+        self.area.setVisible(shown)
+        if not shown:
+            return
+        wanted = self._job_by_tab.get(current)
+        if wanted is None:
+            self.clear()
+        else:  # read again: it may have changed while another tab was shown
+            self.load(wanted)
 
     @property
     def shown(self) -> bool:
@@ -62,10 +73,19 @@ class JobPane(QObject):
         return self.loading or self.detail.job_id
 
     def load(self, job_id: str) -> None:
+        self._job_by_tab[self.current] = job_id
         if self._task is not None:
             self._task.cancel()
         self.loading = job_id
         self._task = spawn(self._fetch(job_id), "job-detail")
+
+    def clear(self) -> None:
+        self._job_by_tab[self.current] = None
+        if self._task is not None:
+            self._task.cancel()
+            self._task = None
+        self.loading = None
+        self.detail.clear()
 
     async def _fetch(self, job_id: str) -> None:
         try:

@@ -113,11 +113,19 @@ def test_the_job_pane_shows_only_where_a_job_is_selected(qapp: QApplication, qtb
         window.tabs.setCurrentWidget(window.metrics)
         assert not window.job_actions.actions["approve"].isEnabled()
 
-        for tab in (window.pipelines, window.failures, window.jobs):
+        for tab in (window.pipelines, window.failures):
             window.tabs.setCurrentWidget(tab)
             await until(lambda: window.pane.area.isVisible(), what="the pane shown")
+            assert window.detail.job_id is None, "no job chosen on this tab: not the Jobs tab's job"
+        window.tabs.setCurrentWidget(window.pipelines)
+        window.pipelines.job_clicked.emit("q-1")  # a DAG node clicked on Pipelines
+        await until(lambda: window.detail.job_id == "q-1", what="the node's job")
+        window.tabs.setCurrentWidget(window.jobs)
         await until(lambda: window.job_actions.actions["approve"].isEnabled(), what="the Jobs tab's selection")
-        assert window.detail.job_id == "w-1"
+        await until(lambda: window.detail.job_id == "w-1", what="the Jobs tab's job again")
+        window.tabs.setCurrentWidget(window.pipelines)
+        await until(lambda: window.detail.job_id == "q-1", what="the Pipelines tab's job again")
+        window.tabs.setCurrentWidget(window.jobs)
 
         # The Workers dock is closed by default, opened from the toolbar, and remembered.
         assert not window.workers.dock.isVisible()
