@@ -58,18 +58,22 @@ def show_attempts(table: QTableWidget, attempts: Sequence[Attempt]) -> None:
             table.setItem(i, col, item)
 
 
-def runs_text(runs: int, retries: int, attempts: Sequence[Attempt]) -> str:
-    """"3 runs: 1 try, resumed 2× after a suspension · retries used: 0" for a durable job that
-    suspended twice; "3 runs · retries used: 2" for one that failed twice."""
+def runs_text(runs: int, attempts: Sequence[Attempt]) -> str:
+    """"3: 1 try, resumed 2× after a suspension" for a durable job that suspended twice; "3" for
+    one that failed twice (its retries are said apart, by `retries_text`)."""
     if runs == 0:
-        return f"not run yet · retries used: {retries}"
+        return "not run yet"
     resumed = min(sum(1 for a in attempts if a.outcome == SUSPENDED), runs)
-    noun = "run" if runs == 1 else "runs"
     if not resumed:
-        return f"{runs} {noun} · retries used: {retries}"
+        return str(runs)
     tries = runs - resumed
     tried = f"{tries} {'try' if tries == 1 else 'tries'}, " if tries else ""
-    return f"{runs} {noun}: {tried}resumed {resumed}× after a suspension · retries used: {retries}"
+    return f"{runs}: {tried}resumed {resumed}× after a suspension"
+
+
+def retries_text(retries: int) -> str:
+    """"0 used", "2 used": the retries after failures (a suspension is not one)."""
+    return f"{retries} used"
 
 
 def worker_of(record: JobRecord, attempts: Sequence[Attempt]) -> str:

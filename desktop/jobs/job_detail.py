@@ -22,7 +22,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from jobdesk.console.jobs.attempt_table import attempts_table, runs_text, show_attempts, worker_of
+from jobdesk.console.jobs.attempt_table import attempts_table, retries_text, runs_text, show_attempts, worker_of
 from jobdesk.console.jobs.attempt_timeline import AttemptTimeline, marks, segments
 from jobdesk.console.jobs.step_list import StepTable
 from jobdesk.console.theme import STATUS_COLOURS, status_label
@@ -120,7 +120,7 @@ class JobDetail(QWidget):
         self.title.setWordWrap(True)  # the id goes under the type rather than past the pane's edge
         self.meta = QFormLayout()
         self.meta_labels: dict[str, QLabel] = {}
-        for key in ("Status", "Type", "Pipeline", "User", "Runs", "Created", "Started", "Finished",
+        for key in ("Status", "Type", "Pipeline", "User", "Runs", "Retries", "Created", "Started", "Finished",
                     "Next retry", "Scheduled", "Waiting", "Worker", "Depends on", "Dependants"):
             label = QLabel("")
             label.setTextInteractionFlags(Qt.TextInteractionFlag.TextBrowserInteraction)
@@ -189,7 +189,8 @@ class JobDetail(QWidget):
         self._set("Pipeline", f"<a href='pipeline:{record.pipeline_id}'>{short_id(record.pipeline_id)}</a>"
                               f" · <a href='graph:{record.pipeline_id}'>graph</a>" if record.pipeline_id else "—")
         self._set("User", str(record.user_id))
-        self._set("Runs", runs_text(record.attempts, record.retry_count, attempts))
+        self._set("Runs", runs_text(record.attempts, attempts))
+        self._set("Retries", retries_text(record.retry_count))
         self._set("Created", _when(record.created_at, now))
         self._set("Started", _when(record.started_at, now))
         finished = record.completed_at or (record.updated_at if record.status.value in ("failed", "cancelled")
