@@ -7,7 +7,8 @@ Fills a private embedded PostgreSQL with `--jobs` jobs of `--types` types finish
 INSERTs, and adds them to the rollup through the workers' own writer (`stats_rollup`), with a
 queue-depth count for every minute of the 7 days, as a fleet would have left it. Then it times, for
 each window (1h, 24h, 7d), the query behind each chart (throughput and depth share one), the
-whole `fetch_metrics`, the status bar's table size and the tray's counts; and, for comparison,
+whole `fetch_metrics` (of every type, and of one), the status bar's table size (estimated, and
+counted as before the table's first analysis) and the tray's counts; and, for comparison,
 the same percentiles computed straight from `jobs` for the 7-day window.
 """
 
@@ -30,6 +31,7 @@ from benchmarks.harness import on_fresh_database
 from jobdesk.store import rollup as stats_rollup
 from jobdesk.store.db import connect
 from jobdesk.store.stats import (
+    COUNTED_ROWS_CAP,
     COUNTS_SQL,
     DEPTH_SQL,
     HIST_HOURS_DAYS_SQL,
@@ -104,23 +106,30 @@ async def measure(dsn: str, args: argparse.Namespace) -> None:
             print(f"window {label}:")
             since = await conn.fetchval("SELECT now() - $1::interval", window.span)
             await timed(f"throughput (grain {window.counts_grain})",
-                        lambda w=window, s=since: conn.fetch(COUNTS_SQL, w.counts_grain, s))
+                        lambda w=window, s=since: conn.fetch(COUNTS_SQL, w.counts_grain, s, None))
             start, points = chart_points(window, since, since + window.span)
             await timed("queue depth at each point", lambda w=window, s=start, p=points: conn.fetch(
                 DEPTH_SQL, s, w.step, p, list(stats_rollup.QUEUE_STATUSES)))
             if window.hist_grain == "m":
                 await timed("wait/run bins per type (minutes)",
-                            lambda s=since: conn.fetch(HIST_SQL, "m", s, s + window.span + timedelta(minutes=1)))
+                            lambda s=since: conn.fetch(HIST_SQL, "m", s, s + window.span + timedelta(minutes=1), None))
             else:
                 midnight = await conn.fetchval("SELECT date_trunc('day', $1::timestamptz, 'UTC') + interval '1 day'",
                                                since)
                 await timed("wait/run bins per type (hours, then days)",
-                            lambda s=since, d=midnight: conn.fetch(HIST_HOURS_DAYS_SQL, s, d))
+                            lambda s=since, d=midnight: conn.fetch(HIST_HOURS_DAYS_SQL, s, d, None))
             metrics = await timed("fetch_metrics (all charts, one snapshot)",
                                   lambda w=window: fetch_metrics(conn, w))
             print(f"    completed {metrics.completed:,}, failed {metrics.failed:,}, "
                   f"{len(metrics.throughput.times)} points, {len(metrics.latency)} types", flush=True)
+            one = metrics.latency[0].type if metrics.latency else "t0"
+            await timed(f"fetch_metrics of one type ({one})", lambda w=window, t=one: fetch_metrics(conn, w, t))
         await timed("status bar: table size", lambda: fetch_table_size(conn))
+        # A table never analysed (reltuples -1) is counted, up to COUNTED_ROWS_CAP rows, instead.
+        await conn.execute("UPDATE pg_class SET reltuples = -1 WHERE oid = 'jobs'::regclass")
+        size = await timed("status bar: table size, not analysed (counted)", lambda: fetch_table_size(conn))
+        print(f"    counted {size.counted_rows:,} rows (cap {COUNTED_ROWS_CAP:,})", flush=True)
+        await conn.execute("ANALYZE jobs")
         await timed("tray: failed last hour, waiting", lambda: fetch_attention(conn))
         print("for comparison, straight from jobs:")
         await timed("7d percentiles per type from jobs", lambda: conn.fetch("""

@@ -13,6 +13,8 @@ from PySide6.QtCore import QByteArray, QPoint, QSettings, Qt, QTimer
 from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QMenu, QTableView
 
+from jobdesk.console.list_table import scaled
+
 
 def console_settings() -> QSettings:
     """The console's user settings (the same store as the connection profiles)."""
@@ -53,7 +55,7 @@ class ColumnPrefs:
                 self.header.moveSection(self.header.visualIndex(col), col)
                 self.header.setSectionHidden(col, col in self.default_hidden)
                 if col < len(self.widths):
-                    self.table.setColumnWidth(col, self.widths[col])
+                    self.table.setColumnWidth(col, scaled(self.widths[col], self.table))
         finally:
             self._restoring = False
         self._changed()
@@ -93,7 +95,7 @@ class ColumnPrefs:
             return  # the last column stays
         self.header.setSectionHidden(col, not visible)
         if visible and self.header.sectionSize(col) < 30:
-            self.table.setColumnWidth(col, self.widths[col] if col < len(self.widths) else 80)
+            self.table.setColumnWidth(col, scaled(self.widths[col] if col < len(self.widths) else 80, self.table))
         self._changed()
 
     def menu(self) -> QMenu:

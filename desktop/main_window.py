@@ -4,7 +4,6 @@ connects their signals, all in `_connect`; each tab owns its own model, filters 
 
 from __future__ import annotations
 
-import asyncio
 import logging
 
 from PySide6.QtCore import Qt, Signal
@@ -17,10 +16,11 @@ from jobdesk.console.connection import ConsoleConnection
 from jobdesk.console.connection_dialog import ConnectionDialog, ProfileStore
 from jobdesk.console.errors import EXPECTED, reason
 from jobdesk.console.failures.failures_tab import FailuresTab
+from jobdesk.console.font_size import FontSize
 from jobdesk.console.jobs.bulk_action import BulkActions
 from jobdesk.console.jobs.input_models import input_models
 from jobdesk.console.jobs.job_actions import JobActions
-from jobdesk.console.jobs.job_detail import JobDetail
+from jobdesk.console.jobs.job_pane import JobPane
 from jobdesk.console.jobs.job_sharing import JobSharing
 from jobdesk.console.jobs.jobs_tab import JobsTab
 from jobdesk.console.jobs.new_job_dialog import NewJobDialog
@@ -31,6 +31,7 @@ from jobdesk.console.pipelines.pipelines_tab import PipelinesTab
 from jobdesk.console.replica_lag import ReplicaLagLabel
 from jobdesk.console.schedules.schedules_tab import SchedulesTab
 from jobdesk.console.shortcuts import ShortcutsDialog, add_shortcut, move_in
+from jobdesk.console.status_line import StatusBar
 from jobdesk.console.tasks import spawn
 from jobdesk.console.theme import icon
 from jobdesk.console.window_chrome import Banner, MainToolbar, central_widget
@@ -49,12 +50,15 @@ class MainWindow(QMainWindow):
         super().__init__()
         self.connection = connection
         self.production = production
+        self.font_size = FontSize(self)  # first: the tables below take their widths from the font
         self.resize(1280, 800)
+        self.setStatusBar(StatusBar())  # passing messages beside the permanent labels, not over them
         self.setWindowIcon(icon("jobdesk"))
 
         self.jobs = JobsTab(connection)
         self.model = self.jobs.model  # the job table's model, which the toolbar's Refresh reloads
-        self.detail = JobDetail()
+        self.pane = JobPane(connection, self)  # the job detail beside the tabs where a job is selected
+        self.detail = self.pane.detail
         self.job_actions = JobActions(self, connection.act)
         self.pipelines = PipelinesTab(connection, self.job_actions)
         self.schedules = SchedulesTab(connection)
@@ -75,17 +79,17 @@ class MainWindow(QMainWindow):
             env_enabled=connection.settings.JOBDESK_NOTIFICATIONS)
         self.notifier = Notifier(connection, self.notification_settings)
         self.attention = AttentionPresenter(self, self.statusBar(), self.notification_settings)
-        self._detail_task: asyncio.Task[None] | None = None
-        self._detail_loading: str | None = None  # the job whose detail is being fetched
 
         self.banner = Banner()
         self.toolbar = MainToolbar(self, self.job_actions.actions.values(), self.bulk.actions.values(),
-                                   self.workers.launch_action)
+                                   (self.workers.launch_action, self.workers.dock_action))
         self.addToolBar(self.toolbar)
         self.new_job_action = self.toolbar.new_job_action
         self.read_only_action = self.toolbar.read_only_action  # shown while the database is read-only
         self.tabs = self._build_tabs()
-        self.setCentralWidget(central_widget(self.banner, self.tabs, self.detail))
+        self.pane.show_beside((self.jobs, self.pipelines, self.failures))
+        self.pane.follow_tab(self.tabs.currentWidget())
+        self.setCentralWidget(central_widget(self.banner, self.tabs, self.pane.area))
         self.share = JobSharing(self)  # copies, the table's context menu, Edit input, Export…, open on a job
 
         self._add_shortcuts()
@@ -129,7 +133,8 @@ class MainWindow(QMainWindow):
         self.schedules.message.connect(self._show_message)
         self.workers.job_link_clicked.connect(self.select_job)
         self.workers.message.connect(self._show_message)
-        self.tabs.currentChanged.connect(lambda _i: self._sync_actions())
+        self.tabs.currentChanged.connect(lambda _i: self._tab_changed())
+        self.pane.message.connect(self._show_message)
         self.jobs.counts_changed.connect(self.bulk.set_counts)
         self.bulk.message.connect(self._show_message)
         self.bulk.error.connect(self._show_error)
@@ -174,14 +179,9 @@ class MainWindow(QMainWindow):
 
     def stop_timers(self) -> None:
         self.workers.stop()
-        self.jobs.stop_timers()
-        self.schedules.stop_timers()
-        self.approvals.stop_timers()
-        self.failures.stop_timers()
-        self.metrics.stop_timers()
-        self.table_size.stop_timers()
-        self.replica_lag.stop_timers()
-        self.notifier.stop_timers()
+        for part in (self.jobs, self.schedules, self.approvals, self.failures, self.metrics, self.table_size,
+                     self.replica_lag, self.notifier):
+            part.stop_timers()
 
     # -- connection -------------------------------------------------------------------------
 
@@ -190,31 +190,25 @@ class MainWindow(QMainWindow):
         self.banner.show_state(f"{'PRODUCTION · ' if self.production else ''}{description}", kind)
         self.setWindowTitle(f"jobdesk — {description}")
         self.job_actions.set_connected(True)
-        self.jobs.set_active(True)
-        self.pipelines.set_active(True)
-        self.schedules.set_active(True)
-        self.approvals.set_active(True)
+        for part in self._live_parts():
+            part.set_active(True)
         self._update_new_job()
-        self.failures.set_active(True)
         self.bulk.set_state(connected=True)
-        self.metrics.set_active(True)
-        self.table_size.set_active(True)
-        self.replica_lag.set_active(True)
         self.notifier.on_connected()
 
     def _on_disconnected(self, reason: str) -> None:
         self.banner.show_state(f"disconnected, retrying… ({reason})", "disconnected")
         self.job_actions.set_connected(False)
-        self.jobs.set_active(False)
-        self.pipelines.set_active(False)
-        self.schedules.set_active(False)
-        self.approvals.set_active(False)
+        for part in self._live_parts():
+            part.set_active(False)
         self._update_new_job()
-        self.failures.set_active(False)
         self.bulk.set_state(connected=False)
-        self.metrics.set_active(False)
-        self.table_size.set_active(False)
-        self.replica_lag.set_active(False)
+
+    def _live_parts(self) -> list[JobsTab | PipelinesTab | SchedulesTab | ApprovalsTab | FailuresTab | MetricsTab
+                                  | TableSizeLabel | ReplicaLagLabel]:
+        """What reads the database while connected, and stops on a disconnection."""
+        return [self.jobs, self.pipelines, self.schedules, self.approvals, self.failures, self.metrics,
+                self.table_size, self.replica_lag]
 
     def _on_writable(self, writable: bool) -> None:
         self.job_actions.set_read_only(not writable)
@@ -236,8 +230,8 @@ class MainWindow(QMainWindow):
         self.failures.on_jobs_changed(ids)
         # The pane's job is the one being loaded, if any (the user has moved on from the one shown):
         # reloading the shown one would cancel that load and leave the pane on the old job.
-        target = self._detail_loading or self.detail.job_id
-        if target and (ids is None or target in ids):
+        target = self.pane.target
+        if target and self.pane.shown and (ids is None or target in ids):
             self._load_detail(target)
 
     async def refresh_counts(self) -> None:
@@ -252,31 +246,38 @@ class MainWindow(QMainWindow):
         self._load_detail(job_id)
         self._sync_actions()
 
+    def _tab_changed(self) -> None:
+        """The pane (with the job this tab showed last) and the actions follow the tab."""
+        self.pane.follow_tab(self.tabs.currentWidget())
+        self._sync_actions()
+
     def _sync_actions(self) -> None:
-        """The toolbar's actions act on what the current tab has selected: rows, or a DAG node."""
-        if self.tabs.currentWidget() is self.pipelines:
+        """The toolbar's actions act on what the current tab has selected: rows, or a DAG node;
+        on a tab that selects no job (Schedules, Metrics) they act on nothing."""
+        current = self.tabs.currentWidget()
+        if current is self.pipelines:
             self.job_actions.set_selection(self.pipelines.selected_nodes())
-        elif self.tabs.currentWidget() is self.approvals:
+        elif current is self.approvals:
             self._inbox_selected(self.approvals.selected_rows())
-        else:
+        elif current in (self.jobs, self.failures):
             self.job_actions.set_selection(self.jobs.selected_rows())
+        else:
+            self.job_actions.set_selection([])
 
     def _rows_selected(self, rows: list[JobRow]) -> None:
-        if self.tabs.currentWidget() in (self.pipelines, self.approvals):
+        if self.tabs.currentWidget() is not self.jobs:
             return
         self.job_actions.set_selection(rows)
         if len(rows) == 1 and rows[0].id != self.detail.job_id:
             self._load_detail(rows[0].id)
         elif not rows:
-            self.detail.clear()
+            self.pane.clear()
 
     def _inbox_selected(self, rows: list[JobRow]) -> None:
-        """The inbox's current job: the toolbar's actions and the detail pane follow it."""
-        if self.tabs.currentWidget() is not self.approvals:
-            return
-        self.job_actions.set_selection(rows)
-        if rows and rows[0].id != self.detail.job_id:
-            self._load_detail(rows[0].id)
+        """The inbox's current job: the toolbar's actions follow it (the inbox shows the job itself,
+        so the job pane is hidden there)."""
+        if self.tabs.currentWidget() is self.approvals:
+            self.job_actions.set_selection(rows)
 
     # -- keyboard and New job ---------------------------------------------------------------
 
@@ -354,19 +355,9 @@ class MainWindow(QMainWindow):
         """A notification was clicked: open its job, or the job table filtered to its jobs."""
         self._raise()
         self.tabs.setCurrentWidget(self.jobs)
-        statuses = frozenset() if notice.job_id is not None else notice.statuses
-        buttons = self.jobs.status_buttons
-        for status, button in buttons.items():
-            button.setChecked(status is not None and str(status) in statuses)
-        buttons[None].setChecked(not statuses)
-        self.jobs.type_edit.setText(notice.type or "" if notice.job_id is None else "")
-        self.jobs.pipeline_edit.clear()
-        self.jobs.search_edit.clear()
+        self.jobs.show_notice(notice.job_id, notice.statuses, notice.type)
         if notice.job_id is not None:  # the table searches for it and selects it; the detail shows it now
-            self.jobs.select_when_shown(notice.job_id, pipeline_id=None)
             self._load_detail(notice.job_id)
-        else:
-            self.jobs.apply_filters()
 
     def _raise(self) -> None:
         if self.isMinimized() or not self.isVisible():
@@ -378,27 +369,19 @@ class MainWindow(QMainWindow):
         """Select the job in the table if it is shown, and show it in the detail pane. A row
         that was already selected (a refresh may have moved the job onto it) emits no change of
         selection, so the pane is loaded here unless it shows, or is loading, this job."""
-        if not self.jobs.select_job(job_id) or job_id not in (self.detail.job_id, self._detail_loading):
+        if not self.jobs.select_job(job_id) or job_id not in (self.detail.job_id, self.pane.loading):
             self._load_detail(job_id)
 
     def _load_detail(self, job_id: str) -> None:
-        if self._detail_task is not None:
-            self._detail_task.cancel()
-        self._detail_loading = job_id
-        self._detail_task = spawn(self._fetch_detail(job_id), "job-detail")
+        """Show the job in the pane; from a tab without one (a link in the Workers dock, a new
+        job), on the Jobs tab."""
+        if not self.pane.shown:
+            self.tabs.setCurrentWidget(self.jobs)
+        self.pane.load(job_id)
 
-    async def _fetch_detail(self, job_id: str) -> None:
-        try:
-            detail = await self.connection.run(lambda jobs: jobs.job_detail(job_id))
-        except asyncio.CancelledError:
-            raise
-        except EXPECTED as exc:  # expected failures are messages; bugs reach the error hook
-            self._show_message(f"cannot load job {short_id(job_id)}: {exc}")
-            return
-        finally:
-            if self._detail_loading == job_id:
-                self._detail_loading = None
-        self.detail.show_job(detail)
+    @property
+    def _detail_loading(self) -> str | None:
+        return self.pane.loading
 
     # -- messages ---------------------------------------------------------------------------
 

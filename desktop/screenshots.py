@@ -4,7 +4,8 @@
 
 It starts a private embedded PostgreSQL, fills it with `worker.showcase` (the demo pipelines and
 a few failing jobs run through a real worker), then opens the console on that database and
-saves one picture per style.
+saves one picture per view, style and window size: `console-light.png` at 1280×900, and
+`console-light-1920x1080.png` at 1920×1080.
 """
 
 from __future__ import annotations
@@ -30,60 +31,89 @@ from jobdesk.core.settings import load_settings
 from jobdesk.embedded.server import EmbeddedServer
 from jobdesk.service.jobs import migrate_database
 
+SIZES = [(1280, 900), (1920, 1080)]
+
+
+def name(view: str, dark: bool, size: tuple[int, int]) -> str:
+    """`history-dark.png` at the first size, `history-dark-1920x1080.png` at the others."""
+    suffix = "" if size == SIZES[0] else f"-{size[0]}x{size[1]}"
+    return f"{view}-{'dark' if dark else 'light'}{suffix}.png"
+
 
 async def shoot(app: QApplication, dsn: str, out: Path) -> list[Path]:
     saved = []
-    for dark in (False, True):
-        apply_style(app, dark)
-        settings = load_settings(DATABASE_URL=dsn, JOBDESK_AUTOSTART_WORKER=False)
-        connection = ConsoleConnection(dsn, settings, embedded=True)
-        window = MainWindow(connection)
-        window.resize(1280, 900)
-        window.show()
-        connection.start()
-        for _ in range(200):
-            if window.model.rowCount() > 0:
-                break
-            await asyncio.sleep(0.05)
-        await window.refresh_counts()
-        failed = next((i for i in range(window.model.rowCount())
-                       if window.model.row_at(i).status.value == "failed"), 0)  # type: ignore[union-attr]
-        window.jobs.table.selectRow(failed)
-        await asyncio.sleep(1.0)
-        path = out / f"console-{'dark' if dark else 'light'}.png"
-        window.grab().save(str(path))
-        saved.append(path)
-        rows = [window.model.row_at(i) for i in range(window.model.rowCount())]
-        retried = max(range(len(rows)), key=lambda i: rows[i].attempts)  # type: ignore[union-attr]
-        window.jobs.table.selectRow(retried)  # the job with the most attempts, for the timeline
-        window.detail.tabs.setCurrentIndex(window.detail.tabs.count() - 1)  # History
-        await asyncio.sleep(0.8)
-        path = out / f"history-{'dark' if dark else 'light'}.png"
-        window.detail.grab().save(str(path))
-        saved.append(path)
-        path = out / f"workers-{'dark' if dark else 'light'}.png"
-        window.workers.dock.grab().save(str(path))
-        saved.append(path)
-        saved.append(await shoot_pipelines(window, out / f"pipelines-{'dark' if dark else 'light'}.png"))
-        saved.append(await shoot_schedules(window, out / f"schedules-{'dark' if dark else 'light'}.png"))
-        saved.append(await shoot_approvals(window, out / f"approvals-{'dark' if dark else 'light'}.png"))
-        saved.append(await shoot_new_job(window, out / f"new-job-{'dark' if dark else 'light'}.png"))
-        saved.append(await shoot_failures(window, out / f"failures-{'dark' if dark else 'light'}.png"))
-        await connection.close()
-        window.close()
+    for size in SIZES:
+        for dark in (False, True):
+            saved.extend(await shoot_window(app, dsn, out, dark, size))
     await metrics_history(dsn)  # after the other pictures, which it would change
-    for dark in (False, True):
-        saved.append(await shoot_metrics(app, dsn, dark, out / f"metrics-{'dark' if dark else 'light'}.png"))
+    for size in SIZES:
+        for dark in (False, True):
+            saved.append(await shoot_metrics(app, dsn, dark, out / name("metrics", dark, size), size))
     return saved
 
 
-async def shoot_metrics(app: QApplication, dsn: str, dark: bool, path: Path) -> Path:
+async def shoot_window(app: QApplication, dsn: str, out: Path, dark: bool, size: tuple[int, int]) -> list[Path]:
+    """Every view but Metrics, in one window."""
+    saved = []
+    apply_style(app, dark)
+    settings = load_settings(DATABASE_URL=dsn, JOBDESK_AUTOSTART_WORKER=False)
+    connection = ConsoleConnection(dsn, settings, embedded=True)
+    window = MainWindow(connection)
+    window.resize(*size)
+    window.show()
+    connection.start()
+    for _ in range(200):
+        if window.model.rowCount() > 0:
+            break
+        await asyncio.sleep(0.05)
+    await window.refresh_counts()
+    failed = next((i for i in range(window.model.rowCount())
+                   if window.model.row_at(i).status.value == "failed"), 0)  # type: ignore[union-attr]
+    window.jobs.table.selectRow(failed)
+    await asyncio.sleep(1.0)
+    path = out / name("console", dark, size)
+    window.grab().save(str(path))
+    saved.append(path)
+    rows = [window.model.row_at(i) for i in range(window.model.rowCount())]
+    retried = max(range(len(rows)), key=lambda i: rows[i].attempts)  # type: ignore[union-attr]
+    window.jobs.table.selectRow(retried)  # the job with the most attempts, for the timeline
+    window.detail.tabs.setCurrentIndex(window.detail.tabs.count() - 1)  # History
+    await asyncio.sleep(0.8)
+    path = out / name("history", dark, size)
+    window.detail.grab().save(str(path))
+    saved.append(path)
+    saved.append(await shoot_workers(window, out / name("workers", dark, size)))
+    saved.append(await shoot_pipelines(window, out / name("pipelines", dark, size)))
+    saved.append(await shoot_schedules(window, out / name("schedules", dark, size)))
+    saved.append(await shoot_approvals(window, out / name("approvals", dark, size)))
+    saved.append(await shoot_new_job(window, out / name("new-job", dark, size)))
+    saved.append(await shoot_failures(window, out / name("failures", dark, size)))
+    await connection.close()
+    window.close()
+    return saved
+
+
+async def shoot_workers(window: MainWindow, path: Path) -> Path:
+    """The whole window with the Workers dock opened from the toolbar (it is closed by default)."""
+    window.tabs.setCurrentWidget(window.jobs)
+    window.workers.dock_action.trigger()
+    for _ in range(100):
+        if window.workers.panel.model.rowCount() > 0:
+            break
+        await asyncio.sleep(0.05)
+    await asyncio.sleep(0.5)
+    window.grab().save(str(path))
+    window.workers.dock_action.trigger()
+    return path
+
+
+async def shoot_metrics(app: QApplication, dsn: str, dark: bool, path: Path, size: tuple[int, int]) -> Path:
     """The Metrics tab over the last hour."""
     apply_style(app, dark)
     connection = ConsoleConnection(dsn, load_settings(DATABASE_URL=dsn, JOBDESK_AUTOSTART_WORKER=False),
                                    embedded=True)
     window = MainWindow(connection)
-    window.resize(1280, 900)
+    window.resize(*size)
     window.show()
     connection.start()
     window.tabs.setCurrentWidget(window.metrics)

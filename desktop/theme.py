@@ -67,7 +67,25 @@ def apply_style(app: QApplication, dark: bool | None = None) -> bool:
     app.setPalette(palette)
     sheet = RESOURCES / ("dark.qss" if dark else "light.qss")
     app.setStyleSheet(sheet.read_text(encoding="utf-8") if sheet.exists() else "")
+    points = app.property(TEXT_POINTS)
+    if points is not None:
+        set_text_size(app, float(points))
     return dark
+
+
+TEXT_POINTS = "jobdeskTextPoints"  # the application's property holding the user's text size
+_TEXT_RULE = "\n/* text size */ * { font-size: "
+
+
+def set_text_size(app: QApplication, points: float) -> None:
+    """The text size, in points, for every widget. Under a style sheet the application's font
+    alone does not reach the widgets it styles, so the sheet carries the size too."""
+    app.setProperty(TEXT_POINTS, points)
+    sheet = app.styleSheet()
+    if not sheet:
+        return
+    base = sheet.split(_TEXT_RULE, 1)[0]
+    app.setStyleSheet(f"{base}{_TEXT_RULE}{points:g}pt; }}")
 
 
 def follow_os_style(app: QApplication) -> None:

@@ -13,7 +13,6 @@ from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import (
     QLabel,
     QMenu,
-    QScrollArea,
     QSplitter,
     QTabWidget,
     QToolBar,
@@ -42,11 +41,12 @@ class Banner(QLabel):
 
 
 class MainToolbar(QToolBar):
-    """New job, the selected jobs' actions, All matching, Refresh, Connect, Launch worker and the
-    read-only sign. Its actions belong to `window`, whose signals they are connected to there."""
+    """New job, the selected jobs' actions, All matching, Refresh, Connect, Launch worker, the
+    Workers panel's switch and the read-only sign. Its actions belong to `window`, whose signals
+    they are connected to there."""
 
     def __init__(self, window: QWidget, job_actions: Iterable[QAction], bulk_actions: Iterable[QAction],
-                 launch_action: QAction) -> None:
+                 worker_actions: Iterable[QAction]) -> None:
         super().__init__("Actions")
         self.read_only_label = QLabel("read-only")
         self.read_only_label.setObjectName("readOnly")
@@ -76,7 +76,8 @@ class MainToolbar(QToolBar):
         self.connect_action.setShortcut(QKeySequence("Ctrl+O"))
         self.connect_action.setToolTip("Switch to another database (Ctrl+O)")
         self.addAction(self.connect_action)
-        self.addAction(launch_action)
+        for action in worker_actions:
+            self.addAction(action)
         self.read_only_action = self.addWidget(self.read_only_label)
         self.read_only_action.setVisible(False)
 
@@ -86,15 +87,11 @@ class MainToolbar(QToolBar):
         self.read_only_action.setVisible(not writable)
 
 
-def central_widget(banner: QLabel, tabs: QTabWidget, detail: QWidget) -> QWidget:
-    """The banner above the tabs, which sit beside the detail pane in a splitter."""
+def central_widget(banner: QLabel, tabs: QTabWidget, pane: QWidget) -> QWidget:
+    """The banner above the tabs, which sit beside the job pane in a splitter."""
     split = QSplitter(Qt.Orientation.Horizontal)
     split.addWidget(tabs)
-    detail_area = QScrollArea()  # the pane scrolls rather than push the docks off a small screen
-    detail_area.setWidget(detail)
-    detail_area.setWidgetResizable(True)
-    detail_area.setFrameShape(QScrollArea.Shape.NoFrame)
-    split.addWidget(detail_area)
+    split.addWidget(pane)
     split.setStretchFactor(0, 3)
     split.setStretchFactor(1, 2)
     split.setSizes([800, 480])

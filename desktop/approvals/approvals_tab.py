@@ -17,7 +17,7 @@ from jobdesk.console.errors import EXPECTED
 from jobdesk.console.jobs.job_actions import JobActions
 from jobdesk.console.jobs.job_detail import JsonView
 from jobdesk.console.jobs.job_table_model import COL_CREATED, COL_ID, COL_PIPELINE, COL_TYPE, COLUMNS, JobTableModel
-from jobdesk.console.list_table import list_table
+from jobdesk.console.list_table import list_table, scaled
 from jobdesk.console.shown_gate import ShownGate
 from jobdesk.console.tasks import spawn
 from jobdesk.core.models import Status, short_id
@@ -47,7 +47,7 @@ class ApprovalsTab(QWidget):
         for col in range(len(COLUMNS)):
             self.table.setColumnHidden(col, col not in SHOWN_COLUMNS)
         for col, width in ((COL_ID, 76), (COL_TYPE, 120), (COL_PIPELINE, 76)):
-            self.table.setColumnWidth(col, width)
+            self.table.setColumnWidth(col, scaled(width, self.table))
         self.table.selectionModel().selectionChanged.connect(self._selection_changed)
         self._row = 0  # where the current job was, so the next one takes its place
 

@@ -225,7 +225,7 @@ class AttemptTimeline(QWidget):
         taken = -float(self.LABEL_GAP)  # where the last label drawn ends
         for rect, s in self.rects():
             if s.kind == RUN:
-                long = f"#{s.attempt} {s.outcome}"
+                long = f"#{s.attempt} {s.outcome.replace('_', ' ')}"
                 choices = [long] if metrics.horizontalAdvance(long) <= rect.width() + 40 else []
                 for label in [*choices, f"#{s.attempt}"]:
                     width = metrics.horizontalAdvance(label)

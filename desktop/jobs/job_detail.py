@@ -15,8 +15,6 @@ from PySide6.QtWidgets import (
     QLabel,
     QPlainTextEdit,
     QSplitter,
-    QTableWidget,
-    QTableWidgetItem,
     QTabWidget,
     QTreeWidget,
     QTreeWidgetItem,
@@ -24,11 +22,12 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from jobdesk.console.jobs.attempt_table import attempts_table, retries_text, runs_text, show_attempts, worker_of
 from jobdesk.console.jobs.attempt_timeline import AttemptTimeline, marks, segments
 from jobdesk.console.jobs.step_list import StepTable
 from jobdesk.console.theme import STATUS_COLOURS, status_label
 from jobdesk.core.json_value import JsonObject, JsonValue
-from jobdesk.core.models import short_id
+from jobdesk.core.models import JobRecord, Status, short_id
 from jobdesk.core.timefmt import relative
 from jobdesk.service import jobs as service
 from jobdesk.store.waiting import WaitingReason
@@ -118,9 +117,10 @@ class JobDetail(QWidget):
         self.title = QLabel("Select a job")
         self.title.setObjectName("detailTitle")
         self.title.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.title.setWordWrap(True)  # the id goes under the type rather than past the pane's edge
         self.meta = QFormLayout()
         self.meta_labels: dict[str, QLabel] = {}
-        for key in ("Status", "Type", "Pipeline", "User", "Attempts", "Created", "Started", "Finished",
+        for key in ("Status", "Type", "Pipeline", "User", "Runs", "Retries", "Created", "Started", "Finished",
                     "Next retry", "Scheduled", "Waiting", "Worker", "Depends on", "Dependants"):
             label = QLabel("")
             label.setTextInteractionFlags(Qt.TextInteractionFlag.TextBrowserInteraction)
@@ -133,11 +133,7 @@ class JobDetail(QWidget):
         self.error_view = QPlainTextEdit()
         self.error_view.setReadOnly(True)
         self.error_view.setFont(monospace())
-        self.history = QTableWidget(0, 5)
-        self.history.setHorizontalHeaderLabels(["Attempt", "Outcome", "Finished", "Duration", "Error"])
-        self.history.horizontalHeader().setStretchLastSection(True)
-        self.history.verticalHeader().hide()
-        self.history.setEditTriggers(QTableWidget.EditTrigger.NoEditTriggers)
+        self.history = attempts_table()
         self.tabs = QTabWidget()
         self.tabs.addTab(self.input_view, "Input")
         self.tabs.addTab(self.result_view, "Result")
@@ -182,7 +178,7 @@ class JobDetail(QWidget):
         record, attempts, dependants = detail.job, detail.attempts, detail.dependants
         now = datetime.now(UTC)
         self.job_id = record.id
-        self.title.setText(f"<b>{record.type}</b> &nbsp; <code>{record.id}</code>")
+        self.title.setText(f"<big><b>{html.escape(record.type)}</b></big><br><code>{record.id}</code>")
         background, foreground = STATUS_COLOURS[record.status]
         inactive = "" if record.is_active or record.status.value == "cancelled" else " (cancel requested)"
         if detail.waiting is not None and detail.waiting.kind in SUSPENDED_KINDS:
@@ -193,7 +189,8 @@ class JobDetail(QWidget):
         self._set("Pipeline", f"<a href='pipeline:{record.pipeline_id}'>{short_id(record.pipeline_id)}</a>"
                               f" · <a href='graph:{record.pipeline_id}'>graph</a>" if record.pipeline_id else "—")
         self._set("User", str(record.user_id))
-        self._set("Attempts", f"{record.attempts} (retries used: {record.retry_count})")
+        self._set("Runs", runs_text(record.attempts, attempts))
+        self._set("Retries", retries_text(record.retry_count))
         self._set("Created", _when(record.created_at, now))
         self._set("Started", _when(record.started_at, now))
         finished = record.completed_at or (record.updated_at if record.status.value in ("failed", "cancelled")
@@ -201,8 +198,8 @@ class JobDetail(QWidget):
         self._set("Finished", _when(finished, now))
         self._set("Next retry", _when(record.next_retry_at, now) if record.status.value == "queued" else "—")
         self._set("Scheduled", _when(record.scheduled_at, now))
-        self._set("Waiting", _waiting(detail.waiting))
-        self._set("Worker", record.worker_id or "—")
+        self._set("Waiting", _waiting(detail.waiting, record, now))
+        self._set("Worker", html.escape(worker_of(record, attempts)))
         self._set("Depends on", ", ".join(_link(d) for d in record.dependent_on_jobs) or "—")
         self._set("Dependants", ", ".join(_link(d) for d in dependants) or "—")
         self.input_view.show_value(record.input_data)
@@ -216,16 +213,7 @@ class JobDetail(QWidget):
         wake_at = detail.waiting.at if detail.waiting is not None else None
         self.timeline.show_segments(segments(record, attempts, now, wake_at), marks(detail.steps))
         self._show_steps(detail)
-        self.history.setRowCount(len(attempts))
-        for i, attempt in enumerate(attempts):
-            took = ""
-            if attempt.started_at and attempt.finished_at:
-                took = f"{(attempt.finished_at - attempt.started_at).total_seconds():.2f}s"
-            cells = [str(attempt.attempt), attempt.outcome,
-                     attempt.finished_at.astimezone().strftime("%Y-%m-%d %H:%M:%S"), took,
-                     (attempt.error_message or "").splitlines()[0] if attempt.error_message else ""]
-            for col, text in enumerate(cells):
-                self.history.setItem(i, col, QTableWidgetItem(text))
+        show_attempts(self.history, attempts)
         if record.error_message and self.tabs.currentIndex() == 0 and record.status.value == "failed":
             self.tabs.setCurrentWidget(self.error_view)
 
@@ -255,9 +243,12 @@ class JobDetail(QWidget):
         self.meta_labels[key].setText(html)
 
 
-def _waiting(why: WaitingReason | None) -> str:
-    """Why a queued job has not started; the jobs it waits for are links."""
+def _waiting(why: WaitingReason | None, record: JobRecord, now: datetime) -> str:
+    """What the job waits for: why a queued job has not started (the jobs it waits for are
+    links), or the approval a job that ran waits for."""
     if why is None:
+        if record.status == Status.WAITING_APPROVAL:
+            return f"waits for approval (since {relative(record.updated_at, now)})"
         return "—"
     if why.kind == "dependencies":
         noun = "dependency" if len(why.dependencies) == 1 else "dependencies"

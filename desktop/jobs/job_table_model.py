@@ -30,7 +30,7 @@ SERVED_ROLES = frozenset({ROW_ROLE, Qt.ItemDataRole.DisplayRole, Qt.ItemDataRole
 # (header, sort key or None)
 COLUMNS: list[tuple[str, str | None]] = [
     ("ID", "created"), ("Type", "type"), ("Status", "status"), ("Pipeline", "pipeline"), ("User", "user"),
-    ("Tries", "attempts"), ("Created", "created"), ("Updated", "updated"), ("Duration", None),
+    ("Runs", "attempts"), ("Created", "created"), ("Updated", "updated"), ("Duration", None),
     ("Next retry", None), ("Error", None),
 ]
 COL_ID, COL_TYPE, COL_STATUS, COL_PIPELINE, COL_USER, COL_TRIES, COL_CREATED, COL_UPDATED, COL_DURATION, \

@@ -28,7 +28,8 @@ from jobdesk.console.jobs.saved_views import SavedViews
 from jobdesk.console.jobs.search_box import SearchBox
 from jobdesk.console.jobs.search_syntax import parse_search
 from jobdesk.console.jobs.status_delegate import StatusChipDelegate
-from jobdesk.console.list_table import list_table
+from jobdesk.console.list_table import list_table, scaled
+from jobdesk.console.scroll_anchor import ScrollAnchor
 from jobdesk.console.status_filter import checked, status_buttons
 from jobdesk.console.tasks import spawn
 from jobdesk.console.theme import STATUS_COLOURS, status_label
@@ -39,7 +40,7 @@ log = logging.getLogger("jobdesk.console")
 
 TIME_RANGES = {"Any time": None, "Last hour": timedelta(hours=1), "Last 24 hours": timedelta(days=1),
                "Last 7 days": timedelta(days=7)}
-# ID, Type, Status, Pipeline, User, Tries, Created, Updated, Duration, Next retry, Error: the
+# ID, Type, Status, Pipeline, User, Runs, Created, Updated, Duration, Next retry, Error: the
 # default columns fit the table's share of a 1280-pixel window without scrolling sideways.
 COLUMN_WIDTHS = [76, 118, 134, 76, 50, 44, 68, 68, 64, 80, 100]  # the last one stretches
 HIDDEN_COLUMNS = (COL_USER, COL_UPDATED)
@@ -97,6 +98,7 @@ class JobsTab(QWidget):
         self.columns = ColumnPrefs(self.table, "jobs", COLUMN_WIDTHS, HIDDEN_COLUMNS)
         self.columns.use_profile(connection.describe())
         self.table.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAsNeeded)
+        self.scroll_anchor = ScrollAnchor(self.table)  # new jobs above leave the selected row in view
         self.empty_hint = QLabel(self.table.viewport())
         self.empty_hint.setObjectName("emptyHint")
         self.empty_hint.setAlignment(Qt.AlignmentFlag.AlignCenter)
@@ -127,7 +129,7 @@ class JobsTab(QWidget):
         self.pipeline_edit = self._filter_edit("pipeline id", 110)
         self.user_edit = self._filter_edit("user", 60)
         self.search_edit = SearchBox()
-        self.search_edit.setMinimumWidth(220)
+        self.search_edit.setMinimumWidth(scaled(220, self.search_edit))
         self.search_edit.returnPressed.connect(self.apply_filters)
         self.search_edit.textChanged.connect(lambda _t: self._debounce.start())
         self.search_error = QLabel()
@@ -233,7 +235,7 @@ class JobsTab(QWidget):
         edit = QLineEdit()
         edit.setPlaceholderText(placeholder)
         edit.setClearButtonEnabled(True)
-        edit.setMinimumWidth(width)
+        edit.setMinimumWidth(scaled(width, edit))
         edit.returnPressed.connect(self.apply_filters)
         edit.textChanged.connect(lambda _t: self._debounce.start())
         return edit
@@ -283,6 +285,22 @@ class JobsTab(QWidget):
             self.fingerprint_chip.setText(f"error: {shown}  ✕")
             self.fingerprint_chip.setToolTip(f"Only jobs whose error is “{fingerprint}”; click to clear")
         self.apply_filters()
+
+    def show_notice(self, job_id: str | None, statuses: frozenset[str], job_type: str | None) -> None:
+        """A notification was opened: its job alone (searched for, then selected), or the jobs of
+        its statuses and type."""
+        if job_id is not None:
+            statuses, job_type = frozenset(), None
+        for status, button in self.status_buttons.items():
+            button.setChecked(status is not None and str(status) in statuses)
+        self.status_buttons[None].setChecked(not statuses)
+        self.type_edit.setText(job_type or "")
+        self.pipeline_edit.clear()
+        self.search_edit.clear()
+        if job_id is not None:
+            self.select_when_shown(job_id, pipeline_id=None)
+        else:
+            self.apply_filters()
 
     # -- selection --------------------------------------------------------------------------
 

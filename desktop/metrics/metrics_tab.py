@@ -1,36 +1,34 @@
-"""The Metrics tab: throughput, queue depth and wait/run percentiles per type, drawn with
-pyqtgraph over the last hour, 24 hours or 7 days, and read again every few seconds while shown."""
+"""The Metrics tab: throughput, queue depth and wait/run percentiles per type (`charts`), over a
+range the user picks and for every type or one, read again every few seconds while shown."""
 
 from __future__ import annotations
 
 import logging
-import math
-import os
 
-os.environ.setdefault("PYQTGRAPH_QT_LIB", "PySide6")  # pyqtgraph must not pick another binding
-
-import pyqtgraph as pg
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QHideEvent, QPalette, QShowEvent
 from PySide6.QtWidgets import QComboBox, QGridLayout, QHBoxLayout, QLabel, QVBoxLayout, QWidget
 
 from jobdesk.console.connection import ConsoleConnection
 from jobdesk.console.errors import EXPECTED, reason
+from jobdesk.console.metrics.charts import LatencyChart, TimeChart
 from jobdesk.console.tasks import spawn
 from jobdesk.console.theme import STATUS_COLOURS
 from jobdesk.core.models import Status
-from jobdesk.store.stats import QUEUE_STATUSES, WINDOWS, Metrics, TableSize, Window
+from jobdesk.store.stats import COUNTED_ROWS_CAP, QUEUE_STATUSES, Metrics, TableSize, Window, parse_window
 
 log = logging.getLogger("jobdesk.console")
 
 REFRESH_MS = 5000  # while the tab is shown
-WINDOW_LABELS = {"Last hour": "1h", "Last 24 hours": "24h", "Last 7 days": "7d"}
-LOG_FLOOR = -3.5  # bars of the latency charts start at about 0.3 ms (log10 seconds)
-LATENCY_TICKS = [(-3.0, "1 ms"), (-2.0, "10 ms"), (-1.0, "100 ms"), (0.0, "1 s"), (1.0, "10 s"),
-                 (math.log10(60), "1 min"), (math.log10(600), "10 min"), (math.log10(3600), "1 h"),
-                 (math.log10(36000), "10 h")]
+WINDOW_LABELS = {"Last 15 minutes": "15m", "Last hour": "1h", "Last 6 hours": "6h", "Last 24 hours": "24h",
+                 "Last 7 days": "7d", "Last 30 days": "30d"}
+DEFAULT_WINDOW = "Last hour"
+ALL_TYPES = "All types"
 DEPTH_NAMES = {"queued": "queued", "in_progress": "running", "waiting_approval": "waiting approval"}
-PERCENTILE_COLOURS = {"p50": "#1f6feb", "p95": "#d4a72c"}
+# The running line is drawn wide and below, the waiting-approval one dashed above it: where they
+# hold the same value (often 0), both still show.
+DEPTH_PENS = {"queued": (2.0, 1, Qt.PenStyle.SolidLine), "in_progress": (4.0, 0, Qt.PenStyle.SolidLine),
+              "waiting_approval": (2.0, 2, Qt.PenStyle.DashLine)}
 
 
 def _colour(status: str) -> str:
@@ -49,32 +47,45 @@ class MetricsTab(QWidget):
         self.active = False
         self.metrics: Metrics | None = None
         self._loading = False
+        self._reload = False  # the range or the type changed during a read: read again after it
 
         self.window_combo = QComboBox()
         self.window_combo.addItems(list(WINDOW_LABELS))
-        self.window_combo.currentIndexChanged.connect(lambda _i: self.refresh())
+        self.window_combo.setCurrentText(DEFAULT_WINDOW)
+        self.window_combo.currentIndexChanged.connect(lambda _i: self.refresh(changed=True))
+        self.type_combo = QComboBox()  # every type, or one: the types seen in the readings are offered
+        self.type_combo.setEditable(True)
+        self.type_combo.setInsertPolicy(QComboBox.InsertPolicy.NoInsert)
+        self.type_combo.addItem(ALL_TYPES)
+        self.type_combo.setMinimumContentsLength(16)
+        self.type_combo.activated.connect(lambda _i: self.refresh(changed=True))
+        edit = self.type_combo.lineEdit()
+        if edit is not None:
+            edit.returnPressed.connect(lambda: self.refresh(changed=True))
         self.summary = QLabel("")
         self.summary.setObjectName("metricsSummary")
+        self.summary.setWordWrap(True)
         bar = QHBoxLayout()
-        bar.addWidget(QLabel("Window"))
-        bar.addWidget(self.window_combo)
+        for widget in (QLabel("Range"), self.window_combo, QLabel("Type"), self.type_combo):
+            bar.addWidget(widget)
         bar.addSpacing(12)
         bar.addWidget(self.summary, 1)
 
-        self.throughput_plot = self._time_plot("Jobs per minute", {"completed": "#2da44e", "failed": "#cf222e"})
-        self.completed_curve = self.throughput_plot.plot(name="completed", pen=pg.mkPen("#2da44e", width=2))
-        self.failed_curve = self.throughput_plot.plot(name="failed", pen=pg.mkPen("#cf222e", width=2))
-        self.depth_plot = self._time_plot("Queue depth", {DEPTH_NAMES[s]: _colour(s) for s in QUEUE_STATUSES})
-        self.depth_curves = {s: self.depth_plot.plot(name=DEPTH_NAMES[s], pen=pg.mkPen(_colour(s), width=2))
+        self.throughput_chart = TimeChart("Jobs per minute", {"completed": "#2da44e", "failed": "#cf222e"}, "/min")
+        self.completed_curve = self.throughput_chart.add_curve("completed", "#2da44e")
+        self.failed_curve = self.throughput_chart.add_curve("failed", "#cf222e", z=1)
+        self.depth_chart = TimeChart("Queue depth", {DEPTH_NAMES[s]: _colour(s) for s in QUEUE_STATUSES})
+        self.depth_curves = {s: self.depth_chart.add_curve(DEPTH_NAMES[s], _colour(s), width=DEPTH_PENS[s][0],
+                                                     z=DEPTH_PENS[s][1], style=DEPTH_PENS[s][2])
                              for s in QUEUE_STATUSES}
-        self.wait_plot, self.wait_bars = self._latency_plot("Wait time per type")
-        self.run_plot, self.run_bars = self._latency_plot("Run time per type")
+        self.wait_chart = LatencyChart("Wait time per type")
+        self.run_chart = LatencyChart("Run time per type")
+        self.throughput_plot, self.depth_plot = self.throughput_chart.plot, self.depth_chart.plot
+        self.wait_plot, self.run_plot = self.wait_chart.plot, self.run_chart.plot
 
         grid = QGridLayout()
-        grid.addWidget(self.throughput_plot, 0, 0)
-        grid.addWidget(self.depth_plot, 0, 1)
-        grid.addWidget(self.wait_plot, 1, 0)
-        grid.addWidget(self.run_plot, 1, 1)
+        for i, chart in enumerate(self.charts()):
+            grid.addWidget(chart, i // 2, i % 2)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 4, 0, 0)
         layout.addLayout(bar)
@@ -86,57 +97,27 @@ class MetricsTab(QWidget):
 
     # -- charts -----------------------------------------------------------------------------
 
-    def _time_plot(self, title: str, keys: dict[str, str]) -> pg.PlotWidget:
-        plot = pg.PlotWidget(axisItems={"bottom": pg.DateAxisItem(orientation="bottom")})
-        plot.keys = (title, keys)  # type: ignore[attr-defined]  # the title names the series in their colours
-        plot.showGrid(x=True, y=True, alpha=0.2)
-        plot.setMouseEnabled(x=False, y=False)
-        plot.setMenuEnabled(False)
-        plot.getPlotItem().setLimits(yMin=0)
-        return plot
+    def charts(self) -> list[TimeChart | LatencyChart]:
+        return [self.throughput_chart, self.depth_chart, self.wait_chart, self.run_chart]
 
-    def _latency_plot(self, title: str) -> tuple[pg.PlotWidget, dict[str, pg.BarGraphItem]]:
-        # Horizontal bars on a log scale: one row per type, so long type names stay readable.
-        plot = pg.PlotWidget()
-        plot.keys = (title, PERCENTILE_COLOURS)  # type: ignore[attr-defined]
-        plot.showGrid(x=True, alpha=0.2)
-        plot.setMouseEnabled(x=False, y=False)
-        plot.setMenuEnabled(False)
-        plot.getAxis("bottom").setTicks([LATENCY_TICKS])
-        plot.getPlotItem().invertY(True)  # the first type on top
-        bars = {}
-        for i, name in enumerate(PERCENTILE_COLOURS):
-            item = pg.BarGraphItem(x0=LOG_FLOOR, y=[], width=[], height=0.38, brush=PERCENTILE_COLOURS[name],
-                                   pen=pg.mkPen(None))
-            item.offset = -0.2 + 0.4 * i  # type: ignore[attr-defined]
-            plot.addItem(item)
-            bars[name] = item
-        return plot, bars
+    def plots(self) -> list:  # type: ignore[type-arg]
+        return [chart.plot for chart in self.charts()]
 
     def apply_palette(self) -> None:
         """Follow the light or dark style: the chart background, axes and titles take its colours."""
-        palette = self.palette()
-        base = palette.color(QPalette.ColorRole.Base)
-        text = palette.color(QPalette.ColorRole.Text)
-        for plot in self.plots():
-            plot.setBackground(base)
-            item = plot.getPlotItem()
-            for axis in ("left", "bottom"):
-                ax = item.getAxis(axis)
-                ax.setPen(pg.mkPen(text))
-                ax.setTextPen(pg.mkPen(text))
-            title, keys = plot.keys
-            names = " ".join(f"<span style='color:{colour}'>■ {name}</span>" for name, colour in keys.items())
-            item.setTitle(f"<b>{title}</b>&nbsp;&nbsp; {names}", color=text.name(), size="10pt")
-
-    def plots(self) -> list[pg.PlotWidget]:
-        return [self.throughput_plot, self.depth_plot, self.wait_plot, self.run_plot]
+        for chart in self.charts():
+            chart.apply_palette(self.palette())
 
     # -- live reading -----------------------------------------------------------------------
 
     @property
     def time_window(self) -> Window:
-        return WINDOWS[WINDOW_LABELS[self.window_combo.currentText()]]
+        return parse_window(WINDOW_LABELS[self.window_combo.currentText()])
+
+    @property
+    def job_type(self) -> str | None:
+        text = self.type_combo.currentText().strip()
+        return None if text in ("", ALL_TYPES) else text
 
     def set_active(self, active: bool) -> None:
         self.active = active
@@ -156,23 +137,30 @@ class MetricsTab(QWidget):
     def stop_timers(self) -> None:
         self._timer.stop()
 
-    def refresh(self) -> None:
-        if self.active and not self._loading:
-            spawn(self._load(), "metrics")
+    def refresh(self, *, changed: bool = False) -> None:
+        if not self.active:
+            return
+        if self._loading:
+            self._reload = self._reload or changed
+            return
+        spawn(self._load(), "metrics")
 
     async def _load(self) -> None:
         self._loading = True
-        window = self.time_window
+        window, job_type = self.time_window, self.job_type
         try:
-            metrics = await self.connection.run(lambda jobs: jobs.metrics(window))
+            metrics = await self.connection.run(lambda jobs: jobs.metrics(window, job_type))
         except EXPECTED as exc:  # expected failures are messages; bugs reach the error hook
             self.message.emit(f"metrics: {reason(exc)}")
             return
         finally:
             self._loading = False
-        self.show_metrics(metrics)
+        self.show_metrics(metrics, job_type)
+        if self._reload:
+            self._reload = False
+            self.refresh()
 
-    def show_metrics(self, metrics: Metrics) -> None:
+    def show_metrics(self, metrics: Metrics, job_type: str | None = None) -> None:
         self.metrics = metrics
         tp = metrics.throughput
         x = [t.timestamp() + tp.step.total_seconds() / 2 for t in tp.times]
@@ -181,9 +169,12 @@ class MetricsTab(QWidget):
         depth_x = [t.timestamp() + tp.step.total_seconds() for t in metrics.depth.times]
         for status, curve in self.depth_curves.items():
             curve.setData(depth_x, metrics.depth.series.get(status, []))
-        for plot in (self.throughput_plot, self.depth_plot):
-            plot.setXRange(metrics.since.timestamp(), metrics.until.timestamp(), padding=0.01)
+        for chart in (self.throughput_chart, self.depth_chart):
+            chart.show_range(metrics.since.timestamp(), metrics.until.timestamp())
+        self.throughput_chart.set_title(f"Jobs per minute · {job_type}" if job_type else "Jobs per minute")
+        self.depth_chart.set_title("Queue depth · all types" if job_type else "Queue depth")
         self._show_latency(metrics)
+        self._offer_types([lat.type for lat in metrics.latency])
         minutes = metrics.window.span.total_seconds() / 60
         queue = metrics.depth.now
         self.summary.setText(
@@ -192,20 +183,17 @@ class MetricsTab(QWidget):
             f"{queue.get('in_progress', 0):,} running · {queue.get('waiting_approval', 0):,} waiting approval")
         self.loaded.emit()
 
+    def _offer_types(self, types: list[str]) -> None:
+        known = {self.type_combo.itemText(i) for i in range(self.type_combo.count())}
+        for type_ in sorted(set(types) - known):
+            self.type_combo.addItem(type_)
+
     def _show_latency(self, metrics: Metrics) -> None:
         types = [lat.type for lat in metrics.latency]
-        ticks = [list(enumerate(types))]
-        for plot, bars, prefix in ((self.wait_plot, self.wait_bars, "wait"), (self.run_plot, self.run_bars, "run")):
-            for name, item in bars.items():
-                values = [getattr(lat, f"{prefix}_{name}") for lat in metrics.latency]
-                widths = [max(0.0, math.log10(v) - LOG_FLOOR) if v else 0.0 for v in values]
-                item.setOpts(y=[i + item.offset for i in range(len(types))], width=widths, x0=LOG_FLOOR)
-                item.seconds = values  # type: ignore[attr-defined]  # what the bars stand for, unscaled
-            plot.getAxis("left").setTicks(ticks)
-            plot.setYRange(-0.6, max(1, len(types)) - 0.4, padding=0)
-            top = max([math.log10(v) for lat in metrics.latency
-                       for v in (getattr(lat, f"{prefix}_p95"),) if v] or [0.0])
-            plot.setXRange(LOG_FLOOR, max(top + 0.3, -1.0), padding=0)
+        text = self.palette().color(QPalette.ColorRole.Text)
+        for chart, prefix in ((self.wait_chart, "wait"), (self.run_chart, "run")):
+            values = {name: [getattr(lat, f"{prefix}_{name}") for lat in metrics.latency] for name in chart.bars}
+            chart.show_values(types, values, text)
 
     def series(self) -> dict[str, list[float]]:
         """The plotted values, by name (for tests and the screenshot check)."""
@@ -217,15 +205,20 @@ class MetricsTab(QWidget):
         for status, curve in self.depth_curves.items():
             y = curve.getData()[1]
             out[f"depth.{status}"] = list(y) if y is not None else []
-        for prefix, bars in (("wait", self.wait_bars), ("run", self.run_bars)):
-            for name, item in bars.items():
+        for prefix, chart in (("wait", self.wait_chart), ("run", self.run_chart)):
+            for name, item in chart.bars.items():
                 out[f"{prefix}.{name}"] = list(getattr(item, "seconds", []))
         return out
 
 
 def describe_size(size: TableSize) -> str:
     """The status bar's words for the jobs table: "jobs ≈ 1,000,000 rows · 412 MB"."""
-    rows = f"≈ {size.estimated_rows:,} rows" if size.estimated_rows is not None else "rows not estimated yet"
+    if size.estimated_rows is not None:
+        rows = f"≈ {size.estimated_rows:,} rows"
+    elif size.counted_rows is not None:  # not analysed yet: counted instead
+        rows = f"{COUNTED_ROWS_CAP:,}+ rows" if size.counted_past_cap else f"{size.counted_rows:,} rows"
+    else:
+        rows = "rows unknown"
     mb = size.total_bytes / 1_000_000
     shown = f"{mb:,.0f} MB" if mb >= 10 else f"{mb:.1f} MB"
     return f"jobs: {rows} · {shown}"
@@ -239,8 +232,9 @@ class TableSizeLabel(QLabel):
     def __init__(self, connection: ConsoleConnection) -> None:
         super().__init__("")
         self.connection = connection
-        self.setToolTip("Estimated rows (pg_class.reltuples) and on-disk size with indexes "
-                        "(pg_total_relation_size) of the jobs table")
+        self.setToolTip("Rows of the jobs table (estimated from pg_class.reltuples; counted, up to "
+                        f"{COUNTED_ROWS_CAP:,}, before its first analysis) and its on-disk size with indexes "
+                        "(pg_total_relation_size)")
         self.setAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
         self._timer = QTimer(self, interval=self.INTERVAL_MS)
         self._timer.timeout.connect(self.refresh)

@@ -123,7 +123,10 @@ class NodeItem(QGraphicsItem):
 
     def _facts(self) -> str:
         node = self.node
-        tries = f"try {node.attempts}" if node.attempts else "not started"
+        # Runs and retries apart: a durable job's suspensions are runs, not tries.
+        tries = f"run {node.attempts}" if node.attempts else "not started"
+        if node.retry_count:
+            tries += f" ({node.retry_count} {'retry' if node.retry_count == 1 else 'retries'})"
         elapsed = node.elapsed_s(self._view.now)
         if elapsed is None:
             return tries

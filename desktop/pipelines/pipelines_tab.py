@@ -87,7 +87,7 @@ class PipelinesTab(QWidget):
         self.model = PipelineListModel(connection.run)
         self.model.failed.connect(lambda text: self.message.emit(f"query failed: {text}"))
         self.model.loaded.connect(self._keep_selection)
-        self.table = list_table(self.model, (260, 150, 170, 80, 80, 80))
+        self.table = list_table(self.model, (240, 150, 170, 80, 80, 80))
         delegate = PipelineDelegate(self.table)
         self.table.setItemDelegateForColumn(COL_STATUS, delegate)
         self.table.setItemDelegateForColumn(COL_PROGRESS, delegate)

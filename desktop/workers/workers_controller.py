@@ -10,6 +10,7 @@ from PySide6.QtCore import QObject, Qt, Signal
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import QDockWidget, QMainWindow, QMessageBox
 
+from jobdesk.console.column_prefs import console_settings
 from jobdesk.console.connection import ConsoleConnection
 from jobdesk.console.tasks import spawn
 from jobdesk.console.theme import icon
@@ -20,6 +21,8 @@ from jobdesk.store import fleet
 from jobdesk.store.fleet import WorkerRecord
 
 log = logging.getLogger("jobdesk.console")
+
+DOCK_SETTING = "layout/workers_dock"  # whether the Workers dock was open when last toggled
 
 
 class WorkersController(QObject):
@@ -57,7 +60,8 @@ class WorkersController(QObject):
         self.dock.setObjectName("workersDock")
         self.dock.setWidget(self.panel)
         self.dock.setFeatures(QDockWidget.DockWidgetFeature.DockWidgetMovable
-                              | QDockWidget.DockWidgetFeature.DockWidgetFloatable)
+                              | QDockWidget.DockWidgetFeature.DockWidgetFloatable
+                              | QDockWidget.DockWidgetFeature.DockWidgetClosable)
         self.log_dock = WorkerLogDock(self.launcher, window)
         window.addDockWidget(Qt.DockWidgetArea.BottomDockWidgetArea, self.dock)
         window.addDockWidget(Qt.DockWidgetArea.BottomDockWidgetArea, self.log_dock)
@@ -65,6 +69,14 @@ class WorkersController(QObject):
         window.resizeDocks([self.dock], [232], Qt.Orientation.Vertical)  # 5 workers show; the job table keeps the most
         self.dock.raise_()
         self.log_dock.hide()  # until a worker is launched
+        # Closed unless the user opened it last time: open, it takes a third of the job table's rows.
+        self.dock_action = self.dock.toggleViewAction()
+        self.dock_action.setText("Workers")
+        self.dock_action.setIcon(icon("launch_worker"))
+        self.dock_action.setShortcut(QKeySequence("Ctrl+Shift+K"))
+        self.dock_action.setToolTip("Show or hide the Workers panel (Ctrl+Shift+K)")
+        self.dock.setVisible(bool(console_settings().value(DOCK_SETTING, False, type=bool)))
+        self.dock_action.triggered.connect(lambda on: console_settings().setValue(DOCK_SETTING, on))
 
         connection.connected.connect(lambda _d: self._update_action())
         connection.disconnected.connect(lambda _r: self._update_action())

@@ -75,7 +75,7 @@ class WorkersPanel(QWidget):
         self._served: frozenset[str] | None = None
         self._unserved_at = 0.0
 
-        self.table = list_table(self.model, COLUMN_WIDTHS[:len(COLUMNS)], row_height=24)
+        self.table = list_table(self.model, COLUMN_WIDTHS[:len(COLUMNS)], padding=10)
         self.links = JobLinksDelegate(self.table)
         self.links.link_clicked.connect(self.job_link_clicked)
         self.table.setItemDelegateForColumn(COL_JOBS, self.links)

@@ -168,7 +168,10 @@ def test_layout_and_columns_per_profile(qapp: QApplication, qtbot, test_db: str)
         assert not table.horizontalScrollBar().isVisible()
         assert table.horizontalHeader().length() <= table.viewport().width()
         assert table.columnWidth(COL_ERROR) >= 100  # and the error still has room
-        # ... and the Workers dock shows at least 5 workers.
+        # ... and the Workers dock, opened from the toolbar (it is closed by default), shows at least 5 workers.
+        assert not window.workers.dock.isVisible()
+        window.workers.dock_action.trigger()
+        await asyncio.sleep(0.3)  # the layout settles
         workers = window.workers.panel
         await until(lambda: workers.model.rowCount() == 6, what="the workers")
         fifth = workers.table.visualRect(workers.model.index(4, 0))

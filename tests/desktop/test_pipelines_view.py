@@ -155,6 +155,7 @@ def test_clicks_navigation_and_pipeline_actions(qapp: QApplication, qtbot, test_
         tab.dag.node_activated.emit(c.id)
         await until(lambda: window.tabs.currentIndex() == 0 and [r.id for r in window.selected_rows()] == [c.id],
                     what="the job selected in the table")
+        await until(lambda: window.detail.job_id == c.id, what="the selected job in the detail pane")
         # The detail pane's "graph" link leads back to the pipeline's DAG.
         assert "graph:p-1" in window.detail.meta_labels["Pipeline"].text()
         window.detail._link("graph:p-1")

@@ -17,7 +17,7 @@ from jobdesk.core.errors import JobdeskError
 from jobdesk.core.timefmt import span
 from jobdesk.runtime.retention import PRUNABLE
 from jobdesk.service.schema import migrate_database, prepare_schema
-from jobdesk.store.stats import BadWindow, Window, parse_window
+from jobdesk.store.stats import COUNTED_ROWS_CAP, BadWindow, Window, parse_window
 
 if TYPE_CHECKING:
     from jobdesk.embedded.server import Client
@@ -209,7 +209,12 @@ async def cmd_stats(inv: Invocation) -> int:
     print(f"last {metrics.window.label}: {metrics.completed:,} completed ({metrics.completed / minutes:.1f}/min), "
           f"{metrics.failed:,} failed ({metrics.failed / minutes:.1f}/min)")
     print("queue now: " + ", ".join(f"{n:,} {s}" for s, n in metrics.depth.now.items()))
-    rows = f"~{size.estimated_rows:,}" if size.estimated_rows is not None else "unknown"
+    if size.estimated_rows is not None:
+        rows = f"~{size.estimated_rows:,}"
+    elif size.counted_rows is not None:  # not analysed yet: counted, up to a cap
+        rows = f"{COUNTED_ROWS_CAP:,}+" if size.counted_past_cap else f"{size.counted_rows:,}"
+    else:
+        rows = "unknown"
     print(f"table jobs: {rows} rows, {size.total_bytes / 2**20:,.1f} MiB on disk")
     if metrics.latency:
         table = [("TYPE", "ATTEMPTS", "WAIT P50", "WAIT P95", "RUN P50", "RUN P95")]

@@ -16,10 +16,11 @@ from jobdesk.store.stats import Attention, Metrics, TableSize, Transition, Windo
 class StatsReads(JobReads):
     """Statistics, failures and health."""
 
-    async def metrics(self, window: Window) -> Metrics:
-        """Throughput, queue depth and wait/run percentiles per type over `window` (all users)."""
+    async def metrics(self, window: Window, job_type: str | None = None) -> Metrics:
+        """Throughput, queue depth and wait/run percentiles per type over `window` (all users);
+        with `job_type`, the throughput and percentiles of that type alone."""
         async with (await self._read_pool()).acquire() as conn:
-            return await stats_queries.fetch_metrics(conn, window)
+            return await stats_queries.fetch_metrics(conn, window, job_type)
 
     async def table_size(self) -> TableSize:
         """The jobs table's estimated row count and its size on disk, indexes included."""

@@ -147,6 +147,15 @@ class Metrics:
 class TableSize:
     estimated_rows: int | None  # pg_class.reltuples; None before the table was first analysed
     total_bytes: int
+    # Before the first analysis: the rows counted, up to COUNTED_ROWS_CAP (None once estimated).
+    counted_rows: int | None = None
+
+    @property
+    def counted_past_cap(self) -> bool:
+        return self.counted_rows is not None and self.counted_rows > COUNTED_ROWS_CAP
+
+
+COUNTED_ROWS_CAP = 100_000  # a table not analysed yet is counted up to this many rows (a short scan)
 
 
 @dataclass(frozen=True)
@@ -173,10 +182,12 @@ class Transition:
 
 STATUS_COUNTS_SQL = per_status_counts(QUEUE_STATUSES)
 
+# $3: one type, or NULL for all of them (the primary key leads with grain and bucket; the type is
+# filtered among the window's rows).
 COUNTS_SQL = """
 SELECT bucket, sum(completed)::bigint AS completed, sum(failed)::bigint AS failed
   FROM job_stats
- WHERE grain = $1 AND bucket >= $2
+ WHERE grain = $1 AND bucket >= $2 AND ($3::text IS NULL OR type = $3)
  GROUP BY bucket
  ORDER BY bucket
 """
@@ -196,7 +207,7 @@ SELECT e.i, q.status, d.n
 HIST_SQL = """
 SELECT type, metric, bin, sum(n)::bigint AS n
   FROM job_stats_hist
- WHERE grain = $1 AND bucket >= $2 AND bucket < $3
+ WHERE grain = $1 AND bucket >= $2 AND bucket < $3 AND ($4::text IS NULL OR type = $4)
  GROUP BY type, metric, bin
 """
 
@@ -206,6 +217,7 @@ SELECT type, metric, bin, sum(n)::bigint AS n
   FROM (SELECT type, metric, bin, n FROM job_stats_hist WHERE grain = 'h' AND bucket >= $1 AND bucket < $2
         UNION ALL
         SELECT type, metric, bin, n FROM job_stats_hist WHERE grain = 'd' AND bucket >= $2) x
+ WHERE $3::text IS NULL OR type = $3
  GROUP BY type, metric, bin
 """
 
@@ -241,21 +253,23 @@ def _next_day(at: datetime) -> datetime:
     return day if day == at else day + timedelta(days=1)
 
 
-async def fetch_metrics(conn: asyncpg.Connection, window: Window) -> Metrics:
-    """Throughput, depth and latency over `window`, read in one snapshot."""
+async def fetch_metrics(conn: asyncpg.Connection, window: Window, job_type: str | None = None) -> Metrics:
+    """Throughput, depth and latency over `window`, read in one snapshot. With `job_type`, the
+    throughput and the latency are that type's; the depth is of every type (the depth counts the
+    workers take are per status only)."""
     async with conn.transaction(isolation="repeatable_read", readonly=True):
         db_now: datetime = await conn.fetchval("SELECT now()")
         since = db_now - window.span
         counts_from = _floor(since, timedelta(minutes=1) if window.counts_grain == "m" else timedelta(hours=1))
         hist_from = _floor(since, timedelta(minutes=1) if window.hist_grain == "m" else timedelta(hours=1))
         status_rows = await conn.fetch(STATUS_COUNTS_SQL)
-        count_rows = await conn.fetch(COUNTS_SQL, window.counts_grain, counts_from)
+        count_rows = await conn.fetch(COUNTS_SQL, window.counts_grain, counts_from, job_type)
         start, points = chart_points(window, since, db_now)
         depth_rows = await conn.fetch(DEPTH_SQL, start, window.step, points, list(QUEUE_STATUSES))
         if window.hist_grain == "m":
-            hist_rows = await conn.fetch(HIST_SQL, "m", hist_from, db_now + timedelta(minutes=1))
+            hist_rows = await conn.fetch(HIST_SQL, "m", hist_from, db_now + timedelta(minutes=1), job_type)
         else:
-            hist_rows = await conn.fetch(HIST_HOURS_DAYS_SQL, hist_from, _next_day(hist_from))
+            hist_rows = await conn.fetch(HIST_HOURS_DAYS_SQL, hist_from, _next_day(hist_from), job_type)
     return Metrics(window, since, db_now, *_series(window, since, db_now, status_rows, count_rows, depth_rows),
                    latency_from_bins(hist_rows))
 
@@ -328,8 +342,14 @@ def latency_from_bins(rows: Sequence[Any]) -> list[Latency]:
 
 
 async def fetch_table_size(conn: asyncpg.Connection) -> TableSize:
+    """The planner's estimate of the rows; until autovacuum first analyses the table (a young or
+    small one, which the estimate leaves at -1) the rows counted, up to a cap, so there is a number."""
     row = await conn.fetchrow(TABLE_SIZE_SQL)
-    return TableSize(row["estimated_rows"], row["total_bytes"])
+    counted = None
+    if row["estimated_rows"] is None:
+        counted = await conn.fetchval("SELECT count(*) FROM (SELECT 1 FROM jobs LIMIT $1) AS capped",
+                                      COUNTED_ROWS_CAP + 1)
+    return TableSize(row["estimated_rows"], row["total_bytes"], counted)
 
 
 async def fetch_attention(conn: asyncpg.Connection) -> Attention:
