@@ -86,7 +86,7 @@ class Durability:
         self.store = WorkerSteps(db, worker_id)
         self.metrics = metrics
         self.wake = wake
-        self._timers: set[asyncio.TimerHandle] = set()
+        self._timers: dict[asyncio.Handle, float] = {}  # each local wake-up and when it is due (loop time)
 
     def run_for(self, job: Job) -> DurableRun:
         """The durable calls of a job's run, made on its first one: a job that makes none costs nothing."""
@@ -104,11 +104,14 @@ class Durability:
         if delay > MAX_LOCAL_WAKE_S:
             return
         loop = asyncio.get_running_loop()
-        handle = loop.call_later(max(0.0, delay) + 0.002, self._fire)
-        self._timers.add(handle)
+        due = max(0.0, delay) + 0.002
+        # The deadline is kept beside the handle: a loop's call_later need not return a TimerHandle
+        # (qasync's, in the console, returns a plain Handle, which has no when()).
+        self._timers[loop.call_later(due, self._fire)] = loop.time() + due
 
     def _fire(self) -> None:
-        self._timers = {t for t in self._timers if not t.cancelled() and t.when() > asyncio.get_running_loop().time()}
+        now = asyncio.get_running_loop().time()
+        self._timers = {t: at for t, at in self._timers.items() if not t.cancelled() and at > now}
         self.wake()
 
     def close(self) -> None:
