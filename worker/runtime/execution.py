@@ -15,8 +15,10 @@ from pydantic import BaseModel, ValidationError
 from jobdesk.core.durable import Suspension
 from jobdesk.core.errors import InvalidJob, PermanentJobError
 from jobdesk.core.input_validation import check_job_input
+from jobdesk.core.job_report import JobReport
 from jobdesk.core.models import Job, JobCreate, ProcessorResult
 from jobdesk.core.processor import BaseProcessor
+from jobdesk.runtime.job_reports import Reports, current_report
 from jobdesk.runtime.outcomes import Outcomes
 from jobdesk.store import transitions
 
@@ -72,10 +74,13 @@ class Execution:
 
     def __init__(self, processors: Mapping[str, BaseProcessor], concurrency: int, outcomes: Outcomes,
                  kicks: Kicks, stop: asyncio.Event, metrics: WorkerMetrics | None,
-                 durability: Durability | None = None) -> None:
+                 durability: Durability | None = None, reports: Reports | None = None) -> None:
         """`stop` is set once the worker stops: from then on no job starts. `durability` gives
-        each job its durable calls (`job.step`, `job.sleep`...)."""
+        each job its durable calls (`job.step`, `job.sleep`...); `reports` keeps each run's
+        progress and log lines."""
         self.durability = durability
+        self.reports = reports
+        self._side_writes: set[asyncio.Task[None]] = set()
         self._durable_source = durability.run_for if durability is not None else None
         self.processors = processors
         self.concurrency = concurrency
@@ -176,34 +181,62 @@ class Execution:
             else:
                 self.kicks.one()
 
+    async def _reported(self, report: JobReport | None) -> None:
+        """Write what is left of a run's progress and log lines: before its outcome, so that a
+        reader who sees the job finished sees its last progress and every line too."""
+        if report is not None and self.reports is not None:
+            await self.reports.finish(report)
+
+    def _reported_later(self, report: JobReport | None) -> None:
+        """The same for a run the worker stops: written beside the stop, never holding it up."""
+        if report is None or self.reports is None:
+            return
+        task = asyncio.create_task(self.reports.finish(report), name=f"job-report-{report.job_id}")
+        self._side_writes.add(task)
+        task.add_done_callback(self._side_writes.discard)
+
+    async def _call(self, processor: BaseProcessor, job: Job, report: JobReport | None) -> ProcessorResult:
+        """The processor's run, its input and result checked; its log records go to `report`."""
+        began = time.monotonic()
+        token = current_report.set(report)
+        try:
+            check_job_input(processor, job)  # a mismatch is permanent: no retry can fix the input
+            result = check_result(job, await processor.process(job))
+            if processor.output_model is not None:
+                check_output(processor.output_model, result)
+            return result
+        finally:  # before the outcome is recorded, whatever it is
+            job.run_s = time.monotonic() - began
+            current_report.reset(token)
+
     async def _run_job_inner(self, job: Job) -> None:
         processor = self.processors[job.type]
-        began = time.monotonic()
+        report = self.reports.start(job) if self.reports is not None else None
         try:
-            try:
-                check_job_input(processor, job)  # a mismatch is permanent: no retry can fix the input
-                result = check_result(job, await processor.process(job))
-                if processor.output_model is not None:
-                    check_output(processor.output_model, result)
-            finally:  # before the outcome is recorded, whatever it is
-                job.run_s = time.monotonic() - began
+            result = await self._call(processor, job, report)
         except asyncio.CancelledError:
             if job.cancelled:
+                await self._reported(report)
                 await self.outcomes.record_cancelled(job)
                 return
+            self._reported_later(report)
             raise
         except Suspension as suspension:
+            await self._reported(report)
             if job.cancelled:
                 await self.outcomes.record_cancelled(job)
             elif await self.outcomes.record_suspended(job, suspension.wait) and self.durability is not None:
                 self.durability.wake_at(suspension.wait.until)
             return
         except PermanentJobError as exc:
+            await self._reported(report)
             await self.outcomes.record_failure(job, exc, permanent=True)
             return
         except Exception as exc:  # noqa: BLE001 - any processor error fails the job, recorded on it
+            await self._reported(report)
             await self.outcomes.record_failure(job, exc, permanent=False)
             return
+        await self._reported(report)
         if job.cancelled:
             await self.outcomes.record_cancelled(job)
         else:

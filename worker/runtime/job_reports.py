@@ -1,0 +1,175 @@
+"""The worker's side of progress and per-job logs: the report of each run, the logging handler
+that routes a run's records to it, and the writer that takes what the running jobs reported a
+few times a second and writes it in one statement.
+
+A run's report is found through a contextvar set around the processor's call: a task the
+processor starts inherits it, and so does a thread started by `asyncio.to_thread` or by
+`loop.run_in_executor` with `contextvars.copy_context()`. The handler sits on the root logger
+and keeps the records emitted inside a run, of any logger, at JOB_LOG_LEVEL and above; records
+outside a run are not its business. Every record, inside a run or not, still reaches the
+worker's other handlers (stderr) as before.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import contextvars
+import logging
+import sys
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from jobdesk.core.job_report import JobReport, LogLine, Progress
+from jobdesk.core.models import Job
+from jobdesk.core.settings import Settings
+from jobdesk.store import job_reports
+
+if TYPE_CHECKING:
+    from jobdesk.runtime.dblink import DbLink
+
+log = logging.getLogger("jobdesk.worker")
+
+FLUSH_INTERVAL_S = 0.5  # at most two writes a second, whatever the number of running jobs
+
+current_report: contextvars.ContextVar[JobReport | None] = contextvars.ContextVar("jobdesk_job_report", default=None)
+
+
+def _trace_ids() -> tuple[str | None, str | None]:
+    """The current OpenTelemetry span's trace and span ids, when OpenTelemetry is loaded and a
+    span is recording; never imports it."""
+    trace = sys.modules.get("opentelemetry.trace")
+    if trace is None:
+        return None, None
+    try:
+        context = trace.get_current_span().get_span_context()
+    except Exception:  # noqa: BLE001 - a tracing failure must never lose the line
+        return None, None
+    if not context.is_valid:
+        return None, None
+    return f"{context.trace_id:032x}", f"{context.span_id:016x}"
+
+
+class RunLogHandler(logging.Handler):
+    """Keeps, in the current run's report, the records emitted inside a run."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        report = current_report.get()
+        if report is None or record.levelno < report.min_level:
+            return
+        try:
+            message = record.getMessage()
+            if record.exc_info:
+                message = f"{message}\n{logging.Formatter().formatException(record.exc_info)}"
+            trace_id, span_id = _trace_ids()
+            report.add_line(record.levelname, record.name, message, record.created, trace_id, span_id)
+        except Exception:  # noqa: BLE001 - as logging does: a bad record never fails the job
+            self.handleError(record)
+
+
+_installed: list[RunLogHandler] = []  # one handler per process, however many workers it runs
+_restore: list[tuple[logging.Handler, int]] = []
+_root_level: list[int] = []
+
+
+@contextlib.contextmanager
+def run_logging(level: str) -> Iterator[None]:
+    """The handler on the root logger while a worker runs (one for every worker of the process).
+
+    Records below the root's level are never made, so the root is lowered to `level` if needed,
+    and the handlers it had keep its old level: stderr shows what it showed before."""
+    if not _installed:
+        _install(logging.getLevelName(level))
+    _installed.append(_installed[0])
+    try:
+        yield
+    finally:
+        _installed.pop()
+        if len(_installed) == 1:
+            _uninstall()
+
+
+def _install(wanted: int) -> None:
+    root = logging.getLogger()
+    handler = RunLogHandler(wanted)
+    _root_level[:] = [root.level]
+    if root.getEffectiveLevel() > wanted:
+        for other in root.handlers:
+            if other.level < root.level:
+                _restore.append((other, other.level))
+                other.setLevel(root.level)
+        root.setLevel(wanted)
+    root.addHandler(handler)
+    _installed.append(handler)
+
+
+def _uninstall() -> None:
+    root = logging.getLogger()
+    root.removeHandler(_installed.pop())
+    root.setLevel(_root_level[0])
+    for other, level in _restore:
+        other.setLevel(level)
+    _restore.clear()
+
+
+class Reports:
+    """The reports of the runs under way, and the loop that writes them."""
+
+    def __init__(self, db: DbLink, settings: Settings) -> None:
+        self.db = db
+        self.max_lines = settings.JOB_LOG_MAX_LINES
+        self.max_bytes = settings.JOB_LOG_MAX_BYTES
+        self.min_level = logging.getLevelName(settings.JOB_LOG_LEVEL)
+        self.open: dict[tuple[str, int], JobReport] = {}
+        self.writes = 0  # statements written, for the benchmarks
+        self._wanted = asyncio.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._lock = asyncio.Lock()  # one write at a time: a later progress never goes out first
+
+    def start(self, job: Job) -> JobReport:
+        """The report of the run of `job` that starts now, set on the job."""
+        if self._loop is None:
+            self._loop = asyncio.get_running_loop()
+        report = JobReport(job.id, job.attempt, max_lines=self.max_lines, max_bytes=self.max_bytes,
+                           min_level=self.min_level, wake=self._wake)
+        self.open[(job.id, job.attempt)] = report
+        job.report = report
+        return report
+
+    def _wake(self) -> None:
+        """From any thread: a report has something to write."""
+        loop = self._loop
+        if loop is None or loop.is_closed():
+            return
+        try:
+            loop.call_soon_threadsafe(self._wanted.set)
+        except RuntimeError:  # the loop closed meanwhile: the worker is gone
+            pass
+
+    async def finish(self, report: JobReport) -> None:
+        """The run has ended: write what is left of its report (before its outcome is written)."""
+        self.open.pop((report.job_id, report.attempt), None)
+        progress, lines = report.close()
+        if progress is not None or lines:
+            await self._write([(report, progress, lines)])
+
+    async def run(self) -> None:
+        """Write what the running jobs reported, at most once per FLUSH_INTERVAL_S."""
+        while True:
+            await self._wanted.wait()
+            await asyncio.sleep(FLUSH_INTERVAL_S)  # what comes meanwhile goes out in the same write
+            self._wanted.clear()
+            taken = [(report, *report.take()) for report in list(self.open.values()) if report.pending]
+            taken = [(r, p, lines) for r, p, lines in taken if p is not None or lines]
+            if taken:
+                await self._write(taken)
+
+    async def _write(self, taken: list[tuple[JobReport, Progress | None, list[LogLine]]]) -> None:
+        progress = [(r.job_id, p) for r, p, _ in taken if p is not None]
+        lines = [(r.job_id, r.attempt, line) for r, _, batch in taken for line in batch]
+        async with self._lock:
+            try:
+                await self.db.call(lambda c: job_reports.write(c, progress, lines))
+                self.writes += 1
+            except Exception as exc:  # noqa: BLE001 - progress and logs never fail a job or the worker
+                log.warning("could not write the progress and log lines of %d job(s): %s", len(taken), exc)
