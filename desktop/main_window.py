@@ -53,7 +53,7 @@ class MainWindow(QMainWindow):
 
         self.jobs = JobsTab(connection)
         self.model = self.jobs.model  # the job table's model, which the toolbar's Refresh reloads
-        self.detail = JobDetail()
+        self.detail = JobDetail(connection.run)  # its Logs tab reads through the connection
         self.job_actions = JobActions(self, connection.act)
         self.pipelines = PipelinesTab(connection, self.job_actions)
         self.schedules = SchedulesTab(connection)

@@ -18,7 +18,12 @@ import threading
 import time
 from collections.abc import Callable, Generator
 from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
 
+# A job in these statuses runs no more (held for approval, its processor has returned): its log
+# lines are all written, since a worker writes them before the outcome.
+LOGS_FINISHED = frozenset({"completed", "failed", "cancelled", "waiting_approval"})
 MESSAGE_MAX_CHARS = 1000  # a progress message is cut here: it is a status line, not a log
 LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 DROPPED_LOGGER = "jobdesk"
@@ -93,6 +98,42 @@ class LogLine:
     message: str
     trace_id: str | None = None
     span_id: str | None = None
+
+
+# -- what the doors read back (stored by `jobdesk.store.job_reports`) ------------------------
+
+@dataclass(frozen=True)
+class JobProgress:
+    """How far a job got, as its processor last said."""
+
+    fraction: float
+    message: str | None
+    at: datetime
+
+    def to_json(self) -> dict[str, Any]:
+        return {"fraction": self.fraction, "message": self.message, "at": self.at.astimezone(UTC).isoformat()}
+
+
+@dataclass(frozen=True)
+class JobLogLine:
+    """One stored log line of a job."""
+
+    attempt: int
+    seq: int
+    at: datetime
+    level: str
+    logger: str
+    message: str
+    trace_id: str | None = None
+    span_id: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"attempt": self.attempt, "seq": self.seq, "at": self.at.astimezone(UTC).isoformat(),
+                "level": self.level, "logger": self.logger, "message": self.message,
+                "trace_id": self.trace_id, "span_id": self.span_id}
+
+
+# -- what a run fills ---------------------------------------------------------------------
 
 
 class JobReport:

@@ -8,14 +8,11 @@ import asyncio
 from collections.abc import AsyncGenerator, Sequence
 
 from jobdesk.core.errors import JobNotFound
-from jobdesk.core.models import RESULT_STATUSES, TERMINAL_STATUSES, Status
+from jobdesk.core.job_report import LOGS_FINISHED, JobLogLine, JobProgress
+from jobdesk.core.models import Status
 from jobdesk.service.base import ServiceBase
 from jobdesk.store import job_reports
-from jobdesk.store.job_reports import JobLogLine, JobProgress
 
-# A job in these statuses runs no more (held for approval, its processor has returned): its
-# lines are all written, since a worker writes them before the outcome.
-LOGS_FINISHED = frozenset({*TERMINAL_STATUSES, *RESULT_STATUSES})
 FOLLOW_POLL_S = 0.5
 
 

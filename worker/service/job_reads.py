@@ -10,13 +10,13 @@ from typing import Any
 import asyncpg
 
 from jobdesk.core.errors import JobNotFound
+from jobdesk.core.job_report import JobProgress
 from jobdesk.core.models import JobRecord, Status
 from jobdesk.service.base import ServiceBase
 from jobdesk.service.read_models import Attempt, JobDetail
 from jobdesk.store import job_document, waiting
 from jobdesk.store import jobs as job_queries
 from jobdesk.store.durable import STEP_DURATION, STEP_ORDER, StepRow
-from jobdesk.store.job_reports import JobProgress
 from jobdesk.store.jobs import JobFilter, JobRow, Page, StatusCounts
 from jobdesk.store.waiting import WaitingReason
 

@@ -6,11 +6,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, NamedTuple
 
+from jobdesk.core.job_report import JobLogLine as JobLogLine  # re-exported: the front doors name it from here
+from jobdesk.core.job_report import JobProgress as JobProgress
 from jobdesk.core.models import JobRecord
 from jobdesk.store.durable import StepRow as StepRow  # re-exported: the front doors name it from here
 from jobdesk.store.fleet import UnservedType, WorkerRecord
-from jobdesk.store.job_reports import JobLogLine as JobLogLine  # re-exported: the front doors name it from here
-from jobdesk.store.job_reports import JobProgress as JobProgress
 from jobdesk.store.jobs import JobFilter
 from jobdesk.store.pipelines import PipelineStep
 from jobdesk.store.waiting import WaitingReason

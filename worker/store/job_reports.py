@@ -9,13 +9,11 @@ Nothing here changes a job's status: progress is cleared by the retry transition
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
 
 import asyncpg
 
-from jobdesk.core.job_report import LogLine, Progress
+from jobdesk.core.job_report import JobLogLine, JobProgress, LogLine, Progress
 
 CHANGES_CHANNEL = "jobdesk_job_changes"  # the channel of migration 003's triggers
 NOTIFY_MAX_IDS = 150  # as the triggers: more ids than this are announced as `*`
@@ -72,41 +70,10 @@ async def clear_progress(conn: asyncpg.Connection, job_ids: Sequence[str]) -> No
     await conn.execute("DELETE FROM job_progress WHERE job_id = ANY($1::text[])", list(job_ids))
 
 
-@dataclass(frozen=True)
-class JobProgress:
-    """How far a job got, as its processor last said."""
-
-    fraction: float
-    message: str | None
-    at: datetime
-
-    def to_json(self) -> dict[str, Any]:
-        return {"fraction": self.fraction, "message": self.message, "at": self.at.astimezone(UTC).isoformat()}
-
-
 async def fetch_progress(conn: asyncpg.Connection, job_ids: Sequence[str]) -> dict[str, JobProgress]:
     rows = await conn.fetch("SELECT job_id, fraction, message, at FROM job_progress WHERE job_id = ANY($1::text[])",
                             list(job_ids))
     return {r["job_id"]: JobProgress(r["fraction"], r["message"], r["at"]) for r in rows}
-
-
-@dataclass(frozen=True)
-class JobLogLine:
-    """One stored log line of a job."""
-
-    attempt: int
-    seq: int
-    at: datetime
-    level: str
-    logger: str
-    message: str
-    trace_id: str | None = None
-    span_id: str | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        return {"attempt": self.attempt, "seq": self.seq, "at": self.at.astimezone(UTC).isoformat(),
-                "level": self.level, "logger": self.logger, "message": self.message,
-                "trace_id": self.trace_id, "span_id": self.span_id}
 
 
 _LOGS = """
