@@ -31,9 +31,10 @@ def line_html(line: JobLogLine) -> str:
     """One line: its local time, level and logger, then its message (escaped; colour by level)."""
     when = line.at.astimezone().strftime("%H:%M:%S.%f")[:-3]
     colour = LEVEL_COLOURS.get(line.level)
-    level = f"<span style='color:{colour}'>{line.level:<7}</span>" if colour else f"{line.level:<7}"
+    padded = f"{line.level:<7}".replace(" ", "&nbsp;")  # the messages line up
+    level = f"<span style='color:{colour}'>{padded}</span>" if colour else padded
     text = html.escape(line.message).replace("\n", "<br>")
-    return (f"<span style='color:#718096'>{when}</span> {level.replace(' ', '&nbsp;')} "
+    return (f"<span style='color:#718096'>{when}</span> {level} "
             f"<b>{html.escape(line.logger)}</b>: {text}")
 
 

@@ -54,12 +54,12 @@ class JobProgressDelegate(QStyledItemDelegate):
         painter.setPen(Qt.PenStyle.NoPen)
         text_colour = palette.color(QPalette.ColorRole.HighlightedText if selected else QPalette.ColorRole.Text)
         track = QColor(text_colour)
-        track.setAlpha(45)
+        track.setAlpha(70 if selected else 45)
         painter.setBrush(track)
         painter.drawRoundedRect(bar, 4, 4)
         done = QRectF(bar.x(), bar.y(), bar.width() * progress.fraction, bar.height())
-        if done.width() > 0:
-            painter.setBrush(QColor(STATUS_COLOURS[Status(row.status)][0]))
+        if done.width() > 0:  # on a selected row the status colour would vanish into the highlight
+            painter.setBrush(text_colour if selected else QColor(STATUS_COLOURS[Status(row.status)][0]))
             painter.drawRoundedRect(done, 4, 4)
         painter.setPen(text_colour)
         painter.drawText(QRectF(bar.right() + 4, rect.y(), text_w, rect.height()),
