@@ -42,8 +42,10 @@ TIME_RANGES = {"Any time": None, "Last hour": timedelta(hours=1), "Last 24 hours
                "Last 7 days": timedelta(days=7)}
 # ID, Type, Status, Pipeline, User, Tries, Created, Updated, Duration, Next retry, Error: the
 # default columns fit the table's share of a 1280-pixel window without scrolling sideways.
-COLUMN_WIDTHS = [76, 118, 134, 104, 76, 50, 44, 68, 68, 64, 80, 100]  # the last one stretches
-HIDDEN_COLUMNS = (COL_USER, COL_UPDATED)
+COLUMN_WIDTHS = [76, 118, 134, 90, 76, 50, 44, 68, 68, 64, 80, 100]  # the last one stretches
+# Hidden until asked for in the header's menu. Next retry gives its place to Progress: a retry's
+# time is in the detail pane, and the table must fit 1280 pixels without scrolling sideways.
+HIDDEN_COLUMNS = (COL_USER, COL_UPDATED, COL_RETRY)
 CLOCK_COLUMNS = (COL_STATUS, COL_CREATED, COL_UPDATED, COL_DURATION, COL_RETRY)  # "3 s ago", "in 5 s", …
 EMPTY_HINT = ("<p><b>No jobs yet.</b></p><p>Press <b>Ctrl+N</b> to submit one, or from a shell:</p>"
               "<p><code>jobdesk submit echo --input '{\"hello\": \"world\"}'</code></p>"
