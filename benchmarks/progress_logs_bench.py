@@ -35,7 +35,7 @@ sys.path.insert(0, str(ROOT))
 from jobdesk.core.models import Job, JobCreate, ProcessorResult  # noqa: E402
 from jobdesk.core.processor import BaseProcessor  # noqa: E402
 from jobdesk.core.settings import load_settings  # noqa: E402
-from jobdesk.runtime.job_reports import current_report  # noqa: E402
+from jobdesk.runtime.job_reports import current_job  # noqa: E402
 from jobdesk.runtime.worker import Worker  # noqa: E402
 from jobdesk.store import job_reports, transitions  # noqa: E402
 from tests import pg  # noqa: E402
@@ -95,14 +95,14 @@ class Lines(BaseProcessor):
         for i in range(self.lines):
             log.info("line %d %s", i, text)
         self.inside.append((time.process_time() - began) / self.lines)
-        token = current_report.set(None)  # as the worker's own code: not inside a run
+        token = current_job.set(None)  # as the worker's own code: not inside a run
         try:
             began = time.process_time()
             for i in range(self.lines):
                 log.info("line %d %s", i, text)
             self.outside.append((time.process_time() - began) / self.lines)
         finally:
-            current_report.reset(token)
+            current_job.reset(token)
         return ProcessorResult({})
 
 

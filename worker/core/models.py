@@ -125,7 +125,8 @@ class Job:
     run_s: float | None = None  # how long this attempt's processor ran, once it has returned
     durable: DurableRun | None = None  # made on the first durable call, by `durable_source`
     durable_source: Callable[[Job], DurableRun] | None = None  # set by the worker that runs the job
-    report: JobReport | None = None  # where progress and log lines go, set by the worker for each run
+    report: JobReport | None = None  # where this run's progress and log lines go, made on first use
+    report_source: Callable[[Job], JobReport | None] | None = None  # set by the worker that runs the job
 
     @property
     def cancelled(self) -> bool:
@@ -142,8 +143,9 @@ class Job:
         fraction outside 0..1 or not a number. The worker writes the last value a few times a
         second at most, and always before the job's outcome."""
         value, text = check_fraction(fraction), check_message(message)
-        if self.report is not None:
-            self.report.set_progress(value, text)
+        report = self.current_report()
+        if report is not None:
+            report.set_progress(value, text)
         return DONE
 
     def log(self, message: str, level: str = "INFO") -> Reported:
@@ -153,10 +155,18 @@ class Job:
         name = str(level).upper()
         if name not in LEVELS:
             raise ValueError(f"log level must be one of {', '.join(LEVELS)}, got {level!r}")
-        report = self.report
+        report = self.current_report()
         if report is not None and LEVELS.index(name) * 10 + 10 >= report.min_level:
             report.add_line(name, "job", message if isinstance(message, str) else str(message))
         return DONE
+
+    def current_report(self) -> JobReport | None:
+        """This run's report, made on the first call (a job that reports nothing costs nothing);
+        None outside a worker's run, and once the run has ended."""
+        report, source = self.report, self.report_source
+        if report is None and source is not None:
+            report = source(self)
+        return report
 
     # -- durable processors (docs/durable.md) -----------------------------------------------
 

@@ -15,10 +15,9 @@ from pydantic import BaseModel, ValidationError
 from jobdesk.core.durable import Suspension
 from jobdesk.core.errors import InvalidJob, PermanentJobError
 from jobdesk.core.input_validation import check_job_input
-from jobdesk.core.job_report import JobReport
 from jobdesk.core.models import Job, JobCreate, ProcessorResult
 from jobdesk.core.processor import BaseProcessor
-from jobdesk.runtime.job_reports import Reports, current_report
+from jobdesk.runtime.job_reports import Reports, current_job
 from jobdesk.runtime.outcomes import Outcomes
 from jobdesk.store import transitions
 
@@ -181,24 +180,27 @@ class Execution:
             else:
                 self.kicks.one()
 
-    async def _reported(self, report: JobReport | None) -> None:
+    async def _reported(self, job: Job) -> None:
         """Write what is left of a run's progress and log lines: before its outcome, so that a
         reader who sees the job finished sees its last progress and every line too."""
-        if report is not None and self.reports is not None:
-            await self.reports.finish(report)
+        if self.reports is not None:
+            taken = self.reports.end(job)
+            if taken is not None:
+                await self.reports.write_last(taken)
 
-    def _reported_later(self, report: JobReport | None) -> None:
+    def _reported_later(self, job: Job) -> None:
         """The same for a run the worker stops: written beside the stop, never holding it up."""
-        if report is None or self.reports is None:
+        taken = self.reports.end(job) if self.reports is not None else None
+        if self.reports is None or taken is None:
             return
-        task = asyncio.create_task(self.reports.finish(report), name=f"job-report-{report.job_id}")
+        task = asyncio.create_task(self.reports.write_last(taken), name=f"job-report-{job.id}")
         self._side_writes.add(task)
         task.add_done_callback(self._side_writes.discard)
 
-    async def _call(self, processor: BaseProcessor, job: Job, report: JobReport | None) -> ProcessorResult:
-        """The processor's run, its input and result checked; its log records go to `report`."""
+    async def _call(self, processor: BaseProcessor, job: Job) -> ProcessorResult:
+        """The processor's run, its input and result checked; its log records go to the job's report."""
         began = time.monotonic()
-        token = current_report.set(report)
+        token = current_job.set(job)
         try:
             check_job_input(processor, job)  # a mismatch is permanent: no retry can fix the input
             result = check_result(job, await processor.process(job))
@@ -207,36 +209,37 @@ class Execution:
             return result
         finally:  # before the outcome is recorded, whatever it is
             job.run_s = time.monotonic() - began
-            current_report.reset(token)
+            current_job.reset(token)
 
     async def _run_job_inner(self, job: Job) -> None:
         processor = self.processors[job.type]
-        report = self.reports.start(job) if self.reports is not None else None
+        if self.reports is not None:
+            self.reports.start(job)
         try:
-            result = await self._call(processor, job, report)
+            result = await self._call(processor, job)
         except asyncio.CancelledError:
             if job.cancelled:
-                await self._reported(report)
+                await self._reported(job)
                 await self.outcomes.record_cancelled(job)
                 return
-            self._reported_later(report)
+            self._reported_later(job)
             raise
         except Suspension as suspension:
-            await self._reported(report)
+            await self._reported(job)
             if job.cancelled:
                 await self.outcomes.record_cancelled(job)
             elif await self.outcomes.record_suspended(job, suspension.wait) and self.durability is not None:
                 self.durability.wake_at(suspension.wait.until)
             return
         except PermanentJobError as exc:
-            await self._reported(report)
+            await self._reported(job)
             await self.outcomes.record_failure(job, exc, permanent=True)
             return
         except Exception as exc:  # noqa: BLE001 - any processor error fails the job, recorded on it
-            await self._reported(report)
+            await self._reported(job)
             await self.outcomes.record_failure(job, exc, permanent=False)
             return
-        await self._reported(report)
+        await self._reported(job)
         if job.cancelled:
             await self.outcomes.record_cancelled(job)
         else:

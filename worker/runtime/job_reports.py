@@ -17,6 +17,7 @@ import contextlib
 import contextvars
 import logging
 import sys
+import threading
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
@@ -30,9 +31,11 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("jobdesk.worker")
 
+Taken = tuple[JobReport, Progress | None, list[LogLine]]  # a report and what was pending in it
 FLUSH_INTERVAL_S = 0.5  # at most two writes a second, whatever the number of running jobs
 
-current_report: contextvars.ContextVar[JobReport | None] = contextvars.ContextVar("jobdesk_job_report", default=None)
+# The job whose run the current code is part of: its records are kept with it.
+current_job: contextvars.ContextVar[Job | None] = contextvars.ContextVar("jobdesk_current_job", default=None)
 
 
 def _trace_ids() -> tuple[str | None, str | None]:
@@ -54,10 +57,13 @@ class RunLogHandler(logging.Handler):
     """Keeps, in the current run's report, the records emitted inside a run."""
 
     def emit(self, record: logging.LogRecord) -> None:
-        report = current_report.get()
-        if report is None or record.levelno < report.min_level:
+        job = current_job.get()
+        if job is None:
             return
         try:
+            report = job.current_report()
+            if report is None or record.levelno < report.min_level:
+                return
             message = record.getMessage()
             if record.exc_info:
                 message = f"{message}\n{logging.Formatter().formatException(record.exc_info)}"
@@ -125,16 +131,24 @@ class Reports:
         self._wanted = asyncio.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._lock = asyncio.Lock()  # one write at a time: a later progress never goes out first
+        self._making = threading.Lock()  # a report is made once, whichever thread asks first
 
-    def start(self, job: Job) -> JobReport:
-        """The report of the run of `job` that starts now, set on the job."""
+    def start(self, job: Job) -> None:
+        """A run of `job` starts now: its report is made when it first reports (`report_of`)."""
         if self._loop is None:
             self._loop = asyncio.get_running_loop()
-        report = JobReport(job.id, job.attempt, max_lines=self.max_lines, max_bytes=self.max_bytes,
-                           min_level=self.min_level, wake=self._wake)
-        self.open[(job.id, job.attempt)] = report
-        job.report = report
-        return report
+        job.report = None
+        job.report_source = self.report_of
+
+    def report_of(self, job: Job) -> JobReport | None:
+        """The report of the job's current run, made now if it has none; None once the run has
+        ended (a thread the run left behind reports into nothing). From any thread."""
+        with self._making:
+            if job.report is None and job.report_source is not None:
+                job.report = JobReport(job.id, job.attempt, max_lines=self.max_lines, max_bytes=self.max_bytes,
+                                       min_level=self.min_level, wake=self._wake)
+                self.open[(job.id, job.attempt)] = job.report
+            return job.report
 
     def _wake(self) -> None:
         """From any thread: a report has something to write."""
@@ -146,12 +160,25 @@ class Reports:
         except RuntimeError:  # the loop closed meanwhile: the worker is gone
             pass
 
-    async def finish(self, report: JobReport) -> None:
-        """The run has ended: write what is left of its report (before its outcome is written)."""
+    def end(self, job: Job) -> Taken | None:
+        """The run has ended: nothing more is kept. What is left to write of its report, if
+        anything (a job that reported nothing costs a lock here, and no write)."""
+        with self._making:
+            report, job.report_source = job.report, None
+        if report is None:
+            return None
         self.open.pop((report.job_id, report.attempt), None)
         progress, lines = report.close()
-        if progress is not None or lines:
-            await self._write([(report, progress, lines)])
+        return (report, progress, lines) if progress is not None or lines else None
+
+    async def finish(self, job: Job) -> None:
+        """`end` the run and write what was left (before its outcome is written)."""
+        taken = self.end(job)
+        if taken is not None:
+            await self.write_last(taken)
+
+    async def write_last(self, taken: Taken) -> None:
+        await self._write([taken])
 
     async def run(self) -> None:
         """Write what the running jobs reported, at most once per FLUSH_INTERVAL_S."""
@@ -164,7 +191,7 @@ class Reports:
             if taken:
                 await self._write(taken)
 
-    async def _write(self, taken: list[tuple[JobReport, Progress | None, list[LogLine]]]) -> None:
+    async def _write(self, taken: list[Taken]) -> None:
         progress = [(r.job_id, p) for r, p, _ in taken if p is not None]
         lines = [(r.job_id, r.attempt, line) for r, _, batch in taken for line in batch]
         async with self._lock:
