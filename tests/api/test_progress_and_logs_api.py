@@ -1,13 +1,20 @@
 """Progress in GET /api/jobs/{id} and its SSE stream, and GET /api/jobs/{id}/logs as JSON and
-as Server-Sent Events, with a worker running the jobs in the test's loop."""
+as Server-Sent Events, with a worker running the jobs in the test's loop; directly and through
+PgBouncer in transaction mode."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 
+import httpx
+
+from jobdesk.api import create_app
+from jobdesk.core.settings import load_settings
+from jobdesk.service.jobs import JobService
 from tests.api.conftest import Api
 from tests.helpers import RunningWorker, wait_for
+from tests.pgbouncer import PgBouncer
 from tests.report_processors import Holds, Steps
 
 
@@ -84,3 +91,47 @@ async def test_logs_of_a_job_that_is_not_there_or_not_yours(api: Api) -> None:
     assert (await api.client.get(f"/api/jobs/{job['id']}/logs", headers=api.auth("bob"))).status_code == 404
     mine = await api.client.get(f"/api/jobs/{job['id']}/logs", headers=api.auth("alice"))
     assert mine.status_code == 200 and mine.json()["lines"] == []
+
+
+async def test_progress_and_logs_through_pgbouncer(dsn: str, pgbouncer: PgBouncer) -> None:
+    """Without LISTEN the API's event stream reads a running job's progress every second, and the
+    logs follow polls: both work through PgBouncer in transaction mode."""
+    pooled = pgbouncer.url(dsn)
+    service = await JobService.connect(pooled, settings=load_settings(DATABASE_URL=pooled), pool_size=4)
+    app = create_app(service, pooled, settings=service.settings)
+    holds = Holds()
+    try:
+        async with app.router.lifespan_context(app):
+            assert not app.state.ctx.hub.listening
+            transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
+            async with httpx.AsyncClient(transport=transport, base_url="http://api") as client:
+                client.headers["Authorization"] = f"Bearer {await service.create_token('admin')}"
+                job = (await client.post("/api/jobs", json={"type": "hold", "input_data": {}})).json()
+                events: list[dict[str, object]] = []
+
+                async def follow() -> None:
+                    async with client.stream("GET", f"/api/jobs/{job['id']}/events") as resp:
+                        async for line in resp.aiter_lines():
+                            if line.startswith("data: "):
+                                events.append(json.loads(line[6:]))
+
+                stream = asyncio.create_task(follow())
+                worker = RunningWorker(pooled, {"hold": holds})
+                try:
+                    async def running() -> bool:
+                        answer = (await client.get(f"/api/jobs/{job['id']}")).json()
+                        return answer["status"] == "in_progress" and answer["progress"] is not None
+
+                    await wait_for(running, what="the progress through the pooler")
+                    await asyncio.sleep(1.5)  # the stream's own read of the progress
+                    holds.release.set()
+                    await asyncio.wait_for(stream, 30)
+                    logs = (await client.get(f"/api/jobs/{job['id']}/logs?follow=true")).text
+                finally:
+                    holds.release.set()
+                    await worker.stop()
+    finally:
+        await service.close()
+    assert any(e["status"] == "in_progress" and e["progress"] for e in events)
+    assert events[-1]["status"] == "completed"
+    assert "event: log" in logs and '"message": "rendering"' in logs and logs.rstrip().endswith("data: {}")

@@ -1,7 +1,7 @@
 """The console's side of progress and per-job logs, against a real PostgreSQL and a worker in
 the console's loop: the job table's progress bar and the detail pane's, live as the job reports,
-and the Logs tab that follows a running job and marks each attempt. Pictures of both are written
-to the test's folder (progress-and-logs-*.png)."""
+and the Logs tab that follows a running job and marks each attempt, directly and (polling) through
+PgBouncer. Pictures of both are written to the test's folder (progress-and-logs-*.png)."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from PySide6.QtCore import QRect
 from PySide6.QtGui import QColor, QImage, QPainter
 from PySide6.QtWidgets import QApplication, QStyleOptionViewItem, QTableView
 
+from jobdesk.console.connection import ConsoleConnection
 from jobdesk.console.jobs.job_progress import JobProgressDelegate
 from jobdesk.console.jobs.job_table_model import COL_PROGRESS, PROGRESS_ROLE, ROW_ROLE
 from jobdesk.console.main_window import MainWindow
@@ -22,10 +23,12 @@ from jobdesk.console.theme import STATUS_COLOURS
 from jobdesk.core.job_report import JobProgress
 from jobdesk.core.models import Job, JobCreate, ProcessorResult, Status
 from jobdesk.core.processor import BaseProcessor
+from jobdesk.core.settings import load_settings
 from jobdesk.service.jobs import JobService
 from tests.desktop.qt_helpers import run_qasync, until
 from tests.desktop.test_console import open_window, test_db  # noqa: F401
 from tests.helpers import RunningWorker
+from tests.pgbouncer import PgBouncer
 
 
 class Gate(BaseProcessor):
@@ -170,3 +173,49 @@ def test_the_row_bar_fills_to_its_fraction(qapp: QApplication, qtbot) -> None:  
     empty, half, full = (colour_pixels(paint_bar(qtbot, f), blue, 0, 120) for f in (0.0, 0.5, 1.0))
     assert empty == 0 and half > 0
     assert 1.6 * half < full < 2.4 * half
+
+
+def test_progress_and_logs_through_pgbouncer(qapp: QApplication, qtbot, test_db: str,  # type: ignore[no-untyped-def]  # noqa: F811
+                                             pgbouncer: PgBouncer) -> None:
+    """Without LISTEN the console polls: the bars and the Logs tab still follow the job."""
+    pooled = pgbouncer.url(test_db)
+    gate = Gate()
+
+    async def scenario() -> None:
+        service = await JobService.connect(test_db, pool_size=2)
+        [job_id] = await service.enqueue_many([JobCreate("render", {})])
+        await service.close()
+        connection = ConsoleConnection(pooled, load_settings(DATABASE_URL=pooled), embedded=False)
+        window = MainWindow(connection)
+        qtbot.addWidget(window)
+        window.show()
+        connection.start()
+        worker = RunningWorker(pooled, {"render": gate})
+        try:
+            await until(lambda: connection.is_connected and row_of(window, job_id) is not None, timeout=20,
+                        what="the job's row through PgBouncer")
+            assert not connection.listening
+            window.select_job(job_id)
+            detail = window.detail
+            detail.tabs.setCurrentWidget(detail.logs)
+
+            def cell() -> object:
+                row = row_of(window, job_id)
+                return None if row is None else window.model.index(row, COL_PROGRESS).data()
+
+            await until(lambda: cell() == "25%" and detail.progress.bar.value() == 250, timeout=30,
+                        what="the progress, polled")
+            await until(lambda: "first quarter done" in detail.logs.text.toPlainText(), timeout=30,
+                        what="the first line, polled")
+            gate.open.set()
+            await until(lambda: cell() == "100%" and detail.progress.bar.value() == 1000, timeout=30,
+                        what="the end's progress, polled")
+            await until(lambda: "slow" in detail.logs.text.toPlainText() and not detail.logs.following, timeout=30,
+                        what="the last line, and the follow's end")
+        finally:
+            gate.open.set()
+            await worker.stop()
+            window.close()
+            await connection.close()
+
+    run_qasync(qapp, scenario(), timeout=150)
