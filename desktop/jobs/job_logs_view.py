@@ -1,7 +1,7 @@
 """The detail pane's Logs tab: the log lines a job's processor emitted, every attempt's, with a
 rule where each attempt begins; while the job runs, new lines are read every second and
-appended (the view stays at the bottom if it was there). Reads go through the service, and poll,
-so they work through a pooler too."""
+appended (the view stays at the bottom if it was there); a queued job is read again whenever its
+detail changes. Reads go through the service, and poll, so they work through a pooler too."""
 
 from __future__ import annotations
 
@@ -86,9 +86,12 @@ class JobLogsView(QWidget):
             self.job_id = job_id
         self.status = status
         if status not in LOGS_FINISHED:
-            self._finished_read = False
-            if not self.timer.isActive():
-                self.timer.start()
+            self._finished_read = False  # retried, or not finished yet: more lines may come
+        # Only a running job writes lines; a queued one is read again when its detail changes.
+        if status == Status.IN_PROGRESS and not self.timer.isActive():
+            self.timer.start()
+        elif status != Status.IN_PROGRESS:
+            self.timer.stop()
         self._read_more()
 
     @property
@@ -97,7 +100,6 @@ class JobLogsView(QWidget):
 
     def _read_more(self) -> None:
         if self.query is None or self.job_id is None or self._finished_read:
-            self.timer.stop()
             return
         if self._reading is None:
             self._reading = spawn(self._read(self.job_id, self.status), "job-logs")
