@@ -214,3 +214,45 @@ async def test_progress_and_log_outside_a_worker_only_check_their_input() -> Non
         job.progress(2)
     with pytest.raises(ValueError, match="log level"):
         job.log("x", level="LOUD")
+
+
+class Levels(BaseProcessor):
+    async def process(self, job: Job) -> ProcessorResult:
+        logging.getLogger("lv").debug("a debug record")
+        logging.getLogger("lv").info("an info record")
+        job.log("an info line")
+        job.log("a warning line", level="WARNING")
+        logging.getLogger("lv").error("an error record")
+        return ProcessorResult({})
+
+
+class Collect(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__()
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
+
+
+@pytest.mark.parametrize(("level", "kept"), [
+    ("DEBUG", ["a debug record", "an info record", "an info line", "a warning line", "an error record"]),
+    ("INFO", ["an info record", "an info line", "a warning line", "an error record"]),
+    ("WARNING", ["a warning line", "an error record"]),
+])
+async def test_job_log_level_keeps_that_level_and_above_and_stderr_shows_what_it_did(
+        conn: asyncpg.Connection, dsn: str, level: str, kept: list[str]) -> None:
+    root = logging.getLogger()
+    stderr = Collect()  # as the worker's stderr handler: it follows the root's level
+    root.addHandler(stderr)
+    old_level = root.level
+    root.setLevel(logging.WARNING)
+    try:
+        job_id = await run_one(conn, dsn, Levels(), JOB_LOG_LEVEL=level)
+        assert root.level == logging.WARNING and stderr.level == logging.NOTSET, "put back as they were"
+    finally:
+        root.removeHandler(stderr)
+        root.setLevel(old_level)
+    assert [r["message"] for r in await logs_of(conn, job_id)] == kept
+    shown = [m for m in stderr.messages if m in kept or "record" in m]
+    assert shown == ["an error record"], "the handlers the root had still show WARNING and above only"

@@ -25,7 +25,7 @@ from typing import Any
 # lines are all written, since a worker writes them before the outcome.
 LOGS_FINISHED = frozenset({"completed", "failed", "cancelled", "waiting_approval"})
 MESSAGE_MAX_CHARS = 1000  # a progress message is cut here: it is a status line, not a log
-LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+LEVELS = {"DEBUG": 10, "INFO": 20, "WARNING": 30, "ERROR": 40, "CRITICAL": 50}  # as `logging` numbers them
 DROPPED_LOGGER = "jobdesk"
 
 

@@ -156,7 +156,7 @@ class Job:
         if name not in LEVELS:
             raise ValueError(f"log level must be one of {', '.join(LEVELS)}, got {level!r}")
         report = self.current_report()
-        if report is not None and LEVELS.index(name) * 10 + 10 >= report.min_level:
+        if report is not None and LEVELS[name] >= report.min_level:
             report.add_line(name, "job", message if isinstance(message, str) else str(message))
         return DONE
 

@@ -73,49 +73,55 @@ class RunLogHandler(logging.Handler):
             self.handleError(record)
 
 
-_installed: list[RunLogHandler] = []  # one handler per process, however many workers it runs
-_restore: list[tuple[logging.Handler, int]] = []
-_root_level: list[int] = []
+class _RootSetup:
+    """The handler on the root logger, installed once per process however many workers it runs
+    (each would keep every record twice otherwise), and what installing it changed."""
+
+    def __init__(self) -> None:
+        self.users = 0
+        self.handler: RunLogHandler | None = None
+        self.root_level = logging.NOTSET
+        self.raised: list[tuple[logging.Handler, int]] = []  # handlers given the root's old level
+
+    def install(self, wanted: int) -> None:
+        root = logging.getLogger()
+        self.handler, self.root_level = RunLogHandler(wanted), root.level
+        if root.getEffectiveLevel() > wanted:
+            for other in root.handlers:
+                if other.level < root.level:
+                    self.raised.append((other, other.level))
+                    other.setLevel(root.level)
+            root.setLevel(wanted)
+        root.addHandler(self.handler)
+
+    def uninstall(self) -> None:
+        root = logging.getLogger()
+        if self.handler is not None:
+            root.removeHandler(self.handler)
+        root.setLevel(self.root_level)
+        for other, level in self.raised:
+            other.setLevel(level)
+        self.handler, self.raised = None, []
+
+
+_root = _RootSetup()
 
 
 @contextlib.contextmanager
 def run_logging(level: str) -> Iterator[None]:
-    """The handler on the root logger while a worker runs (one for every worker of the process).
+    """The handler on the root logger while a worker runs.
 
     Records below the root's level are never made, so the root is lowered to `level` if needed,
     and the handlers it had keep its old level: stderr shows what it showed before."""
-    if not _installed:
-        _install(logging.getLevelName(level))
-    _installed.append(_installed[0])
+    if _root.users == 0:
+        _root.install(logging.getLevelName(level))
+    _root.users += 1
     try:
         yield
     finally:
-        _installed.pop()
-        if len(_installed) == 1:
-            _uninstall()
-
-
-def _install(wanted: int) -> None:
-    root = logging.getLogger()
-    handler = RunLogHandler(wanted)
-    _root_level[:] = [root.level]
-    if root.getEffectiveLevel() > wanted:
-        for other in root.handlers:
-            if other.level < root.level:
-                _restore.append((other, other.level))
-                other.setLevel(root.level)
-        root.setLevel(wanted)
-    root.addHandler(handler)
-    _installed.append(handler)
-
-
-def _uninstall() -> None:
-    root = logging.getLogger()
-    root.removeHandler(_installed.pop())
-    root.setLevel(_root_level[0])
-    for other, level in _restore:
-        other.setLevel(level)
-    _restore.clear()
+        _root.users -= 1
+        if _root.users == 0:
+            _root.uninstall()
 
 
 class Reports:
