@@ -223,6 +223,7 @@ class Levels(BaseProcessor):
         job.log("an info line")
         job.log("a warning line", level="WARNING")
         logging.getLogger("lv").error("an error record")
+        logging.getLogger("own.level").info("an info record of a logger set to INFO")
         return ProcessorResult({})
 
 
@@ -236,8 +237,10 @@ class Collect(logging.Handler):
 
 
 @pytest.mark.parametrize(("level", "kept"), [
-    ("DEBUG", ["a debug record", "an info record", "an info line", "a warning line", "an error record"]),
-    ("INFO", ["an info record", "an info line", "a warning line", "an error record"]),
+    ("DEBUG", ["a debug record", "an info record", "an info line", "a warning line", "an error record",
+               "an info record of a logger set to INFO"]),
+    ("INFO", ["an info record", "an info line", "a warning line", "an error record",
+              "an info record of a logger set to INFO"]),
     ("WARNING", ["a warning line", "an error record"]),
 ])
 async def test_job_log_level_keeps_that_level_and_above_and_stderr_shows_what_it_did(
@@ -247,12 +250,15 @@ async def test_job_log_level_keeps_that_level_and_above_and_stderr_shows_what_it
     root.addHandler(stderr)
     old_level = root.level
     root.setLevel(logging.WARNING)
+    logging.getLogger("own.level").setLevel(logging.INFO)  # as caplog.set_level(INFO, logger=...) does
     try:
         job_id = await run_one(conn, dsn, Levels(), JOB_LOG_LEVEL=level)
-        assert root.level == logging.WARNING and stderr.level == logging.NOTSET, "put back as they were"
+        assert root.level == logging.WARNING and not stderr.filters, "put back as they were"
     finally:
         root.removeHandler(stderr)
         root.setLevel(old_level)
+        logging.getLogger("own.level").setLevel(logging.NOTSET)
     assert [r["message"] for r in await logs_of(conn, job_id)] == kept
-    shown = [m for m in stderr.messages if m in kept or "record" in m]
-    assert shown == ["an error record"], "the handlers the root had still show WARNING and above only"
+    shown = [m for m in stderr.messages if "record" in m]
+    assert shown == ["an error record", "an info record of a logger set to INFO"], \
+        "the root's handlers show what they showed before: WARNING and up, and what a logger's own level lets in"

@@ -73,6 +73,26 @@ class RunLogHandler(logging.Handler):
             self.handleError(record)
 
 
+class AsBefore(logging.Filter):
+    """Lets through only the records that were made before the root logger was lowered to
+    JOB_LOG_LEVEL: those at the old root level and above, or enabled by a logger's own level."""
+
+    def __init__(self, root_level: int) -> None:
+        super().__init__()
+        self.root_level = root_level
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno >= self.root_level:
+            return True
+        logger: logging.Logger | None = logging.getLogger(record.name)
+        root = logging.getLogger()
+        while logger is not None and logger is not root:
+            if logger.level:
+                return record.levelno >= logger.level
+            logger = logger.parent
+        return False
+
+
 class _RootSetup:
     """The handler on the root logger, installed once per process however many workers it runs
     (each would keep every record twice otherwise), and what installing it changed."""
@@ -81,16 +101,16 @@ class _RootSetup:
         self.users = 0
         self.handler: RunLogHandler | None = None
         self.root_level = logging.NOTSET
-        self.raised: list[tuple[logging.Handler, int]] = []  # handlers given the root's old level
+        self.filtered: list[tuple[logging.Handler, AsBefore]] = []  # the root's handlers, kept as they were
 
     def install(self, wanted: int) -> None:
         root = logging.getLogger()
         self.handler, self.root_level = RunLogHandler(wanted), root.level
         if root.getEffectiveLevel() > wanted:
+            as_before = AsBefore(root.getEffectiveLevel())
             for other in root.handlers:
-                if other.level < root.level:
-                    self.raised.append((other, other.level))
-                    other.setLevel(root.level)
+                other.addFilter(as_before)
+                self.filtered.append((other, as_before))
             root.setLevel(wanted)
         root.addHandler(self.handler)
 
@@ -99,9 +119,9 @@ class _RootSetup:
         if self.handler is not None:
             root.removeHandler(self.handler)
         root.setLevel(self.root_level)
-        for other, level in self.raised:
-            other.setLevel(level)
-        self.handler, self.raised = None, []
+        for other, as_before in self.filtered:
+            other.removeFilter(as_before)
+        self.handler, self.filtered = None, []
 
 
 _root = _RootSetup()
@@ -111,8 +131,9 @@ _root = _RootSetup()
 def run_logging(level: str) -> Iterator[None]:
     """The handler on the root logger while a worker runs.
 
-    Records below the root's level are never made, so the root is lowered to `level` if needed,
-    and the handlers it had keep its old level: stderr shows what it showed before."""
+    Records below the root's level are never made, so the root is lowered to `level` if needed;
+    the handlers it had get a filter (`AsBefore`) that keeps out what the lowering let in, so
+    stderr, and any handler of the application's, show what they showed before."""
     if _root.users == 0:
         _root.install(logging.getLevelName(level))
     _root.users += 1
