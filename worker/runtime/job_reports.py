@@ -2,9 +2,10 @@
 that routes a run's records to it, and the writer that takes what the running jobs reported a
 few times a second and writes it in one statement.
 
-A run's report is found through a contextvar set around the processor's call: a task the
+A run's job is found through a contextvar set around the processor's call: a task the
 processor starts inherits it, and so does a thread started by `asyncio.to_thread` or by
-`loop.run_in_executor` with `contextvars.copy_context()`. The handler sits on the root logger
+`loop.run_in_executor` with `contextvars.copy_context()`. The job's report is made when it first
+reports, so a job that says nothing costs nothing but the contextvar. The handler sits on the root logger
 and keeps the records emitted inside a run, of any logger, at JOB_LOG_LEVEL and above; records
 outside a run are not its business. Every record, inside a run or not, still reaches the
 worker's other handlers (stderr) as before.
@@ -192,9 +193,9 @@ class Reports:
         anything (a job that reported nothing costs a lock here, and no write)."""
         with self._making:
             report, job.report_source = job.report, None
-        if report is None:
-            return None
-        self.open.pop((report.job_id, report.attempt), None)
+            if report is None:
+                return None
+            self.open.pop((report.job_id, report.attempt), None)
         progress, lines = report.close()
         return (report, progress, lines) if progress is not None or lines else None
 
@@ -213,7 +214,9 @@ class Reports:
             await self._wanted.wait()
             await asyncio.sleep(FLUSH_INTERVAL_S)  # what comes meanwhile goes out in the same write
             self._wanted.clear()
-            taken = [(report, *report.take()) for report in list(self.open.values()) if report.pending]
+            with self._making:  # threads add reports
+                reports = [report for report in self.open.values() if report.pending]
+            taken = [(report, *report.take()) for report in reports]
             taken = [(r, p, lines) for r, p, lines in taken if p is not None or lines]
             if taken:
                 await self._write(taken)
