@@ -56,6 +56,7 @@ class JobLogsView(QWidget):
         self.text.setLineWrapMode(QPlainTextEdit.LineWrapMode.NoWrap)
         self.state = QLabel("")
         self.state.setObjectName("hint")
+        self.state.hide()
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 4, 0, 0)
         layout.addWidget(self.state)
@@ -77,7 +78,7 @@ class JobLogsView(QWidget):
         self.job_id, self.status, self.after, self.count = None, None, (0, 0), 0
         self._finished_read = False
         self.text.clear()
-        self.state.setText("")
+        self._tell("")
         self._counted()
 
     def show_job(self, job_id: str, status: Status) -> None:
@@ -113,7 +114,7 @@ class JobLogsView(QWidget):
         except asyncio.CancelledError:
             raise
         except EXPECTED as exc:
-            self.state.setText(f"cannot read the log lines: {exc}")
+            self._tell(f"cannot read the log lines: {exc}")
             return
         finally:
             if self._reading is asyncio.current_task():
@@ -150,9 +151,14 @@ class JobLogsView(QWidget):
     def _say(self) -> None:
         lines = f"{self.count} line{'s' if self.count != 1 else ''}"
         if self.following:
-            self.state.setText(f"{lines} · following the running job")
+            self._tell(f"{lines} · following the running job")
         else:
-            self.state.setText(lines if self.count else "no log lines")
+            self._tell(lines if self.count else "no log lines")
+
+    def _tell(self, text: str) -> None:
+        """The line above the lines; hidden while it has nothing to say (no job shown)."""
+        self.state.setText(text)
+        self.state.setVisible(bool(text))
 
     def _counted(self) -> None:
         if self.on_count is not None:
