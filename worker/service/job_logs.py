@@ -14,20 +14,22 @@ from jobdesk.service.base import ServiceBase
 from jobdesk.store import job_reports
 
 FOLLOW_POLL_S = 0.5
+FOLLOW_BATCH = 10_000  # lines per read while following
 
 
 class JobLogReads(ServiceBase):
     """A job's log lines and jobs' progress, for the CLI, the HTTP API and the console."""
 
     async def job_logs(self, job_id: str, *, after: tuple[int, int] = (0, 0),
-                       limit: int = 10_000) -> list[JobLogLine]:
+                       limit: int | None = None) -> list[JobLogLine]:
         """The job's log lines in order (attempt, then as emitted), after the position `after`
-        (attempt, seq). JobNotFound for a job that does not exist or is not the caller's."""
+        (attempt, seq), at most `limit` (None: all). JobNotFound for a job that does not exist
+        or is not the caller's."""
         lines, _ = await self._lines_and_status(job_id, after, limit)
         return lines
 
     async def _lines_and_status(self, job_id: str, after: tuple[int, int],
-                                limit: int) -> tuple[list[JobLogLine], Status]:
+                                limit: int | None) -> tuple[list[JobLogLine], Status]:
         async with self.pool.acquire() as conn:  # the primary: a follower wants the lines just written
             owner = await conn.fetchrow("SELECT user_id, status FROM jobs WHERE id = $1", job_id)
             if owner is None or not self._owns(owner["user_id"]):
@@ -42,13 +44,13 @@ class JobLogReads(ServiceBase):
         does not exist."""
         after = (0, 0)
         while True:
-            lines, status = await self._lines_and_status(job_id, after, 10_000)
+            lines, status = await self._lines_and_status(job_id, after, FOLLOW_BATCH)
             if lines:
                 after = (lines[-1].attempt, lines[-1].seq)
             yield lines
-            if status in LOGS_FINISHED and len(lines) < 10_000:
+            if status in LOGS_FINISHED and len(lines) < FOLLOW_BATCH:
                 return
-            if len(lines) < 10_000:
+            if len(lines) < FOLLOW_BATCH:  # else more are there now
                 await asyncio.sleep(poll)
 
     async def job_progress(self, job_ids: Sequence[str]) -> dict[str, JobProgress]:

@@ -84,8 +84,9 @@ SELECT attempt, seq, at, level, logger, message, trace_id, span_id FROM job_logs
 
 
 async def fetch_logs(conn: asyncpg.Connection, job_id: str, *, after: tuple[int, int] = (0, 0),
-                     limit: int = 10_000) -> list[JobLogLine]:
+                     limit: int | None = None) -> list[JobLogLine]:
     """A job's log lines in order (by attempt, then as emitted), those after the position
-    `after` (attempt, seq) only."""
+    `after` (attempt, seq) only; at most `limit` (None: all, which the bounds per attempt keep
+    to about a megabyte per attempt)."""
     rows = await conn.fetch(_LOGS, job_id, after[0], after[1], limit)
     return [JobLogLine(**dict(r)) for r in rows]
