@@ -262,3 +262,21 @@ async def test_job_log_level_keeps_that_level_and_above_and_stderr_shows_what_it
     shown = [m for m in stderr.messages if "record" in m]
     assert shown == ["an error record", "an info record of a logger set to INFO"], \
         "the root's handlers show what they showed before: WARNING and up, and what a logger's own level lets in"
+
+
+async def test_the_builtin_sleep_reports_its_progress(conn: asyncpg.Connection, dsn: str) -> None:
+    from jobdesk.processors.builtin import SleepProcessor
+
+    [long, short] = await transitions.enqueue(conn, [JobCreate("sleep", {"seconds": 2.2}),
+                                                     JobCreate("sleep", {"seconds": 0.1})])
+    worker = RunningWorker(dsn, {"sleep": SleepProcessor()})
+    try:
+        await wait_for(lambda: conn.fetchval("SELECT fraction FROM job_progress WHERE job_id = $1", long),
+                       what="a progress while it sleeps")
+        assert await status_of(conn, long) == "in_progress"
+        await wait_for(lambda: _is(conn, long, "completed"), what="the sleep to end")
+    finally:
+        await worker.stop()
+    row = await conn.fetchrow("SELECT fraction, message FROM job_progress WHERE job_id = $1", long)
+    assert (row["fraction"], row["message"]) == (1.0, "slept 2 of 2.2 s")
+    assert await conn.fetchval("SELECT count(*) FROM job_progress WHERE job_id = $1", short) == 0
