@@ -8,6 +8,7 @@ import asyncio
 import contextvars
 import logging
 import threading
+from fractions import Fraction
 
 import asyncpg
 import pytest
@@ -209,6 +210,8 @@ def test_a_report_takes_calls_from_many_threads_at_once() -> None:
 async def test_progress_and_log_outside_a_worker_only_check_their_input() -> None:
     job = Job("j", "t", {}, None, None, 0)
     await job.progress(0.5)
+    await job.progress(Fraction(1, 3))
+    await job.progress(1)
     job.log("nowhere")
     with pytest.raises(ValueError, match="from 0 to 1"):
         job.progress(2)

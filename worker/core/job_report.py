@@ -14,6 +14,7 @@ lines are counted, not kept, and the end of the run adds one line that says how 
 from __future__ import annotations
 
 import math
+import numbers
 import threading
 import time
 from collections.abc import Callable, Generator
@@ -64,8 +65,9 @@ def _encodes(text: str) -> bool:
 
 
 def check_fraction(fraction: object) -> float:
-    """`fraction` as a float from 0 to 1; ValueError for anything else (a bool, NaN, a string)."""
-    if isinstance(fraction, bool) or not isinstance(fraction, (int, float)):
+    """`fraction` as a float from 0 to 1; ValueError for anything else (a bool, NaN, a string).
+    Any real number will do: a numpy float or integer, a Fraction."""
+    if isinstance(fraction, bool) or not isinstance(fraction, numbers.Real):
         raise ValueError(f"progress must be a number from 0 to 1, got {type(fraction).__name__} {fraction!r}")
     value = float(fraction)
     if math.isnan(value) or not 0.0 <= value <= 1.0:
@@ -84,6 +86,8 @@ def check_message(message: object) -> str | None:
 
 @dataclass(frozen=True, slots=True)
 class Progress:
+    """A progress reported, not written yet."""
+
     fraction: float
     message: str | None
     at: float  # time.time()
@@ -91,6 +95,8 @@ class Progress:
 
 @dataclass(frozen=True, slots=True)
 class LogLine:
+    """A log line kept, not written yet: `seq` orders it within its attempt, from 1."""
+
     seq: int
     at: float  # time.time()
     level: str
