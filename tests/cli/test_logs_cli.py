@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import asyncio
 import json
+import signal
+from pathlib import Path
 
 import asyncpg
 import pytest
 
 from jobdesk.core.models import JobCreate
 from jobdesk.store import transitions
-from tests.helpers import JOBDESK, ROOT, RunningWorker, cli_env, wait_for
+from tests.helpers import JOBDESK, ROOT, RunningWorker, cli_env, start_worker, wait_for
 from tests.pgbouncer import PgBouncer
 from tests.report_processors import Holds, Steps
 
@@ -77,3 +79,24 @@ async def test_logs_of_a_missing_job_is_one_line_and_an_error(dsn: str) -> None:
         code, out, err = await jobdesk("logs", "no-such-job", *follow, dsn=dsn)
         assert code != 0 and out == ""
         assert len(err.strip().splitlines()) == 1 and "no-such-job" in err and "Traceback" not in err
+
+
+async def test_logs_follow_a_job_of_a_jobdesk_worker_process(conn: asyncpg.Connection, dsn: str,
+                                                             tmp_path: Path) -> None:
+    """The worker as operators run it (`jobdesk worker`, its logging set up by the command): the
+    job's lines are kept and followed, and they still reach the worker's stderr too."""
+    [job_id] = await transitions.enqueue(conn, [JobCreate("report.steps", {"steps": 5, "every": 0.3})])
+    log_path = tmp_path / "worker.log"
+    worker = start_worker(dsn, log_path=log_path, JOB_PROCESSOR_MODULES="report_processors")
+    try:
+        code, out, err = await jobdesk("logs", job_id, "--follow", "--json", dsn=dsn)
+        assert code == 0, err
+        lines = [json.loads(line) for line in out.splitlines()]
+        assert [ln["message"] for ln in lines] == [f"step {i} of 5" for i in range(1, 6)]
+        assert await conn.fetchval("SELECT status FROM jobs WHERE id = $1", job_id) == "completed"
+        code, out, _ = await jobdesk("show", job_id, "--json", dsn=dsn)
+        assert json.loads(out)["progress"]["message"] == "step 5 of 5"
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        await asyncio.to_thread(worker.wait, 20)
+    assert "report.steps: step 3 of 5" in log_path.read_text(), "the worker's stderr shows them as before"
