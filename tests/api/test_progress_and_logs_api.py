@@ -77,6 +77,9 @@ async def test_logs_as_json_and_followed_as_events(api: Api, dsn: str) -> None:
     assert {(ln["attempt"], ln["logger"], ln["level"]) for ln in lines} == {(1, "report.steps", "INFO")}
     answer = (await api.client.get(f"/api/jobs/{job['id']}/logs")).json()
     assert answer["job_id"] == job["id"] and answer["lines"] == lines
+    resumed = (await api.client.get(f"/api/jobs/{job['id']}/logs?follow=true",
+                                    headers={"Last-Event-ID": "1.4"})).text
+    assert '"message": "step 4 of 6"' not in resumed and '"message": "step 5 of 6"' in resumed
     assert set(answer["lines"][0]) == {"attempt", "seq", "at", "level", "logger", "message", "trace_id", "span_id"}
 
 

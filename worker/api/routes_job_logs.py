@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Query, Request, Response
+from fastapi import APIRouter, Depends, Header, Query, Request, Response
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel
 
@@ -37,20 +37,30 @@ class JobLogsOut(BaseModel):
     lines: list[JobLogLineOut]
 
 
+def _position(event_id: str | None) -> tuple[int, int]:
+    """The line an event id (`attempt.seq`) names; the start for none, or for one not of ours."""
+    attempt, _, seq = (event_id or "").partition(".")
+    if not (attempt.isdigit() and seq.isdigit()):
+        return (0, 0)
+    return (int(attempt), int(seq))
+
+
 @router.get("/{job_id}/logs", response_model=JobLogsOut, responses={
     **ERRORS, 200: {"content": {"application/json": {}, "text/event-stream": {}}}})
 async def job_logs(job_id: str, request: Request, caller: Caller = Depends(require("read")),
                    follow: bool = Query(False, description="stream the lines as Server-Sent Events until the job "
-                                                           "has finished")) -> Response:
+                                                           "has finished"),
+                   last_event_id: Annotated[str | None, Header(max_length=64)] = None) -> Response:
     """The log lines the job's processor emitted, every attempt's, in order. With
     `follow=true`, Server-Sent Events: one `log` event per line (its `id` is `attempt.seq`), as
-    they are written, then one `end` event once the job has finished."""
+    they are written, then one `end` event once the job has finished. A stream resumed with
+    `Last-Event-ID` starts after that line."""
     service = caller.service
     if not follow:
         lines = await service.job_logs(job_id)
         return Response(json.dumps({"job_id": job_id, "lines": [ln.to_json() for ln in lines]}),
                         media_type="application/json")
-    batches = service.follow_logs(job_id)
+    batches = service.follow_logs(job_id, after=_position(last_event_id))
     first = await anext(batches)  # 404 before the stream starts
     hub = request.app.state.ctx.hub
 

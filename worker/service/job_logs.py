@@ -37,12 +37,12 @@ class JobLogReads(ServiceBase):
             # The status is read first: when it says finished, the lines read after it are all there are.
             return await job_reports.fetch_logs(conn, job_id, after=after, limit=limit), Status(owner["status"])
 
-    async def follow_logs(self, job_id: str, *, poll: float = FOLLOW_POLL_S) -> AsyncGenerator[list[JobLogLine], None]:
+    async def follow_logs(self, job_id: str, *, after: tuple[int, int] = (0, 0),
+                          poll: float = FOLLOW_POLL_S) -> AsyncGenerator[list[JobLogLine], None]:
         """The job's log lines, a batch at a time as they are written, until the job has
         finished (completed, failed, cancelled or waiting for approval) and every line is read.
-        The first batch is what is stored now (maybe empty); JobNotFound before it if the job
-        does not exist."""
-        after = (0, 0)
+        The first batch is what is stored now after the position `after` (maybe empty);
+        JobNotFound before it if the job does not exist."""
         while True:
             lines, status = await self._lines_and_status(job_id, after, FOLLOW_BATCH)
             if lines:
