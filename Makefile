@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 # The core's dependencies as wheels: the suite installs the built package from here, offline.
 WHEELHOUSE := $(VENV)/wheelhouse
 
-.PHONY: run test venv venv-django worker demo db bench bench-backlog bench-trickle bench-enqueue bench-app-tx bench-console bench-dag bench-pipelines bench-bulk bench-failures bench-metrics bench-list bench-durable bench-flow bench-tracing bench-report lint clean screenshots dist dist-pypi schema docs docs-check
+.PHONY: run test venv venv-django worker demo db bench bench-backlog bench-trickle bench-enqueue bench-app-tx bench-console bench-dag bench-pipelines bench-bulk bench-failures bench-metrics bench-list bench-durable bench-flow bench-progress bench-tracing bench-report lint clean screenshots dist dist-pypi schema docs docs-check
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -123,6 +123,10 @@ bench-durable: $(STAMP)
 ## bench-flow: what rate limits and fair share cost, as shares of the same run's baseline (prints figures)
 bench-flow: $(STAMP)
 	$(PY) benchmarks/flow_bench.py
+
+## bench-progress: database writes per second of jobs reporting progress in a tight loop, and the cost of job log lines (prints figures)
+bench-progress: $(STAMP)
+	$(PY) benchmarks/progress_logs_bench.py
 
 ## bench-report: the engine benchmarks with short settings, written as the table of docs/performance.md with the date, the commit and each figure's command (about 5 minutes)
 bench-report: $(STAMP)

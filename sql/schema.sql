@@ -1059,6 +1059,36 @@ ALTER TABLE public.job_events ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
 
 
 --
+-- Name: job_logs; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.job_logs (
+    job_id character varying(36) NOT NULL,
+    attempt integer NOT NULL,
+    seq integer NOT NULL,
+    at timestamp with time zone NOT NULL,
+    level character varying(16) NOT NULL,
+    logger text NOT NULL,
+    message text NOT NULL,
+    trace_id text,
+    span_id text
+);
+
+
+--
+-- Name: job_progress; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.job_progress (
+    job_id character varying(36) NOT NULL,
+    fraction double precision NOT NULL,
+    message text,
+    at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT job_progress_fraction_check CHECK (((fraction >= (0)::double precision) AND (fraction <= (1)::double precision)))
+);
+
+
+--
 -- Name: job_queue_depth; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -1409,6 +1439,22 @@ ALTER TABLE ONLY public.job_dependencies
 
 ALTER TABLE ONLY public.job_events
     ADD CONSTRAINT job_events_pkey PRIMARY KEY (id);
+
+
+--
+-- Name: job_logs job_logs_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.job_logs
+    ADD CONSTRAINT job_logs_pkey PRIMARY KEY (job_id, attempt, seq);
+
+
+--
+-- Name: job_progress job_progress_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.job_progress
+    ADD CONSTRAINT job_progress_pkey PRIMARY KEY (job_id);
 
 
 --
@@ -1810,6 +1856,22 @@ CREATE TRIGGER users_keep_job_owners BEFORE DELETE OR UPDATE OF id ON public.use
 
 ALTER TABLE ONLY public.api_tokens
     ADD CONSTRAINT api_tokens_user_id_fkey FOREIGN KEY (user_id) REFERENCES public.users(id);
+
+
+--
+-- Name: job_logs job_logs_job_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.job_logs
+    ADD CONSTRAINT job_logs_job_id_fkey FOREIGN KEY (job_id) REFERENCES public.jobs(id) ON DELETE CASCADE;
+
+
+--
+-- Name: job_progress job_progress_job_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.job_progress
+    ADD CONSTRAINT job_progress_job_id_fkey FOREIGN KEY (job_id) REFERENCES public.jobs(id) ON DELETE CASCADE;
 
 
 --

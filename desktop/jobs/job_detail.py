@@ -1,6 +1,6 @@
-"""Detail panes of the selected job: metadata, input and result JSON, error, attempt history,
-dependencies, and a durable processor's stored steps. Large JSON documents are shown lazily and
-truncated, so they never freeze the UI."""
+"""Detail panes of the selected job: metadata and progress, input and result JSON, error, attempt
+history, dependencies, a durable processor's stored steps, and the job's own log lines. Large JSON
+documents are shown lazily and truncated, so they never freeze the UI."""
 
 from __future__ import annotations
 
@@ -24,7 +24,10 @@ from PySide6.QtWidgets import (
 
 from jobdesk.console.jobs.attempt_table import attempts_table, retries_text, runs_text, show_attempts, worker_of
 from jobdesk.console.jobs.attempt_timeline import AttemptTimeline, marks, segments
+from jobdesk.console.jobs.job_logs_view import JobLogsView
+from jobdesk.console.jobs.job_progress import ProgressField
 from jobdesk.console.jobs.step_list import StepTable
+from jobdesk.console.table_model import Query
 from jobdesk.console.theme import STATUS_COLOURS, status_label
 from jobdesk.core.json_value import JsonObject, JsonValue
 from jobdesk.core.models import JobRecord, Status, short_id
@@ -112,7 +115,8 @@ class JobDetail(QWidget):
     pipeline_link_clicked = Signal(str)  # show the pipeline's jobs in the table
     pipeline_graph_clicked = Signal(str)  # show the pipeline's DAG
 
-    def __init__(self) -> None:
+    def __init__(self, query: Query | None = None) -> None:
+        """`query` runs the Logs tab's reads through the service (without it the tab stays empty)."""
         super().__init__()
         self.title = QLabel("Select a job")
         self.title.setObjectName("detailTitle")
@@ -128,6 +132,8 @@ class JobDetail(QWidget):
             label.linkActivated.connect(self._link)
             self.meta_labels[key] = label
             self.meta.addRow(key, label)
+        self.progress = ProgressField()
+        self.meta.insertRow(1, "Progress", self.progress)  # under the status it details
         self.input_view = JsonView()
         self.result_view = JsonView()
         self.error_view = QPlainTextEdit()
@@ -154,6 +160,8 @@ class JobDetail(QWidget):
         steps_box.setSizes([200, 220])
         self.steps_box = steps_box
         self.tabs.insertTab(self.tabs.indexOf(history_box), steps_box, "Steps")  # History stays last
+        self.logs = JobLogsView(query, on_count=self._logs_counted)
+        self.tabs.insertTab(self.tabs.indexOf(history_box), self.logs, "Logs")
         meta_box = QWidget()
         meta_box.setLayout(self.meta)
         layout = QVBoxLayout(self)
@@ -173,6 +181,8 @@ class JobDetail(QWidget):
         self.history.setRowCount(0)
         self.timeline.show_segments([])
         self._show_steps(None)
+        self.progress.show_progress(None)
+        self.logs.clear()
 
     def show_job(self, detail: service.JobDetail) -> None:
         record, attempts, dependants = detail.job, detail.attempts, detail.dependants
@@ -189,6 +199,7 @@ class JobDetail(QWidget):
         self._set("Pipeline", f"<a href='pipeline:{record.pipeline_id}'>{short_id(record.pipeline_id)}</a>"
                               f" · <a href='graph:{record.pipeline_id}'>graph</a>" if record.pipeline_id else "—")
         self._set("User", str(record.user_id))
+        self.progress.show_progress(detail.progress, now)
         self._set("Runs", runs_text(record.attempts, attempts))
         self._set("Retries", retries_text(record.retry_count))
         self._set("Created", _when(record.created_at, now))
@@ -213,6 +224,7 @@ class JobDetail(QWidget):
         wake_at = detail.waiting.at if detail.waiting is not None else None
         self.timeline.show_segments(segments(record, attempts, now, wake_at), marks(detail.steps))
         self._show_steps(detail)
+        self.logs.show_job(record.id, record.status)
         show_attempts(self.history, attempts)
         if record.error_message and self.tabs.currentIndex() == 0 and record.status.value == "failed":
             self.tabs.setCurrentWidget(self.error_view)
@@ -225,6 +237,9 @@ class JobDetail(QWidget):
         if count:  # the latest step, and its result at once (selectRow may find it selected already)
             self.steps.selectRow(count - 1)
         self.step_result.show_value(self.steps.results[-1] if count else None)
+
+    def _logs_counted(self, count: int) -> None:
+        self.tabs.setTabText(self.tabs.indexOf(self.logs), f"Logs ({count})" if count else "Logs")
 
     def _step_selected(self) -> None:
         rows = {index.row() for index in self.steps.selectedIndexes()}

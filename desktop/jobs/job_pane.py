@@ -29,7 +29,7 @@ class JobPane(QObject):
     def __init__(self, connection: ConsoleConnection, parent: QObject | None = None) -> None:
         super().__init__(parent)
         self.connection = connection
-        self.detail = JobDetail()
+        self.detail = JobDetail(connection.run)  # its Logs tab reads through the connection
         self.area = QScrollArea()  # the pane scrolls rather than push the docks off a small screen
         self.area.setWidget(self.detail)
         self.area.setWidgetResizable(True)

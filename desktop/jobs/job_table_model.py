@@ -16,25 +16,28 @@ from PySide6.QtCore import Qt
 from jobdesk.console.live_diff import diff_rows
 from jobdesk.console.table_model import Index, PagedTableModel, Query
 from jobdesk.console.theme import status_label
+from jobdesk.core.job_report import JobProgress
 from jobdesk.core.models import Status, short_id
 from jobdesk.core.timefmt import relative, span, until
-from jobdesk.store.jobs import MAX_YEAR, JobFilter, JobRow, glob_matches
+from jobdesk.service.jobs import JobService
+from jobdesk.store.jobs import MAX_YEAR, JobFilter, JobRow, Page, glob_matches
 
 log = logging.getLogger("jobdesk.console")
 
 PAGE_SIZE = 200
 ROW_ROLE = Qt.ItemDataRole.UserRole + 1  # the JobRow of a row
-SERVED_ROLES = frozenset({ROW_ROLE, Qt.ItemDataRole.DisplayRole, Qt.ItemDataRole.ToolTipRole,
+PROGRESS_ROLE = Qt.ItemDataRole.UserRole + 8  # the JobProgress of a row, None if it reported none
+SERVED_ROLES = frozenset({ROW_ROLE, PROGRESS_ROLE, Qt.ItemDataRole.DisplayRole, Qt.ItemDataRole.ToolTipRole,
                           Qt.ItemDataRole.TextAlignmentRole})
 
 # (header, sort key or None)
 COLUMNS: list[tuple[str, str | None]] = [
-    ("ID", "created"), ("Type", "type"), ("Status", "status"), ("Pipeline", "pipeline"), ("User", "user"),
-    ("Runs", "attempts"), ("Created", "created"), ("Updated", "updated"), ("Duration", None),
+    ("ID", "created"), ("Type", "type"), ("Status", "status"), ("Progress", None), ("Pipeline", "pipeline"),
+    ("User", "user"), ("Runs", "attempts"), ("Created", "created"), ("Updated", "updated"), ("Duration", None),
     ("Next retry", None), ("Error", None),
 ]
-COL_ID, COL_TYPE, COL_STATUS, COL_PIPELINE, COL_USER, COL_TRIES, COL_CREATED, COL_UPDATED, COL_DURATION, \
-    COL_RETRY, COL_ERROR = range(len(COLUMNS))
+COL_ID, COL_TYPE, COL_STATUS, COL_PROGRESS, COL_PIPELINE, COL_USER, COL_TRIES, COL_CREATED, COL_UPDATED, \
+    COL_DURATION, COL_RETRY, COL_ERROR = range(len(COLUMNS))
 
 
 def duration(row: JobRow, now: datetime) -> str:
@@ -53,6 +56,7 @@ class JobTableModel(PagedTableModel):
     def __init__(self, query: Query) -> None:
         super().__init__(query)
         self._rows: list[JobRow] = []
+        self.progress: dict[str, JobProgress] = {}  # the last progress of the rows that reported any
         self.filter = JobFilter()
         self.sort_key = "created"
         self.descending = True
@@ -63,9 +67,30 @@ class JobTableModel(PagedTableModel):
     async def fetch(self, after: JobRow | None) -> tuple[list[JobRow], bool]:
         filt, sort, desc = self.filter, self.sort_key, self.descending
         keyset = after.keyset(sort) if after is not None else None
-        page = await self._query(lambda jobs: jobs.job_page(filt, sort=sort, descending=desc, after=keyset,
-                                                           limit=PAGE_SIZE))
+
+        async def read(jobs: JobService) -> tuple[Page, dict[str, JobProgress]]:
+            page = await jobs.job_page(filt, sort=sort, descending=desc, after=keyset, limit=PAGE_SIZE)
+            return page, await jobs.job_progress([r.id for r in page.rows if r.started_at is not None])
+
+        page, progress = await self._query(read)
+        self._set_progress([r.id for r in page.rows], progress)
         return page.rows, page.has_more
+
+    def _set_progress(self, ids: list[str], found: dict[str, JobProgress]) -> None:
+        """Take the progress read for these rows (missing: none); repaint the rows shown whose
+        progress changed (their row may not have: a progress is not a change of the job's row)."""
+        for job_id in ids:
+            now = found.get(job_id)
+            if self.progress.get(job_id) == now:
+                continue
+            if now is None:
+                del self.progress[job_id]
+            else:
+                self.progress[job_id] = now
+            position = self.row_of(job_id)
+            if position is not None:
+                cell = self.index(position, COL_PROGRESS)
+                self.dataChanged.emit(cell, cell)
 
     # -- Qt model API -----------------------------------------------------------------------
 
@@ -78,6 +103,8 @@ class JobTableModel(PagedTableModel):
         col = index.column()
         if role == ROW_ROLE:
             return row
+        if role == PROGRESS_ROLE:
+            return self.progress.get(row.id)
         if role == Qt.ItemDataRole.DisplayRole:
             return self._display(row, col)
         if role == Qt.ItemDataRole.ToolTipRole:
@@ -88,6 +115,8 @@ class JobTableModel(PagedTableModel):
                 return when.astimezone().strftime("%Y-%m-%d %H:%M:%S")
             if col == COL_ERROR:
                 return row.error_line
+            if col == COL_PROGRESS and row.id in self.progress:
+                return self.progress[row.id].message
         if role == Qt.ItemDataRole.TextAlignmentRole and col in (COL_TRIES, COL_USER, COL_DURATION):
             return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
         return None
@@ -97,6 +126,9 @@ class JobTableModel(PagedTableModel):
             return short_id(row.id)
         if col == COL_TYPE:
             return row.type
+        if col == COL_PROGRESS:
+            progress = self.progress.get(row.id)
+            return "" if progress is None else f"{progress.fraction * 100:.0f}%"
         if col == COL_STATUS:
             if row.status == Status.QUEUED and row.scheduled_at and row.scheduled_at > self.now:
                 return f"scheduled · {until(row.scheduled_at, self.now)}"
@@ -144,9 +176,15 @@ class JobTableModel(PagedTableModel):
     async def apply_changes(self, job_ids: set[str]) -> None:
         """Fetch just these rows and update the model row by row."""
         generation = self._generation
-        rows = await self._query(lambda jobs: jobs.job_rows(sorted(job_ids)))
+        wanted = sorted(job_ids)
+
+        async def read(jobs: JobService) -> tuple[list[JobRow], dict[str, JobProgress]]:
+            return await jobs.job_rows(wanted), await jobs.job_progress(wanted)
+
+        rows, progress = await self._query(read)
         if generation != self._generation:
             return
+        self._set_progress(wanted, progress)
         self.now = datetime.now(UTC)
         self.apply_diff(diff_rows(self._rows, job_ids, {r.id: r for r in rows}, key=self.row_key,
                                   sort_key=self._sort_key, descending=self.descending, matches=self._matches,

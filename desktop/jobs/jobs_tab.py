@@ -14,10 +14,12 @@ from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QLineEdit, QToolBu
 from jobdesk.console.column_prefs import ColumnPrefs
 from jobdesk.console.connection import ConsoleConnection
 from jobdesk.console.errors import EXPECTED
+from jobdesk.console.jobs.job_progress import JobProgressDelegate
 from jobdesk.console.jobs.job_table_model import (
     COL_CREATED,
     COL_DURATION,
     COL_ID,
+    COL_PROGRESS,
     COL_RETRY,
     COL_STATUS,
     COL_UPDATED,
@@ -42,8 +44,10 @@ TIME_RANGES = {"Any time": None, "Last hour": timedelta(hours=1), "Last 24 hours
                "Last 7 days": timedelta(days=7)}
 # ID, Type, Status, Pipeline, User, Runs, Created, Updated, Duration, Next retry, Error: the
 # default columns fit the table's share of a 1280-pixel window without scrolling sideways.
-COLUMN_WIDTHS = [76, 118, 134, 76, 50, 44, 68, 68, 64, 80, 100]  # the last one stretches
-HIDDEN_COLUMNS = (COL_USER, COL_UPDATED)
+COLUMN_WIDTHS = [76, 118, 134, 90, 76, 50, 44, 68, 68, 64, 80, 100]  # the last one stretches
+# Hidden until asked for in the header's menu. Next retry gives its place to Progress: a retry's
+# time is in the detail pane, and the table must fit 1280 pixels without scrolling sideways.
+HIDDEN_COLUMNS = (COL_USER, COL_UPDATED, COL_RETRY)
 CLOCK_COLUMNS = (COL_STATUS, COL_CREATED, COL_UPDATED, COL_DURATION, COL_RETRY)  # "3 s ago", "in 5 s", …
 EMPTY_HINT = ("<p><b>No jobs yet.</b></p><p>Press <b>Ctrl+N</b> to submit one, or from a shell:</p>"
               "<p><code>jobdesk submit echo --input '{\"hello\": \"world\"}'</code></p>"
@@ -95,7 +99,8 @@ class JobsTab(QWidget):
         self._loaded_once = False  # the empty-table hint waits for the first answer
         self.model.loaded.connect(self._first_load)
         self.table = list_table(self.model, COLUMN_WIDTHS, multi_select=True)
-        self.columns = ColumnPrefs(self.table, "jobs", COLUMN_WIDTHS, HIDDEN_COLUMNS)
+        # "jobs-2": the header states saved before the Progress column came are not restored onto it.
+        self.columns = ColumnPrefs(self.table, "jobs-2", COLUMN_WIDTHS, HIDDEN_COLUMNS)
         self.columns.use_profile(connection.describe())
         self.table.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAsNeeded)
         self.scroll_anchor = ScrollAnchor(self.table)  # new jobs above leave the selected row in view
@@ -111,6 +116,7 @@ class JobsTab(QWidget):
         self.table.setSortingEnabled(True)
         self.table.horizontalHeader().setSortIndicator(COL_ID, Qt.SortOrder.DescendingOrder)
         self.table.setItemDelegateForColumn(COL_STATUS, StatusChipDelegate(self.table))
+        self.table.setItemDelegateForColumn(COL_PROGRESS, JobProgressDelegate(self.table))
         self.table.selectionModel().selectionChanged.connect(self._selection_changed)
         self._pending_select: str | None = None
 

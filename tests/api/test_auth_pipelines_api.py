@@ -73,7 +73,7 @@ async def test_pipeline_create_step_indicator_cancel_and_retry(api: Api) -> None
     # The jobs themselves too, after the action, in the order of the ids.
     assert [j["id"] for j in answer["jobs"]] == cancelled and {j["status"] for j in answer["jobs"]} == {"cancelled"}
     assert answer["jobs"][0] == {k: v for k, v in (await api.client.get(f"/api/jobs/{cancelled[0]}")).json().items()
-                                 if k not in ("attempts", "steps", "waiting_reason")}
+                                 if k not in ("attempts", "steps", "progress", "waiting_reason")}
     assert (await api.client.get(f"/api/pipelines/{pid}")).json()["status"] == "cancelled"
     assert_error(await api.client.post(f"/api/pipelines/{pid}/cancel"), 409, "illegal_transition")
     answer = (await api.client.post(f"/api/pipelines/{pid}/retry-failed")).json()

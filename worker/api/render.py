@@ -29,12 +29,19 @@ def attempt_json(a: Attempt) -> JsonObject:
 
 def detail_json(detail: JobDetail) -> JsonObject:
     return {**job_json(detail.job), "attempts": [attempt_json(a) for a in detail.attempts],
-            "steps": [s.to_json() for s in detail.steps], "waiting_reason": detail.waiting_reason}
+            "steps": [s.to_json() for s in detail.steps],
+            "progress": detail.progress.to_json() if detail.progress is not None else None,
+            "waiting_reason": detail.waiting_reason}
 
 
-def version(job: JobRecord) -> str:
-    """An SSE event id: changes whenever the row does."""
-    return str(int(job.updated_at.timestamp() * 1_000_000))
+def version(detail: JobDetail) -> str:
+    """An SSE event id: changes whenever the row does, or its progress."""
+    stamp = int(detail.job.updated_at.timestamp() * 1_000_000)
+    if detail.progress is None:
+        return str(stamp)
+    return f"{stamp}.{int(detail.progress.at.timestamp() * 1_000_000)}"
+
+
 
 
 def pipeline_json(p: PipelineSteps) -> JsonObject:

@@ -31,6 +31,8 @@ from jobdesk.store.search_syntax import parse_search
 log = logging.getLogger("jobdesk.api")
 router = APIRouter(prefix="/api/jobs", tags=["jobs"])
 MAX_WAIT_S = 60
+KEEP_ALIVE_S = 15.0  # an event stream says something at least this often
+PROGRESS_POLL_S = 1.0  # a running job's progress is read this often by a stream that cannot LISTEN
 MAX_LIMIT = 500
 MAX_QUERY = 2000  # characters of a search query (`q`)
 
@@ -228,27 +230,32 @@ async def get_job(request: Request) -> Response:
             response_class=StreamingResponse)
 async def job_events(job_id: str, request: Request, caller: Caller = Depends(require("read")),
                      last_event_id: Annotated[str | None, Header(max_length=64)] = None) -> Response:
-    """Server-Sent Events: one `status` event with the job now and after every change; the
-    stream ends after a terminal status. `Last-Event-ID` skips the state already seen."""
+    """Server-Sent Events: one `status` event with the job now and after every change (its
+    progress too); the stream ends after a terminal status. `Last-Event-ID` skips the state already seen."""
     hub = request.app.state.ctx.hub
     service = caller.service.on_primary()  # woken by the primary's notifications: read where they come from
     first = await service.job_detail(job_id)  # 404 before the stream starts
 
     async def stream() -> AsyncIterator[str]:
         seen = last_event_id
+        quiet_since = time.monotonic()
         with hub.subscribe(job_id) as changed:
             detail = first
             while True:
-                if version(detail.job) != seen:
-                    seen = version(detail.job)
+                if version(detail) != seen:
+                    seen, quiet_since = version(detail), time.monotonic()
                     yield f"id: {seen}\nevent: status\ndata: {json.dumps(detail_json(detail))}\n\n"
                 if detail.job.status in TERMINAL_STATUSES or hub.stopping.is_set():
                     return
+                # Without LISTEN the hub sees status changes only: a running job's progress is read again.
+                polling = detail.job.status == Status.IN_PROGRESS and not hub.listening
                 try:
-                    async with asyncio.timeout(15.0):
+                    async with asyncio.timeout(PROGRESS_POLL_S if polling else KEEP_ALIVE_S):
                         await changed.wait()
                 except TimeoutError:
-                    yield ": keep-alive\n\n"
+                    if time.monotonic() - quiet_since >= KEEP_ALIVE_S:
+                        quiet_since = time.monotonic()
+                        yield ": keep-alive\n\n"
                 changed.clear()
                 try:
                     detail = await service.job_detail(job_id)

@@ -103,9 +103,16 @@ class DurableStepOut(BaseModel):
     duration_s: float
 
 
+class JobProgressOut(BaseModel):
+    fraction: float  # from 0 to 1
+    message: str | None
+    at: str  # when the processor reported it (ISO 8601, UTC)
+
+
 class JobDetailOut(JobOut):
     attempts: list[AttemptOut]
     steps: list[DurableStepOut]  # a durable processor's stored steps, in the order they finished
+    progress: JobProgressOut | None  # the last progress the processor reported; null if none (or retried since)
     waiting_reason: str | None  # why a queued job has not started; null when it is not queued
 
 

@@ -16,7 +16,7 @@ from jobdesk.core.durations import parse_seconds
 from jobdesk.core.errors import InvalidJob
 from jobdesk.core.models import JobCreate, JobRecord, Status, short_id
 from jobdesk.core.rules import BULK_ACTIONS
-from jobdesk.service.read_models import Attempt, StepRow
+from jobdesk.service.read_models import Attempt, JobProgress, StepRow
 from jobdesk.store.jobs import JobFilter
 from jobdesk.store.search_syntax import parse_search
 
@@ -176,8 +176,14 @@ def _when(at: datetime | None) -> str:
 STEP_RESULT_WIDTH = 80  # a step's result is cut here in `show` (whole in `show --json`)
 
 
+def progress_line(progress: JobProgress) -> str:
+    """`40% rendered 40 of 100 frames (3 s ago)`: a job's last progress on one line."""
+    message = f" {progress.message}" if progress.message else ""
+    return f"{progress.fraction * 100:.0f}%{message} ({ago(progress.at)})"
+
+
 def _print_job(record: JobRecord, attempts: list[Attempt], dependants: list[str],
-               waiting: str | None = None, steps: Sequence[StepRow] = ()) -> None:
+               waiting: str | None = None, steps: Sequence[StepRow] = (), progress: JobProgress | None = None) -> None:
     fields: list[tuple[str, object]] = [
         ("id", record.id), ("type", record.type), ("status", record.status.value),
         ("user", record.user_id), ("pipeline", record.pipeline_id or "-"),
@@ -195,6 +201,8 @@ def _print_job(record: JobRecord, attempts: list[Attempt], dependants: list[str]
         fields.append(("next retry", ago(record.next_retry_at)))
     if waiting:
         fields.append(("waiting", waiting))
+    if progress is not None:
+        fields.append(("progress", progress_line(progress)))
     if record.dependent_on_jobs:
         fields.append(("depends on", ", ".join(record.dependent_on_jobs)))
     if dependants:
@@ -278,9 +286,11 @@ async def cmd_show(inv: Invocation) -> int:
     if args.json:
         print_json({**detail.job.to_json(), "history": [a.to_json() for a in detail.attempts],
                     "dependants": detail.dependants, "waiting_reason": detail.waiting_reason,
-                    "steps": [s.to_json() for s in detail.steps]})
+                    "steps": [s.to_json() for s in detail.steps],
+                    "progress": detail.progress.to_json() if detail.progress is not None else None})
     else:
-        _print_job(detail.job, detail.attempts, detail.dependants, detail.waiting_reason, detail.steps)
+        _print_job(detail.job, detail.attempts, detail.dependants, detail.waiting_reason, detail.steps,
+                   detail.progress)
     return 0
 
 

@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 
 import asyncpg
 
-from jobdesk.cli import api, database, doctor, events, jobs, pipelines, schedules, sharing, types, workers
+from jobdesk.cli import api, database, doctor, events, jobs, logs, pipelines, schedules, sharing, types, workers
 from jobdesk.cli.arguments import EXIT_ERROR, ArgumentParser, Subparsers
 from jobdesk.cli.jobs import check_bulk_args
 from jobdesk.cli.session import Command, Invocation
@@ -25,14 +25,13 @@ from jobdesk.observe import otel_setup
 
 COMMANDS: dict[str, Command] = {**database.COMMANDS, **workers.COMMANDS, **jobs.COMMANDS, **pipelines.COMMANDS,
                                 **api.COMMANDS, **schedules.COMMANDS, **types.COMMANDS, **events.COMMANDS,
-                                **doctor.COMMANDS, **sharing.COMMANDS}
+                                **doctor.COMMANDS, **sharing.COMMANDS, **logs.COMMANDS}
 
 # Each group adds its commands' parsers, in the order `jobdesk --help` lists them.
 PARSERS: tuple[Callable[[Subparsers, ArgumentParser], None], ...] = (
-    database.add_setup_parsers, workers.add_worker_parser, jobs.add_parsers, sharing.add_parsers,
-    workers.add_fleet_parser,
-    pipelines.add_parsers, database.add_upkeep_parsers, workers.add_control_parser, api.add_parsers,
-    schedules.add_parsers, types.add_parsers, events.add_parsers, doctor.add_parsers)
+    database.add_setup_parsers, workers.add_worker_parser, jobs.add_parsers, logs.add_parsers, sharing.add_parsers,
+    workers.add_fleet_parser, pipelines.add_parsers, database.add_upkeep_parsers, workers.add_control_parser,
+    api.add_parsers, schedules.add_parsers, types.add_parsers, events.add_parsers, doctor.add_parsers)
 
 
 def build_parser() -> ArgumentParser:

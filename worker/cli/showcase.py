@@ -12,7 +12,7 @@ from contextlib import asynccontextmanager
 from jobdesk.core.models import Job, JobCreate, ProcessorResult, Status
 from jobdesk.core.processor import BaseProcessor
 from jobdesk.core.schedules import Schedule
-from jobdesk.core.settings import load_settings
+from jobdesk.core.settings import Settings, load_settings
 from jobdesk.processors.builtin import PROCESSOR_MAP as BUILTIN
 from jobdesk.processors.demo_video import PROCESSOR_MAP as DEMO
 from jobdesk.processors.demo_video import demo_pipeline
@@ -54,7 +54,7 @@ async def showcase(dsn: str) -> AsyncIterator[None]:
         await asyncio.sleep(1.5)
         worker.request_stop()
         await task
-        await jobs.enqueue_many([JobCreate("sleep", {"seconds": 600}) for _ in range(2)])
+        sleeps = await jobs.enqueue_many([JobCreate("sleep", {"seconds": 600}) for _ in range(2)])
         await jobs.enqueue_many([JobCreate("pdf.render", {"doc": f"invoice-{i}"}) for i in range(3)])
         await jobs.add_schedule(Schedule(name="nightly-report", type="echo", cron="0 2 * * *",
                                          timezone="Europe/Berlin", input_data={"report": "daily"}))
@@ -66,11 +66,22 @@ async def showcase(dsn: str) -> AsyncIterator[None]:
     sleeping = asyncio.create_task(sleeper.run())
     try:
         await _seed_fleet(dsn)
+        await _sleeps_reported(dsn, settings, sleeps)
         yield
     finally:
         sleeper.request_stop()
         sleeper.request_stop()  # the long sleeps go back to the queue at once
         await sleeping
+
+
+async def _sleeps_reported(dsn: str, settings: Settings, ids: list[str]) -> None:
+    """Wait (a few seconds at most) until the running sleeps have reported progress, so the
+    pictures show their bars."""
+    async with await JobService.connect(dsn, settings=settings, source="console", pool_size=1) as jobs:
+        for _ in range(50):
+            if len(await jobs.job_progress(ids)) == len(ids):
+                return
+            await asyncio.sleep(0.1)
 
 
 def _waiting() -> JobFilter:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from pydantic import BaseModel
 
 from jobdesk.core.errors import DurableUnavailable, NoJobResult
+from jobdesk.core.job_report import DONE, LEVELS, JobReport, Reported, check_fraction, check_message
 from jobdesk.core.json_value import JsonObject, JsonValue
 
 if TYPE_CHECKING:
@@ -130,11 +131,48 @@ class Job:
     durable: DurableRun | None = None  # made on the first durable call, by `durable_source`
     durable_source: Callable[[Job], DurableRun] | None = None  # set by the worker that runs the job
     trace_context: dict[str, str] | None = None  # of whoever enqueued it, when traced (jobs.trace_context)
+    report: JobReport | None = None  # where this run's progress and log lines go, made on first use
+    report_source: Callable[[Job], JobReport | None] | None = None  # set by the worker that runs the job
 
     @property
     def cancelled(self) -> bool:
         """True once an operator has cancelled this job; a processor may stop early."""
         return self.cancel_event is not None and self.cancel_event.is_set()
+
+    # -- progress and log lines (docs/progress-and-logs.md) ---------------------------------
+
+    def progress(self, fraction: float, message: str | None = None) -> Reported:
+        """Record how far the job has got: `fraction` from 0 to 1 and an optional message.
+
+        Recorded at once, from any thread; `await job.progress(...)` in async code and
+        `job.progress(...)` in a thread both work. ValueError, with nothing recorded, for a
+        fraction outside 0..1 or not a number. The worker writes the last value a few times a
+        second at most, and always before the job's outcome."""
+        value, text = check_fraction(fraction), check_message(message)
+        report = self.current_report()
+        if report is not None:
+            report.set_progress(value, text)
+        return DONE
+
+    def log(self, message: str, level: str = "INFO") -> Reported:
+        """Keep a log line with this job's attempt (as a `logging` record emitted during the run
+        is kept). Works from any thread, with or without `await`; a line below JOB_LOG_LEVEL is
+        not kept."""
+        name = str(level).upper()
+        if name not in LEVELS:
+            raise ValueError(f"log level must be one of {', '.join(LEVELS)}, got {level!r}")
+        report = self.current_report()
+        if report is not None and LEVELS[name] >= report.min_level:
+            report.add_line(name, "job", message if isinstance(message, str) else str(message))
+        return DONE
+
+    def current_report(self) -> JobReport | None:
+        """This run's report, made on the first call (a job that reports nothing costs nothing);
+        None outside a worker's run, and once the run has ended."""
+        report, source = self.report, self.report_source
+        if report is None and source is not None:
+            report = source(self)
+        return report
 
     # -- durable processors (docs/durable.md) -----------------------------------------------
 

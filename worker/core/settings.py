@@ -97,6 +97,12 @@ class Settings(BaseSettings):
     JOB_PRUNE_INTERVAL: float = Field(60, gt=0)
     # Log level of the worker: DEBUG, INFO, WARNING or ERROR.
     LOG_LEVEL: str = "INFO"
+    # Lowest level of the log records a processor emits that are kept with its job: DEBUG, INFO, WARNING or ERROR.
+    JOB_LOG_LEVEL: str = "INFO"
+    # Most log lines kept per attempt of a job; past it, one line says how many were dropped.
+    JOB_LOG_MAX_LINES: int = Field(1000, ge=1)
+    # Most bytes of log messages kept per attempt of a job; past it, one line says how many were dropped.
+    JOB_LOG_MAX_BYTES: int = Field(1_048_576, ge=1)
     # Whether the console starts a worker by itself on the embedded database when no live worker exists.
     JOBDESK_AUTOSTART_WORKER: bool = True
     # How long the embedded server runs on with no client before it stops by itself (90s, 10m, or seconds).
@@ -161,7 +167,7 @@ class Settings(BaseSettings):
     def _parse_lists(cls, value: object) -> object:
         return _split_commas(value)
 
-    @field_validator("LOG_LEVEL")
+    @field_validator("LOG_LEVEL", "JOB_LOG_LEVEL")
     @classmethod
     def _known_level(cls, value: str) -> str:
         level = value.upper()

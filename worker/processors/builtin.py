@@ -38,14 +38,26 @@ class EchoProcessor(BaseProcessor):
         return ProcessorResult(result_data=dict(job.input_data))
 
 
+SLEEP_PROGRESS_FROM_S = 2.0
+
+
 class SleepProcessor(BaseProcessor):
-    """Waits `{"seconds": x}`; cancellable at any moment."""
+    """Waits `{"seconds": x}`; cancellable at any moment. A sleep of PROGRESS_FROM_S or more
+    reports its progress every second (shorter ones would only add a write)."""
 
     input_model = SleepInput
 
     async def process(self, job: Job) -> ProcessorResult:
         seconds = SleepInput.model_validate(job.input_data).seconds  # checked by the worker already
-        await asyncio.sleep(seconds)
+        if seconds < SLEEP_PROGRESS_FROM_S:
+            await asyncio.sleep(seconds)
+            return ProcessorResult(result_data={"slept": seconds})
+        loop = asyncio.get_running_loop()
+        end = loop.time() + seconds
+        while (left := end - loop.time()) > 0:
+            await asyncio.sleep(min(left, 1.0))
+            slept = seconds - max(0.0, end - loop.time())
+            await job.progress(min(1.0, slept / seconds), f"slept {slept:.0f} of {seconds:g} s")
         return ProcessorResult(result_data={"slept": seconds})
 
 

@@ -18,6 +18,7 @@ from jobdesk.core.errors import InvalidJob, PermanentJobError
 from jobdesk.core.input_validation import check_job_input
 from jobdesk.core.models import Job, JobCreate, ProcessorResult
 from jobdesk.core.processor import BaseProcessor
+from jobdesk.runtime.job_reports import Reports, current_job
 from jobdesk.runtime.outcomes import Outcomes
 from jobdesk.store import transitions
 
@@ -73,10 +74,13 @@ class Execution:
 
     def __init__(self, processors: Mapping[str, BaseProcessor], concurrency: int, outcomes: Outcomes,
                  kicks: Kicks, stop: asyncio.Event, metrics: WorkerMetrics | None,
-                 durability: Durability | None = None) -> None:
+                 durability: Durability | None = None, reports: Reports | None = None) -> None:
         """`stop` is set once the worker stops: from then on no job starts. `durability` gives
-        each job its durable calls (`job.step`, `job.sleep`...)."""
+        each job its durable calls (`job.step`, `job.sleep`...); `reports` keeps each run's
+        progress and log lines."""
         self.durability = durability
+        self.reports = reports
+        self._side_writes: set[asyncio.Task[None]] = set()
         self._durable_source = durability.run_for if durability is not None else None
         self.processors = processors
         self.concurrency = concurrency
@@ -177,6 +181,37 @@ class Execution:
             else:
                 self.kicks.one()
 
+    async def _reported(self, job: Job) -> None:
+        """Write what is left of a run's progress and log lines: before its outcome, so that a
+        reader who sees the job finished sees its last progress and every line too."""
+        if self.reports is not None:
+            taken = self.reports.end(job)
+            if taken is not None:
+                await self.reports.write_last(taken)
+
+    def _reported_later(self, job: Job) -> None:
+        """The same for a run the worker stops: written beside the stop, never holding it up."""
+        taken = self.reports.end(job) if self.reports is not None else None
+        if self.reports is None or taken is None:
+            return
+        task = asyncio.create_task(self.reports.write_last(taken), name=f"job-report-{job.id}")
+        self._side_writes.add(task)
+        task.add_done_callback(self._side_writes.discard)
+
+    async def _call(self, processor: BaseProcessor, job: Job) -> ProcessorResult:
+        """The processor's run, its input and result checked; its log records go to the job's report."""
+        began = time.monotonic()
+        token = current_job.set(job)
+        try:
+            check_job_input(processor, job)  # a mismatch is permanent: no retry can fix the input
+            result = check_result(job, await processor.process(job))
+            if processor.output_model is not None:
+                check_output(processor.output_model, result)
+            return result
+        finally:  # before the outcome is recorded, whatever it is
+            job.run_s = time.monotonic() - began
+            current_job.reset(token)
+
     async def _run_job_inner(self, job: Job) -> None:
         span = tracing.run_span(job)
         if span is None:  # tracing off: the common case, one look-up
@@ -193,21 +228,19 @@ class Execution:
         """Run one attempt and record its outcome; the status it left the job in (a job that
         retries or sleeps is `queued`)."""
         processor = self.processors[job.type]
-        began = time.monotonic()
+        if self.reports is not None:
+            self.reports.start(job)
         try:
-            try:
-                check_job_input(processor, job)  # a mismatch is permanent: no retry can fix the input
-                result = check_result(job, await processor.process(job))
-                if processor.output_model is not None:
-                    check_output(processor.output_model, result)
-            finally:  # before the outcome is recorded, whatever it is
-                job.run_s = time.monotonic() - began
+            result = await self._call(processor, job)
         except asyncio.CancelledError:
             if job.cancelled:
+                await self._reported(job)
                 await self.outcomes.record_cancelled(job)
                 return "cancelled"
+            self._reported_later(job)
             raise
         except Suspension as suspension:
+            await self._reported(job)
             if job.cancelled:
                 await self.outcomes.record_cancelled(job)
                 return "cancelled"
@@ -215,9 +248,11 @@ class Execution:
                 self.durability.wake_at(suspension.wait.until)
             return "queued"
         except Exception as exc:  # noqa: BLE001 - any processor error fails the job, recorded on it
+            await self._reported(job)
             if span is not None:
                 span.failed(exc)
             return await self.outcomes.record_failure(job, exc, permanent=isinstance(exc, PermanentJobError))
+        await self._reported(job)
         if job.cancelled:
             await self.outcomes.record_cancelled(job)
             return "cancelled"

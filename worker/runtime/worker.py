@@ -31,6 +31,7 @@ from jobdesk.runtime import scheduler
 from jobdesk.runtime.dblink import DbLink
 from jobdesk.runtime.durable import Durability
 from jobdesk.runtime.execution import Execution
+from jobdesk.runtime.job_reports import Reports, run_logging
 from jobdesk.runtime.listening import worker_listener
 from jobdesk.runtime.outcomes import Outcomes
 from jobdesk.runtime.pump import PUMPS, Kicks, Pumps
@@ -84,8 +85,9 @@ class Worker:
         self.outcomes = Outcomes(self.db, self.worker_id, settings, stats=self.stats, rollup=self.rollup,
                                  metrics=self.metrics, send_alert=self.send_alert)
         self.durability = Durability(self.db, self.worker_id, self.metrics, wake=self.kicks.new_work)
+        self.reports = Reports(self.db, settings)  # each run's progress and log lines
         self.execution = Execution(processors, self.concurrency, self.outcomes, self.kicks, self._stop, self.metrics,
-                                   self.durability)
+                                   self.durability, self.reports)
         self.pumps = Pumps(self.db, self.execution, self.outcomes, self.kicks, worker_id=self.worker_id,
                            types=self.types, poll=settings.JOB_PROCESSOR_POLL_INTERVAL,
                            limits=ClaimLimits(local=dict(type_caps or {})), stats=self.stats, stop=self._stop)
@@ -183,6 +185,10 @@ class Worker:
     # -- from start to stop -----------------------------------------------------------------
 
     async def run(self) -> None:
+        with run_logging(self.settings.JOB_LOG_LEVEL):  # the records of each run kept with its job
+            await self._run()
+
+    async def _run(self) -> None:
         await self.db.open(size=max(2, min(self.settings.DB_POOL_SIZE, self.concurrency + 4)))
         try:
             await self._start()
@@ -233,6 +239,7 @@ class Worker:
         self._tasks = [*self.pumps.start(),
                        asyncio.create_task(self.outcomes.flush_loop(), name="jobdesk-flush"),
                        asyncio.create_task(self.type_watch.run(), name="jobdesk-type-watch"),
+                       asyncio.create_task(self.reports.run(), name="jobdesk-job-reports"),
                        asyncio.create_task(Pruner(pool, self.settings, self.worker_id).run(), name="jobdesk-pruner"),
                        asyncio.create_task(scheduler.run_loop(self.db.call, self._stop), name="jobdesk-scheduler"),
                        asyncio.create_task(stats_rollup.run_loop(self.db.call, self.rollup, self._stop),

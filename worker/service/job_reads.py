@@ -10,6 +10,7 @@ from typing import Any
 import asyncpg
 
 from jobdesk.core.errors import JobNotFound
+from jobdesk.core.job_report import JobProgress
 from jobdesk.core.models import JobRecord, Status
 from jobdesk.service.base import ServiceBase
 from jobdesk.service.read_models import Attempt, JobDetail
@@ -31,8 +32,9 @@ SELECT {JobRecord.COLUMNS},
           FROM job_attempts a WHERE a.job_id = j.id) AS attempt_rows,
        (SELECT array_agg(ROW(s.name, s.result::text, s.attempt, s.started_at, s.finished_at,
                              {STEP_DURATION.format(s='s')}) ORDER BY {STEP_ORDER.format(s='s')})
-          FROM job_steps s WHERE s.job_id = j.id) AS step_rows
-  FROM jobs j WHERE j.id = $1"""
+          FROM job_steps s WHERE s.job_id = j.id) AS step_rows,
+       p.fraction AS progress_fraction, p.message AS progress_message, p.at AS progress_at
+  FROM jobs j LEFT JOIN job_progress p ON p.job_id = j.id WHERE j.id = $1"""
 
 _RECORD = f"SELECT {JobRecord.COLUMNS} FROM jobs WHERE id = $1"
 
@@ -90,7 +92,10 @@ class JobReads(JobLookups):
         steps = [StepRow(name, json.loads(result) if result is not None else None, attempt, started, finished, took)
                  for name, result, attempt, started, finished, took in values.pop("step_rows") or []]
         dependencies, dependants = values.pop("dependency_ids"), values.pop("dependant_ids")
-        return JobDetail(JobRecord.from_row(values), attempts, list(dependencies), list(dependants), reason, steps)
+        fraction, message, at = (values.pop(f"progress_{key}") for key in ("fraction", "message", "at"))
+        progress = JobProgress(fraction, message, at) if fraction is not None else None
+        return JobDetail(JobRecord.from_row(values), attempts, list(dependencies), list(dependants), reason, steps,
+                         progress)
 
     async def job_detail_json(self, job_id: str) -> str:
         """The job and its attempts as `GET /api/jobs/{id}` answers them, as JSON text that

@@ -24,6 +24,7 @@ from jobdesk.service.bulk import BulkActions
 from jobdesk.service.client import JobClient
 from jobdesk.service.export import JobExport
 from jobdesk.service.fleet import FleetControl
+from jobdesk.service.job_logs import JobLogReads
 from jobdesk.service.pipelines import PipelineReads
 from jobdesk.service.read_models import (
     BULK_COUNT_CAP,
@@ -32,6 +33,8 @@ from jobdesk.service.read_models import (
     BulkResult,
     Enqueued,
     JobDetail,
+    JobLogLine,
+    JobProgress,
     PipelineSteps,
     Submitted,
     WorkersView,
@@ -45,10 +48,11 @@ from jobdesk.service.types import TypeControls
 
 
 class JobService(JobClient, Submissions, StatsReads, PipelineReads, BulkActions, FleetControl, ScheduleControl,
-                 TokenStore, JobExport, TypeControls):
+                 TokenStore, JobExport, TypeControls, JobLogReads):
     """Reads and actions on jobs, pipelines and workers, over one pool: everything a `JobClient`
     does, and what the console, the CLI and the HTTP API read and do besides."""
 
 
-__all__ = ["BULK_COUNT_CAP", "Attempt", "BulkCount", "BulkResult", "Enqueued", "JobDetail", "JobService",
-           "PipelineSteps", "Submitted", "WorkersView", "ensure_schema", "migrate_database", "prepare_schema"]
+__all__ = ["BULK_COUNT_CAP", "Attempt", "BulkCount", "BulkResult", "Enqueued", "JobDetail", "JobLogLine", "JobProgress",
+           "JobService", "PipelineSteps", "Submitted", "WorkersView", "ensure_schema", "migrate_database",
+           "prepare_schema"]

@@ -6,6 +6,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, NamedTuple
 
+from jobdesk.core.job_report import JobLogLine as JobLogLine  # re-exported: the front doors name it from here
+from jobdesk.core.job_report import JobProgress as JobProgress
 from jobdesk.core.models import JobRecord
 from jobdesk.store.durable import StepRow as StepRow  # re-exported: the front doors name it from here
 from jobdesk.store.fleet import UnservedType, WorkerRecord
@@ -55,6 +57,7 @@ class JobDetail:
     dependants: list[str] = field(default_factory=list)
     waiting: WaitingReason | None = None  # why a queued job has not started; None when not queued
     steps: list[StepRow] = field(default_factory=list)  # a durable processor's stored steps
+    progress: JobProgress | None = None  # how far the job got, as its processor last said
 
     @property
     def waiting_reason(self) -> str | None:

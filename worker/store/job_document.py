@@ -35,6 +35,7 @@ def _iso(column: str) -> str:
 JOB_KEYS = ("id", "type", "status", "user_id", "pipeline_id", "input_data", "result_data", "error_message",
             "dependent_on_jobs", "retry_count", "next_retry_at", "is_active", "created_at", "updated_at",
             "completed_at", "priority", "worker_id", "started_at", "scheduled_at", "unique_key")
+PROGRESS_KEYS = ("fraction", "message", "at")
 ATTEMPT_KEYS = ("attempt", "worker_id", "started_at", "finished_at", "outcome", "error_message", "traceback")
 
 
@@ -54,6 +55,7 @@ def _pairs(alias: str, keys: tuple[str, ...]) -> str:
 
 
 _STEP_PAIRS = _pairs("s", STEP_KEYS[:-1]) + f", 'duration_s', {STEP_DURATION.format(s='s')}"
+_PROGRESS_PAIRS = _pairs("p", PROGRESS_KEYS)
 
 _DOCUMENT = f"""
 SELECT j.id, j.user_id, j.status,
@@ -62,7 +64,9 @@ SELECT j.id, j.user_id, j.status,
                                                  ORDER BY a.attempt, a.id)
                                    FROM job_attempts a WHERE a.job_id = j.id), '[]'::json),
            'steps', COALESCE((SELECT json_agg(json_build_object({_STEP_PAIRS}) ORDER BY {STEP_ORDER.format(s='s')})
-                                FROM job_steps s WHERE s.job_id = j.id), '[]'::json))::text AS document
+                                FROM job_steps s WHERE s.job_id = j.id), '[]'::json),
+           'progress', (SELECT json_build_object({_PROGRESS_PAIRS}) FROM job_progress p WHERE p.job_id = j.id))::text
+       AS document
   FROM jobs j WHERE j.id = ANY($1::varchar[])"""
 
 
@@ -79,7 +83,7 @@ SELECT j.id, {job_object('j')} AS document
 class JobDocument(NamedTuple):
     user_id: int | None
     status: str
-    text: str  # one JSON object: the job's keys, then `attempts` and `steps`
+    text: str  # one JSON object: the job's keys, then `attempts`, `steps` and `progress`
 
 
 async def fetch_documents(conn: asyncpg.Connection, job_ids: Sequence[str]) -> dict[str, JobDocument]:

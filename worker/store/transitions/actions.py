@@ -17,7 +17,7 @@ from jobdesk.core.fingerprint import fingerprint
 from jobdesk.core.models import JobCreate, Status
 from jobdesk.core.rules import LEGAL_FROM, Actor, is_legal
 from jobdesk.core.validation import json_text
-from jobdesk.store import durable
+from jobdesk.store import durable, job_reports
 from jobdesk.store.transitions.cascade import cancel_downstream
 from jobdesk.store.transitions.inserts import enqueue
 
@@ -116,6 +116,7 @@ async def retry(conn: asyncpg.Connection, job_ids: Sequence[str], actor: Actor, 
         except asyncpg.UniqueViolationError as exc:
             raise IllegalTransition(f"cannot retry: another unfinished job holds the same unique key "
                                     f"({exc.detail or exc})") from None
+        await job_reports.clear_progress(conn, ids)  # it runs again from the start
         if fresh:
             await durable.clear_steps(conn, ids)
         await _audit(conn, actor, "retry from scratch" if fresh else "retry", ids, reason)

@@ -84,6 +84,8 @@ WITH upd AS (
            error_message = $7, error_fingerprint = $10, updated_at = now(), worker_id = NULL
      WHERE id = $1 AND worker_id = $2 AND attempts = $3 AND status = 'in_progress'
     RETURNING id, type, started_at
+), retried AS (  -- a job queued to run again starts its progress afresh
+    DELETE FROM job_progress p USING upd WHERE p.job_id = upd.id AND $4::text = 'queued'
 )
 INSERT INTO job_attempts (job_id, attempt, worker_id, started_at, outcome, error_message, traceback,
                           error_fingerprint, job_type)
