@@ -66,7 +66,11 @@ class WorkersController(QObject):
         window.addDockWidget(Qt.DockWidgetArea.BottomDockWidgetArea, self.dock)
         window.addDockWidget(Qt.DockWidgetArea.BottomDockWidgetArea, self.log_dock)
         window.tabifyDockWidget(self.dock, self.log_dock)
-        window.resizeDocks([self.dock], [232], Qt.Orientation.Vertical)  # 5 workers show; the job table keeps the most
+        # Tall enough for 5 workers, from the font: the dock's title, the banner, the buttons and the
+        # Limits view's Types line, then the table's header and 5 rows. The job table keeps the rest.
+        line = self.panel.fontMetrics().height()
+        row = self.panel.table.verticalHeader().defaultSectionSize()
+        window.resizeDocks([self.dock], [4 * (line + 14) + 6 * row + 8], Qt.Orientation.Vertical)
         self.dock.raise_()
         self.log_dock.hide()  # until a worker is launched
         # Closed unless the user opened it last time: open, it takes a third of the job table's rows.

@@ -175,7 +175,9 @@ def test_durable_jobs_in_the_console(qapp: QApplication, qtbot, test_db: str,  #
         # Retry from scratch: asked first, then the job is queued with no stored steps.
         window.tabs.setCurrentWidget(window.jobs)
         await show(window, ids["failed"])
-        await until(lambda: window.job_actions.actions["retry_fresh"].isEnabled(), what="Retry from scratch")
+        # The row is selected once the table holds it (a live refresh may be reloading its page).
+        await until(lambda: window.jobs.select_job(ids["failed"])
+                    and window.job_actions.actions["retry_fresh"].isEnabled(), what="Retry from scratch")
         window.job_actions.actions["retry_fresh"].trigger()
         conn = await asyncpg.connect(test_db)
         try:
