@@ -31,11 +31,14 @@ from jobdesk.runtime import scheduler
 from jobdesk.runtime.dblink import DbLink
 from jobdesk.runtime.durable import Durability
 from jobdesk.runtime.execution import Execution
+from jobdesk.runtime.lease import LeaseKeeper
 from jobdesk.runtime.listening import worker_listener
 from jobdesk.runtime.outcomes import Outcomes
 from jobdesk.runtime.pump import PUMPS, Kicks, Pumps
 from jobdesk.runtime.retention import Pruner
 from jobdesk.runtime.supervisor import Supervisor
+from jobdesk.runtime.threads import JobThreads
+from jobdesk.runtime.watchdog import LoopWatch
 from jobdesk.store import flow_limits, transitions, type_limits
 from jobdesk.store import rollup as stats_rollup
 from jobdesk.store.listen_supervisor import ListenerSupervisor
@@ -82,9 +85,17 @@ class Worker:
         self.kicks = Kicks(PUMPS)  # new work, a finished job, or a stop request
         self.outcomes = Outcomes(self.db, self.worker_id, settings, stats=self.stats, rollup=self.rollup,
                                  metrics=self.metrics, send_alert=self.send_alert)
-        self.durability = Durability(self.db, self.worker_id, self.metrics, wake=self.kicks.new_work)
+        self.threads = JobThreads(self.concurrency)  # plain `def` processors and steps run here
+        self.durability = Durability(self.db, self.worker_id, self.metrics, wake=self.kicks.new_work,
+                                     threads=self.threads)
         self.execution = Execution(processors, self.concurrency, self.outcomes, self.kicks, self._stop, self.metrics,
-                                   self.durability)
+                                   self.durability, threads=self.threads, type_timeouts=settings.JOB_TYPE_TIMEOUTS,
+                                   default_timeout=settings.JOB_TIMEOUT)
+        # The loop's watchdog, and the lease renewed from a thread of its own (see runtime.lease).
+        self.watch = LoopWatch(lambda: self.execution.type_on_loop(self._loop) if self._loop is not None else None)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        renew_s = min(settings.JOB_HEARTBEAT_INTERVAL, settings.JOB_LEASE_TIMEOUT / 3)
+        self.lease = LeaseKeeper(dsn, self.worker_id, renew_s, self.watch, self.execution.block_allowance)
         self.pumps = Pumps(self.db, self.execution, self.outcomes, self.kicks, worker_id=self.worker_id,
                            types=self.types, poll=settings.JOB_PROCESSOR_POLL_INTERVAL,
                            limits=ClaimLimits(local=dict(type_caps or {})), stats=self.stats, stop=self._stop)
@@ -214,6 +225,9 @@ class Worker:
         await self.listening.start()
         self.alerts.start()
         await self.supervisor.start()
+        self._loop = asyncio.get_running_loop()
+        self.watch.start()
+        self.lease.start()
         await self.db.call(lambda c: type_limits.declare(c, self.settings.JOB_TYPE_LIMITS))
         s = self.settings
         flows = flow_configs(self.types, s.JOB_RATE_LIMITS, s.JOB_USER_RATE_LIMITS, s.JOB_USER_LIMITS, s.JOB_FAIR_SHARE)
@@ -240,6 +254,9 @@ class Worker:
     async def _close(self) -> None:
         """The way out, every step of it bounded: a worker asked to stop always exits."""
         self.durability.close()
+        self.watch.stop()
+        await asyncio.get_running_loop().run_in_executor(None, self.lease.stop)
+        self.threads.close()
         for task in self._tasks:
             task.cancel()
         _, stuck = await asyncio.wait(self._tasks, timeout=CLOSE_TIMEOUT_S) if self._tasks else (set(), set())
