@@ -13,9 +13,9 @@ from pathlib import Path
 import asyncpg
 import pytest
 
+from jobdesk.core.errors import ProcessorLoadError
 from jobdesk.core.models import JobCreate
 from jobdesk.core.processor import BaseProcessor, executor_of
-from jobdesk.core.errors import ProcessorLoadError
 from jobdesk.runtime.registry import instantiate
 from jobdesk.store import transitions
 from tests.helpers import RunningWorker, wait_for
