@@ -52,6 +52,16 @@ class UsesJobFromThread(BaseProcessor):
                                 "id_seen": job.id, "attempt_seen": job.attempt})
 
 
+class SleepsDurablyFromThread(BaseProcessor):
+    """A plain def that suspends its job with job.sleep, without await, between two steps."""
+
+    def process(self, job: Job) -> ProcessorResult:  # type: ignore[override]
+        before = job.step("before", time.time)
+        job.sleep(0.3)
+        after = job.step("after", time.time)
+        return ProcessorResult({"slept": after - before})
+
+
 class AsyncWithSyncStep(BaseProcessor):
     """An async processor whose step is a plain function that blocks for input_data["seconds"]."""
 

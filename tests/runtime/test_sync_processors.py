@@ -85,6 +85,18 @@ async def test_a_sync_processor_uses_the_job_api_from_its_thread(conn: asyncpg.C
     assert [s["name"] for s in steps] == ["add", "where"]
 
 
+async def test_a_sync_processor_suspends_its_job_from_its_thread(conn: asyncpg.Connection, dsn: str) -> None:
+    [job_id] = await transitions.enqueue(conn, [JobCreate("sleeps.durably", {})])
+    worker = RunningWorker(dsn, {"sleeps.durably": procs.SleepsDurablyFromThread()})
+    try:
+        await wait_for(lambda: _all(conn, [job_id]), what="the job to complete")
+    finally:
+        await worker.stop()
+    assert (await _rows(conn, job_id))[job_id]["result_data"]["slept"] >= 0.29
+    outcomes = await conn.fetch("SELECT outcome FROM job_attempts WHERE job_id = $1", job_id)
+    assert [r["outcome"] for r in outcomes] == ["suspended"]
+
+
 async def test_a_plain_step_function_runs_off_the_loop(conn: asyncpg.Connection, dsn: str) -> None:
     stepper = JobCreate("step.sync", {"seconds": 1})
     ticker = JobCreate("ticks", {"seconds": 1.5})
