@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 # The core's dependencies as wheels: the suite installs the built package from here, offline.
 WHEELHOUSE := $(VENV)/wheelhouse
 
-.PHONY: run test venv worker demo db bench bench-backlog bench-trickle bench-enqueue bench-console bench-dag bench-pipelines bench-bulk bench-failures bench-metrics bench-list bench-durable bench-flow bench-report lint clean screenshots dist dist-pypi schema docs docs-check
+.PHONY: run test venv worker demo db bench bench-backlog bench-trickle bench-enqueue bench-console bench-dag bench-pipelines bench-bulk bench-failures bench-metrics bench-list bench-durable bench-executors bench-flow bench-report lint clean screenshots dist dist-pypi schema docs docs-check
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -103,6 +103,10 @@ bench-metrics: $(STAMP)
 ## bench-list: the job list's pages and counts over a million jobs, as the API, the console and the CLI read them (prints figures)
 bench-list: $(STAMP)
 	$(PY) benchmarks/list_bench.py
+
+## bench-executors: ten time.sleep(1) jobs in threads beside an async job, and what an async, a thread and a process run cost (prints figures; --quick for small sizes)
+bench-executors: $(STAMP)
+	$(PY) benchmarks/executors_bench.py
 
 ## bench-durable: what a durable step costs, a worker's claim behind 100,000 suspended jobs, how late sleeping jobs wake, and 10,000 waiting jobs woken by one INSERT of events (prints figures; --quick for small sizes)
 bench-durable: $(STAMP)

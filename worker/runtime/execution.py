@@ -20,7 +20,7 @@ from jobdesk.core.input_validation import check_job_input
 from jobdesk.core.models import Job, JobCreate, ProcessorResult
 from jobdesk.core.processor import BaseProcessor, Executor, executor_of, seconds_text, timeout_text
 from jobdesk.runtime.outcomes import Outcomes
-from jobdesk.runtime.processes import run_in_process
+from jobdesk.runtime.processes import preload, run_in_process
 from jobdesk.runtime.threads import JobThreads, ThreadJob
 from jobdesk.store import transitions
 
@@ -119,6 +119,9 @@ class Execution:
             executor = executor_of(processor)
             limit = time_limit(job_type, processor, type_timeouts or {}, default_timeout)
             self.plans[job_type] = None if executor == "async" and limit is None else (executor, limit)
+        in_processes = {type(p).__module__ for t, p in processors.items() if executor_of(p) == "process"}
+        if in_processes:
+            preload(sorted(in_processes))
 
     def capacity(self) -> int:
         """Slots plus a small local queue, used only while jobs are short.
@@ -280,7 +283,8 @@ class Execution:
         while the loop is blocked (the loop then changes nothing under it)."""
         task = asyncio.current_task(loop)
         name = task.get_name() if task is not None else ""
-        if not name.startswith("job-"):
+        held = self.running.get(name[4:]) if name.startswith("job-") else None
+        if held is None:
             return None
-        held = self.running.get(name[4:])
-        return held[0].type if held is not None else None
+        plan = self.plans.get(held[0].type)
+        return held[0].type if plan is None or plan[0] == "async" else None  # a thread or process job waits only

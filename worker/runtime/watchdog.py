@@ -19,6 +19,9 @@ log = logging.getLogger("jobdesk.worker")
 TICK_S = 0.05  # how often the loop notes the time
 BLOCKED_S = 0.1  # a loop late by more than this was blocked
 REPORT_AFTER_S = 2.0  # a loop blocked this long is reported before it is free again
+# A loop late while no job's processor was on it is reported past this: a shorter delay is most
+# often the machine being busy (the loop's thread waiting for a CPU), not code that blocks.
+UNNAMED_BLOCK_S = 1.0
 
 
 class LoopWatch:
@@ -73,7 +76,7 @@ class LoopWatch:
                 blocked_since, culprit = None, None
 
     def _report(self, culprit: str | None, seconds: float, *, so_far: bool) -> None:
-        if culprit in self.warned:
+        if culprit in self.warned or (culprit is None and seconds < UNNAMED_BLOCK_S):
             return
         self.warned.add(culprit)
         span = f"{seconds:.1f} s so far" if so_far else f"{seconds:.1f} s"
