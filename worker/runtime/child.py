@@ -17,6 +17,7 @@ import importlib
 import inspect
 import pickle
 import queue
+import signal
 import threading
 from multiprocessing.connection import Connection
 from typing import Any
@@ -91,8 +92,11 @@ def load_class(module: str, qualname: str) -> type[Any]:
     return target  # type: ignore[no-any-return]
 
 
-def portable(exc: BaseException) -> BaseException:
-    """The exception itself if it survives pickling, or a RuntimeError that says what it was."""
+def portable(exc: BaseException) -> Exception:
+    """The exception itself if it survives pickling, or a RuntimeError that says what it was
+    (also for a KeyboardInterrupt or a SystemExit: in the worker, they would stop it)."""
+    if not isinstance(exc, Exception):
+        return RuntimeError(f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__)
     try:
         pickle.loads(pickle.dumps(exc))  # noqa: S301 - our own bytes, just made
     except Exception:  # noqa: BLE001 - any failure to pickle or unpickle
@@ -102,6 +106,9 @@ def portable(exc: BaseException) -> BaseException:
 
 def main(pipe: Connection, module: str, qualname: str, fields: dict[str, Any]) -> None:
     """The child process's entry point."""
+    # Ctrl-C in a terminal reaches the whole process group: the worker decides what becomes of
+    # its jobs (a first one lets them finish, a second kills this process), not the signal.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     job = ChildJob(fields, pipe)
     threading.Thread(target=job.listen, name="jobdesk-parent", daemon=True).start()
     try:

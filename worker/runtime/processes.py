@@ -88,7 +88,7 @@ async def run_in_process(job: Job, processor: BaseProcessor, threads: JobThreads
             proc.kill()  # cancelled or past its time limit
         await threads.run(_reap, proc, ours)
     if not ok:
-        raise value
+        raise value if isinstance(value, Exception) else ChildDied(f"the process running job {job.id} ended: {value!r}")
     return value
 
 

@@ -1,7 +1,8 @@
 """The worker's watch on its own event loop: a timer on the loop notes the time every 50 ms,
 and a thread looks at it. A note late by more than 100 ms means something blocked the loop;
-the thread asks, while it is blocked, which job's task is on the loop, and logs one warning per
-job type that names its processor and the time it blocked, once, not once per job.
+the thread asks, while it is blocked, which job's task is on the loop (the same one each time
+it looks, or the loop was only busy), and logs one warning per job type that names its
+processor and the time it blocked, once, not once per job.
 
 How long the loop has been blocked is also what the lease keeper (`runtime.lease`) reads.
 """
@@ -64,8 +65,12 @@ class LoopWatch:
         while not self._stop.wait(TICK_S / 2):
             beat = self.beat
             if time.monotonic() - beat - TICK_S > BLOCKED_S:
+                seen = self.blame()
                 if blocked_since != beat:  # a new block
-                    blocked_since, culprit, reported = beat, self.blame(), False
+                    blocked_since, culprit, reported = beat, seen, False
+                elif seen != culprit:
+                    # Another task is on the loop now: it was busy, not blocked by one job.
+                    culprit = None
                 late = time.monotonic() - beat - TICK_S
                 if late > REPORT_AFTER_S and not reported:
                     self._report(culprit, late, so_far=True)
