@@ -19,6 +19,7 @@ from jobdesk.core.processor import BaseProcessor, executor_of
 from jobdesk.runtime.registry import instantiate
 from jobdesk.store import transitions
 from tests.helpers import RunningWorker, wait_for
+from tests.pgbouncer import PgBouncer
 from tests.runtime import offloop_processors as procs
 
 
@@ -131,6 +132,28 @@ async def test_job_cancelled_turns_true_in_every_executor(conn: asyncpg.Connecti
     assert flag.read_text() == "cancelled"
     run_pid = int((tmp_path / "runs").read_text().split()[2])
     assert (run_pid != os.getpid()) == (processor is procs.WaitsForCancelInProcess)
+
+
+async def test_job_cancelled_turns_true_soon_without_listen(conn: asyncpg.Connection, dsn: str,
+                                                            pgbouncer: PgBouncer, tmp_path: Path) -> None:
+    """Behind PgBouncer in transaction mode with no DATABASE_LISTEN_URL there is no LISTEN: the
+    worker looks for cancellations every poll interval, not only at its heartbeat (30 s here)."""
+    flag = tmp_path / "flag"
+    job = JobCreate("waits", {"flag": str(flag), "runs": str(tmp_path / "runs")})
+    await transitions.enqueue(conn, [job])
+    worker = RunningWorker(pgbouncer.url(dsn, declared=False), {"waits": procs.WaitsForCancel()},
+                           JOB_HEARTBEAT_INTERVAL=30, JOB_PROCESSOR_POLL_INTERVAL=0.2)
+    try:
+        await wait_for(lambda: _exists(tmp_path / "runs"), what="the processor to run")
+        await transitions.cancel(conn, [job.id], transitions.Actor("api", "tester"))
+        started = time.monotonic()
+        await wait_for(lambda: _exists(flag), what="the processor to see job.cancelled")
+        seen_after = time.monotonic() - started
+        await wait_for(lambda: _all(conn, [job.id], "cancelled"), what="the cancellation")
+    finally:
+        await worker.stop()
+    assert flag.read_text() == "cancelled"
+    assert seen_after < 10, f"job.cancelled turned true {seen_after:.1f} s after the cancel"
 
 
 async def _exists(path: Path) -> bool:

@@ -41,6 +41,7 @@ from jobdesk.runtime.threads import JobThreads
 from jobdesk.runtime.watchdog import LoopWatch
 from jobdesk.store import flow_limits, transitions, type_limits
 from jobdesk.store import rollup as stats_rollup
+from jobdesk.store.db import CONNECTION_ERRORS
 from jobdesk.store.listen_supervisor import ListenerSupervisor
 from jobdesk.store.listener import NEW_JOBS_CHANNEL
 
@@ -246,10 +247,29 @@ class Worker:
                        asyncio.create_task(scheduler.run_loop(self.db.call, self._stop), name="jobdesk-scheduler"),
                        asyncio.create_task(stats_rollup.run_loop(self.db.call, self.rollup, self._stop),
                                            name="jobdesk-rollup"),
+                       asyncio.create_task(self._poll_cancels(), name="jobdesk-cancels"),
                        supervising := asyncio.create_task(self.supervisor.run(), name="jobdesk-supervisor")]
         for task in self._tasks:
             task.add_done_callback(self._task_died)
         return supervising
+
+    async def _poll_cancels(self) -> None:
+        """Without LISTEN (behind a pooler with no DATABASE_LISTEN_URL, or while the listener is
+        away) no cancel is heard: look for the running jobs' cancellations every poll interval,
+        so that `job.cancelled` turns true as soon as with it. (The supervisor's heartbeat looks
+        too, far less often.) With LISTEN this costs nothing: a cancel's NOTIFY is heard at once."""
+        while True:
+            await asyncio.sleep(self.settings.JOB_PROCESSOR_POLL_INTERVAL)
+            listening = self.listening
+            running = [job.id for job, _ in self.execution.running.values() if not job.cancelled]
+            if not running or listening is None or listening.listening:
+                continue
+            try:
+                cancelled = await self.db.call(lambda c: transitions.inactive_among(c, running))
+            except CONNECTION_ERRORS:
+                continue
+            for job_id in cancelled:
+                self.execution.cancel(job_id)
 
     async def _close(self) -> None:
         """The way out, every step of it bounded: a worker asked to stop always exits."""
