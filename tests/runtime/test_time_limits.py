@@ -96,6 +96,9 @@ async def test_a_hung_run_times_out_and_is_retried(conn: asyncpg.Connection, dsn
         assert await _attempts(conn, job.id) == [("failed", "timed out after 1 s")] * 2
     else:
         assert not abandoned
+    if processor is procs.HangsAsync:  # `jobdesk show` shows the error of each attempt
+        shown = run_cli("show", job.id, dsn=dsn)
+        assert shown.returncode == 0 and shown.stdout.count("timed out after 1 s") >= 2, shown.stdout
     if processor is procs.HangsInProcess:
         pids = {int(r.split()[2]) for r in runs}
         assert os.getpid() not in pids
