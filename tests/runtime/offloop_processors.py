@@ -5,6 +5,7 @@ and a worker started by the CLI loads them with `--processors tests.runtime.offl
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import threading
 import time
@@ -118,6 +119,11 @@ class Computes(BaseProcessor):
             refused = ""
         except Exception as exc:  # noqa: BLE001 - what the worker raised, raised here
             refused = type(exc).__name__
+        logging.getLogger("offloop.child").info("computed in %d", os.getpid())
+        try:
+            raise KeyError("missing")
+        except KeyError:
+            logging.getLogger("offloop.child").exception("handled")
         return ProcessorResult({"pid": os.getpid(), "total": sum(range(int(job.input_data["n"]))),
                                 "first": first, "again": again, "refused": refused, "id_seen": job.id})
 

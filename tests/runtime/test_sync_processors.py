@@ -160,7 +160,9 @@ async def _exists(path: Path) -> bool:
     return path.exists() and path.stat().st_size > 0
 
 
-async def test_a_process_run_forwards_job_calls_to_the_worker(conn: asyncpg.Connection, dsn: str) -> None:
+async def test_a_process_run_forwards_job_calls_to_the_worker(conn: asyncpg.Connection, dsn: str,
+                                                               caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO)
     job = JobCreate("computes", {"n": 100_000, "key": "offloop-event"})
     failing = JobCreate("fails", {})
     worker = RunningWorker(dsn, {"computes": procs.Computes(), "fails": procs.FailsInProcess()},
@@ -178,6 +180,11 @@ async def test_a_process_run_forwards_job_calls_to_the_worker(conn: asyncpg.Conn
     # emit_event ran in the worker (the first emit of a key is the first, the second is not),
     # and the StepError that job.sleep raised there was raised in the child.
     assert (result["first"], result["again"], result["refused"]) == (True, False, "StepError")
+    # Its log records reached the worker's logging, as from a thread of its own.
+    child_records = [r for r in caplog.records if r.name == "offloop.child"]
+    assert [r.getMessage() for r in child_records] == [f"computed in {result['pid']}", "handled"]
+    assert child_records[0].process == result["pid"] and child_records[0].levelname == "INFO"
+    assert "KeyError: 'missing'" in (child_records[1].exc_text or "")
     assert rows[failing.id]["error_message"] == f"ValueError: bad input in {failing.id}"
     assert rows[failing.id]["attempts"] == 2  # retried like any error
 

@@ -6,8 +6,8 @@ This module is what the child imports first, so it imports little: the processor
 brings what the processor needs.
 
 The pipe carries tuples. Parent to child: ("cancel",) and ("reply", seq, ok, value). Child to
-parent: ("call", seq, name, args, kwargs), a method of the job to call in the worker, and at the
-end ("done", True, result) or ("done", False, exception).
+parent: ("call", seq, name, args, kwargs), a method of the job to call in the worker, ("log",
+fields), a log record, and at the end ("done", True, result) or ("done", False, exception).
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import importlib
 import inspect
+import logging
 import pickle
 import queue
 import signal
@@ -104,13 +105,42 @@ def portable(exc: BaseException) -> Exception:
     return exc
 
 
-def main(pipe: Connection, module: str, qualname: str, fields: dict[str, Any]) -> None:
-    """The child process's entry point."""
+_FORMAT = logging.Formatter()
+
+
+class ToWorker(logging.Handler):
+    """Sends the child's log records to the worker, which handles them as if its processor had
+    logged them in its own thread: they reach the worker's log, and what it keeps of a job's."""
+
+    def __init__(self, job: ChildJob) -> None:
+        super().__init__()
+        self.job = job
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            fields = dict(record.__dict__)
+            trace = _FORMAT.formatException(record.exc_info) if record.exc_info else record.exc_text
+            fields.update(msg=record.getMessage(), args=None, exc_info=None, exc_text=trace)
+            try:
+                pickle.dumps(fields)
+            except Exception:  # noqa: BLE001 - an extra that does not pickle: the plain record
+                fields = {k: fields[k] for k in ("name", "levelno", "levelname", "msg", "args", "created",
+                                                 "pathname", "lineno", "funcName", "exc_text")}
+            self.job.send(("log", fields))
+        except Exception:  # noqa: BLE001 - logging never fails the job
+            self.handleError(record)
+
+
+def main(pipe: Connection, module: str, qualname: str, fields: dict[str, Any], log_level: int = logging.INFO) -> None:
+    """The child process's entry point. `log_level`: the worker's, for the records sent to it."""
     # Ctrl-C in a terminal reaches the whole process group: the worker decides what becomes of
     # its jobs (a first one lets them finish, a second kills this process), not the signal.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     job = ChildJob(fields, pipe)
     threading.Thread(target=job.listen, name="jobdesk-parent", daemon=True).start()
+    root = logging.getLogger()
+    root.handlers[:] = [ToWorker(job)]
+    root.setLevel(log_level)
     try:
         processor = load_class(module, qualname)()
         result = processor.process(job)

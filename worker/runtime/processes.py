@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import logging
 import multiprocessing
 import sys
 import threading
@@ -72,8 +73,9 @@ async def run_in_process(job: Job, processor: BaseProcessor, threads: JobThreads
     cls = type(processor)
     fields = {name: getattr(job, name) for name in child.JOB_FIELDS}
     ours, theirs = _SPAWN.Pipe(duplex=True)
-    proc = _SPAWN.Process(target=child.main, args=(theirs, cls.__module__, cls.__qualname__, fields),
-                          name=f"jobdesk-job-{job.id}", daemon=True)
+    level = logging.getLogger().getEffectiveLevel()  # the child sends the records the worker would log
+    proc = _SPAWN.Process(target=child.main, name=f"jobdesk-job-{job.id}", daemon=True,
+                          args=(theirs, cls.__module__, cls.__qualname__, fields, level))
     send_lock = threading.Lock()
     cancel_sent: asyncio.Task[None] | None = None
     try:
@@ -115,6 +117,9 @@ def _serve(pipe: Connection, lock: threading.Lock, job: Job, loop: asyncio.Abstr
                                     f"(exit code {proc.exitcode})")
         if message[0] == "done":
             return bool(message[1]), message[2]
+        if message[0] == "log":  # in this thread, in the job's context, as from a thread job
+            record = logging.makeLogRecord(message[1])
+            logging.getLogger(record.name).handle(record)
         if message[0] == "call":
             _, seq, name, args, kwargs = message
             reply = _apply(job, loop, name, args, kwargs)
