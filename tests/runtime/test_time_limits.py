@@ -118,18 +118,23 @@ async def _gone(pid: int) -> bool:
     return False
 
 
-async def test_job_timeout_applies_to_types_without_their_own(conn: asyncpg.Connection, dsn: str) -> None:
+async def test_a_worker_applies_the_type_setting_then_the_classvar_then_job_timeout(conn: asyncpg.Connection,
+                                                                                    dsn: str) -> None:
     slow = JobCreate("ticks", {"seconds": 5})
-    quick = JobCreate("own.limit", {"seconds": 0.1})
-    await transitions.enqueue(conn, [slow, quick])
-    worker = RunningWorker(dsn, {"ticks": procs.Ticks(), "own.limit": procs.HangsInThread()},
-                           JOB_TIMEOUT=0.5, JOB_RETRY_INTERVALS=[])
+    quick = JobCreate("own.limit", {"seconds": 0.1})  # its own limit (1 s) wins over JOB_TIMEOUT
+    overridden = JobCreate("set.by.type", {"seconds": 5})  # the setting wins over its 1 s
+    await transitions.enqueue(conn, [slow, quick, overridden])
+    worker = RunningWorker(dsn, {"ticks": procs.Ticks(), "own.limit": procs.HangsInThread(),
+                                 "set.by.type": procs.HangsAsync()},
+                           JOB_TIMEOUT=0.05, JOB_TYPE_TIMEOUTS={"set.by.type": 2.5}, JOB_RETRY_INTERVALS=[])
     try:
         await wait_for(lambda: _ended(conn, slow.id, "failed"), what="the slow job to time out")
         await wait_for(lambda: _ended(conn, quick.id, "completed"), what="the other job to complete")
+        await wait_for(lambda: _ended(conn, overridden.id, "failed"), what="the overridden job to time out")
     finally:
         await worker.stop()
-    assert await _attempts(conn, slow.id) == [("failed", "timed out after 0.5 s")]
+    assert await _attempts(conn, slow.id) == [("failed", "timed out after 0.05 s")]
+    assert await _attempts(conn, overridden.id) == [("failed", "timed out after 2.5 s")]
 
 
 class SleepsBetweenSteps(BaseProcessor):
