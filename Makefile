@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 # The core's dependencies as wheels: the suite installs the built package from here, offline.
 WHEELHOUSE := $(VENV)/wheelhouse
 
-.PHONY: run test venv venv-django worker demo db bench bench-backlog bench-trickle bench-enqueue bench-app-tx bench-console bench-dag bench-pipelines bench-bulk bench-failures bench-metrics bench-list bench-durable bench-flow bench-progress bench-tracing bench-report lint clean screenshots dist dist-pypi schema docs docs-check
+.PHONY: run test venv venv-django worker demo db bench bench-backlog bench-trickle bench-enqueue bench-app-tx bench-console bench-dag bench-pipelines bench-bulk bench-failures bench-metrics bench-list bench-durable bench-executors bench-flow bench-progress bench-tracing bench-report lint clean screenshots dist dist-pypi schema docs docs-check
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -115,6 +115,10 @@ bench-list: $(STAMP)
 ## bench-tracing: what OpenTelemetry support costs per enqueue and per run, off (not imported, or no tracer provider) and on, and that importing jobdesk loads none of it (prints figures)
 bench-tracing: $(STAMP)
 	$(PY) benchmarks/tracing_bench.py
+
+## bench-executors: ten time.sleep(1) jobs in threads beside an async job, and what an async, a thread and a process run cost (prints figures; --quick for small sizes)
+bench-executors: $(STAMP)
+	$(PY) benchmarks/executors_bench.py
 
 ## bench-durable: what a durable step costs, a worker's claim behind 100,000 suspended jobs, how late sleeping jobs wake, and 10,000 waiting jobs woken by one INSERT of events (prints figures; --quick for small sizes)
 bench-durable: $(STAMP)

@@ -11,9 +11,11 @@ puts the job back in the queue until its time, and frees its slot.
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import inspect
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Literal, Protocol
@@ -117,6 +119,8 @@ class DurableRun:
     job: Job
     store: StepStore
     on_wake: Callable[[], None] = lambda: None
+    # Runs a step's plain function off the event loop (the worker's threads); None: asyncio's default.
+    run_sync: Callable[[Callable[[], object]], Awaitable[object]] | None = None
     _stored: dict[str, JsonValue] | None = None
     _used: set[str] = field(default_factory=set)
     _counts: dict[str, int] = field(default_factory=dict)
@@ -146,7 +150,12 @@ class DurableRun:
 
     async def _run_step(self, name: str, fn: Callable[..., object], *args: object, **kwargs: object) -> JsonValue:
         started = _now()
-        result = fn(*args, **kwargs)
+        result: object
+        if inspect.iscoroutinefunction(fn):
+            result = fn(*args, **kwargs)
+        else:  # a plain function may block: it runs in a thread, and the loop goes on
+            call = functools.partial(fn, *args, **kwargs)
+            result = await (self.run_sync(call) if self.run_sync is not None else asyncio.to_thread(call))  # type: ignore[arg-type]
         if inspect.isawaitable(result):
             result = await result
         try:

@@ -80,3 +80,9 @@ class StepError(JobdeskError):
 class DurableUnavailable(JobdeskError):
     """A durable call (`job.step`, `job.sleep`...) was made on a job that no worker runs, such as
     one a test built by hand: there is no database to keep its steps in."""
+
+
+class JobTimedOut(JobdeskError):
+    """A run passed its time limit (a processor's `timeout`, JOB_TYPE_TIMEOUTS or JOB_TIMEOUT).
+    Its message alone is the attempt's error, `timed out after 30 s`, and the job is retried as
+    after any other error."""

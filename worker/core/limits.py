@@ -14,6 +14,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from jobdesk.core.durations import parse_seconds
+
 
 @dataclass(frozen=True)
 class ClaimLimits:
@@ -155,3 +157,28 @@ def parse_type_limit(part: str) -> dict[str, int]:
     if value < 1:
         raise ValueError(f"{part!r}: N must be at least 1")
     return {name: value}
+
+
+def parse_type_timeouts(text: str) -> dict[str, float]:
+    """`video.render=600,email.send=30` as {type: seconds}; ValueError naming the bad part.
+    A value may carry a unit as other durations do: `video.render=10m`."""
+    timeouts: dict[str, float] = {}
+    for part in (p.strip() for p in text.split(",")):
+        if part:
+            timeouts.update(parse_type_timeout(part))
+    return timeouts
+
+
+def parse_type_timeout(part: str) -> dict[str, float]:
+    """One `TYPE=SECONDS` (more than 0)."""
+    name, sep, value = part.rpartition("=")
+    name = name.strip()
+    if not sep or not name or len(name) > 255:
+        raise ValueError(f"{part!r} is not TYPE=SECONDS, like video.render=600")
+    try:
+        seconds = parse_seconds(value)
+    except ValueError:
+        raise ValueError(f"{part!r}: SECONDS must be a number, like video.render=600 or video.render=10m") from None
+    if seconds <= 0:
+        raise ValueError(f"{part!r}: SECONDS must be more than 0")
+    return {name: seconds}

@@ -13,6 +13,7 @@ import traceback as tb_module
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from jobdesk.core.errors import JobTimedOut
 from jobdesk.core.models import Status
 
 log = logging.getLogger(__name__)
@@ -89,5 +90,7 @@ class BulkChunk:
 
 def format_exception(exc: BaseException) -> tuple[str, str]:
     """The one-line error and the full traceback of a processor's exception."""
+    if isinstance(exc, JobTimedOut):  # the engine's own words, `timed out after 30 s`, as they are
+        return str(exc), ""
     first = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
     return first, "".join(tb_module.format_exception(exc))

@@ -9,7 +9,7 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from jobdesk.core.durations import parse_duration, parse_seconds
 from jobdesk.core.errors import SettingsError
-from jobdesk.core.limits import Rate, parse_rates, parse_type_limits, parse_type_names
+from jobdesk.core.limits import Rate, parse_rates, parse_type_limits, parse_type_names, parse_type_timeouts
 
 
 def _duration_seconds(value: object) -> object:
@@ -61,6 +61,10 @@ class Settings(BaseSettings):
     JOB_USER_RATE_LIMITS: Annotated[dict[str, Rate], NoDecode] = {}
     # Most jobs of a type in progress at once for one user_id, across every worker: `video.render=1`.
     JOB_USER_LIMITS: Annotated[dict[str, int], NoDecode] = {}
+    # Longest run of a job of a type in seconds, over its processor's `timeout`: `video.render=600,email.send=30`.
+    JOB_TYPE_TIMEOUTS: Annotated[dict[str, float], NoDecode] = {}
+    # Longest run, in seconds, of a job whose type neither JOB_TYPE_TIMEOUTS nor its processor limits; unset: none.
+    JOB_TIMEOUT: float | None = Field(None, gt=0)
     # Types claimed round-robin across user_id (oldest first within each user): `video.render,image.generate` or `*`.
     JOB_FAIR_SHARE: Annotated[list[str], NoDecode] = []
     # Seconds to wait before each retry; N intervals mean N retries.
@@ -145,6 +149,18 @@ class Settings(BaseSettings):
     @classmethod
     def _parse_type_limits(cls, value: object) -> object:
         return parse_type_limits(value) if isinstance(value, str) else value
+
+    @field_validator("JOB_TYPE_TIMEOUTS", mode="before")
+    @classmethod
+    def _parse_type_timeouts(cls, value: object) -> object:
+        return parse_type_timeouts(value) if isinstance(value, str) else value
+
+    @field_validator("JOB_TIMEOUT", mode="before")
+    @classmethod
+    def _parse_timeout(cls, value: object) -> object:
+        if isinstance(value, str):
+            return _duration_seconds(value) if value.strip() else None  # empty: no limit
+        return value
 
     @field_validator("JOB_RATE_LIMITS", "JOB_USER_RATE_LIMITS", mode="before")
     @classmethod

@@ -13,6 +13,7 @@ from jobdesk.core.durable import DurableRun
 from jobdesk.core.json_value import JsonValue
 from jobdesk.core.models import Job, JobCreate, JobRecord
 from jobdesk.runtime.dblink import DbLink
+from jobdesk.runtime.threads import JobThreads
 from jobdesk.store import durable
 
 if TYPE_CHECKING:
@@ -82,15 +83,19 @@ class Durability:
     """Gives each job the worker starts its `DurableRun`, and wakes the pump when a job it
     suspended for a short sleep is due (other workers' and long sleeps are found by the poll)."""
 
-    def __init__(self, db: DbLink, worker_id: str, metrics: WorkerMetrics | None, wake: Callable[[], None]) -> None:
+    def __init__(self, db: DbLink, worker_id: str, metrics: WorkerMetrics | None, wake: Callable[[], None],
+                 threads: JobThreads | None = None) -> None:
+        """`threads` run the plain functions given to `job.step`."""
         self.store = WorkerSteps(db, worker_id)
+        self.threads = threads
         self.metrics = metrics
         self.wake = wake
         self._timers: dict[asyncio.Handle, float] = {}  # each local wake-up and when it is due (loop time)
 
     def run_for(self, job: Job) -> DurableRun:
         """The durable calls of a job's run, made on its first one: a job that makes none costs nothing."""
-        return DurableRun(job, self.store, on_wake=lambda: self._woken(job))
+        run_sync = self.threads.run if self.threads is not None else None
+        return DurableRun(job, self.store, on_wake=lambda: self._woken(job), run_sync=run_sync)
 
     def _woken(self, job: Job) -> None:
         if self.metrics is not None:

@@ -1,9 +1,11 @@
 """Running one job: its input checked against the processor's model, the processor called in a
-task of its own, its result checked, and an operator's cancellation of the running task."""
+task of its own (on the loop, in a thread, or in a process: its `executor`), within its time
+limit, its result checked, and an operator's cancellation of the running task."""
 
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 import time
 from collections import deque
@@ -14,12 +16,14 @@ from pydantic import BaseModel, ValidationError
 
 from jobdesk.core import tracing
 from jobdesk.core.durable import Suspension
-from jobdesk.core.errors import InvalidJob, PermanentJobError
+from jobdesk.core.errors import InvalidJob, JobTimedOut, PermanentJobError
 from jobdesk.core.input_validation import check_job_input
 from jobdesk.core.models import Job, JobCreate, ProcessorResult
-from jobdesk.core.processor import BaseProcessor
+from jobdesk.core.processor import BaseProcessor, Executor, executor_of, seconds_text, timeout_text
 from jobdesk.runtime.job_reports import Reports, current_job
 from jobdesk.runtime.outcomes import Outcomes
+from jobdesk.runtime.processes import preload, run_in_process
+from jobdesk.runtime.threads import JobThreads, ThreadJob
 from jobdesk.store import transitions
 
 if TYPE_CHECKING:
@@ -68,16 +72,38 @@ def check_output(model: type[BaseModel], result: ProcessorResult) -> None:
         raise InvalidResult(f"result_data does not match {model.__name__}: {fields}") from None
 
 
+def time_limit(job_type: str, processor: BaseProcessor, type_timeouts: Mapping[str, float],
+               default: float | None) -> float | None:
+    """A type's time limit in seconds: JOB_TYPE_TIMEOUTS, else the processor's `timeout`, else
+    JOB_TIMEOUT; None for no limit."""
+    if job_type in type_timeouts:
+        return type_timeouts[job_type]
+    return processor.timeout if processor.timeout is not None else default
+
+
+def _in_thread(processor: BaseProcessor, job: Job, loop: asyncio.AbstractEventLoop) -> object:
+    """A processor's `process`, in a thread: a coroutine (an async def told to run in a thread)
+    runs to its end on a loop of the thread's own."""
+    result: object = processor.process(ThreadJob(job, loop))  # type: ignore[arg-type]
+    if inspect.iscoroutine(result):
+        result = asyncio.run(result)
+    return result
+
+
 class Execution:
     """The jobs a worker runs (`running`, at most `concurrency`) and those claimed that wait for
     a slot (`ready`). A job that ends hands its outcome to `outcomes` and wakes a pump."""
 
     def __init__(self, processors: Mapping[str, BaseProcessor], concurrency: int, outcomes: Outcomes,
                  kicks: Kicks, stop: asyncio.Event, metrics: WorkerMetrics | None,
-                 durability: Durability | None = None, reports: Reports | None = None) -> None:
+                 durability: Durability | None = None, reports: Reports | None = None, *,
+                 threads: JobThreads | None = None, type_timeouts: Mapping[str, float] | None = None,
+                 default_timeout: float | None = None) -> None:
         """`stop` is set once the worker stops: from then on no job starts. `durability` gives
         each job its durable calls (`job.step`, `job.sleep`...); `reports` keeps each run's
-        progress and log lines."""
+        progress and log lines. `threads` run the plain `def` processors; `type_timeouts` and
+        `default_timeout` (JOB_TYPE_TIMEOUTS and JOB_TIMEOUT) limit each run, with the
+        processors' own `timeout`."""
         self.durability = durability
         self.reports = reports
         self._side_writes: set[asyncio.Task[None]] = set()
@@ -91,6 +117,17 @@ class Execution:
         self.running: dict[str, tuple[Job, asyncio.Task[None]]] = {}
         self.ready: deque[Job] = deque()  # claimed, waiting for a free slot
         self.avg_run_s: float | None = None
+        self.threads = threads or JobThreads(concurrency)
+        # Per type: where `process` runs and its time limit. None is the fast path (an async
+        # processor without a limit): awaited in the job's task as it is, nothing in between.
+        self.plans: dict[str, tuple[Executor, float | None] | None] = {}
+        for job_type, processor in processors.items():
+            executor = executor_of(processor)
+            limit = time_limit(job_type, processor, type_timeouts or {}, default_timeout)
+            self.plans[job_type] = None if executor == "async" and limit is None else (executor, limit)
+        in_processes = {type(p).__module__ for t, p in processors.items() if executor_of(p) == "process"}
+        if in_processes:
+            preload(sorted(in_processes))
 
     def capacity(self) -> int:
         """Slots plus a small local queue, used only while jobs are short.
@@ -204,7 +241,9 @@ class Execution:
         token = current_job.set(job)
         try:
             check_job_input(processor, job)  # a mismatch is permanent: no retry can fix the input
-            result = check_result(job, await processor.process(job))
+            plan = self.plans.get(job.type)
+            returned = await (processor.process(job) if plan is None else self._run_planned(job, processor, *plan))
+            result = check_result(job, returned)
             if processor.output_model is not None:
                 check_output(processor.output_model, result)
             return result
@@ -260,3 +299,45 @@ class Execution:
             tracing.carry(result.next_jobs)  # the next jobs' runs continue this run's trace
         self.outcomes.finished(job, result)
         return "waiting_approval" if result.requires_approval else "completed"
+
+    async def _run_planned(self, job: Job, processor: BaseProcessor, executor: Executor,
+                           limit: float | None) -> object:
+        """`process` off the fast path: in a thread or a process, or under a time limit. Past
+        the limit, an async run is cancelled, a process killed, and a thread abandoned (nothing
+        can stop it): its slot is freed now, and its late result ignored."""
+        try:
+            async with asyncio.timeout(limit) as deadline:
+                if executor == "thread":
+                    return await self.threads.run(_in_thread, processor, job, asyncio.get_running_loop())
+                if executor == "process":
+                    return await run_in_process(job, processor, self.threads)
+                return await processor.process(job)
+        except TimeoutError:
+            if not deadline.expired() or limit is None:
+                raise  # the processor's own TimeoutError
+            if executor == "thread":
+                log.warning("job %s (%s) passed its time limit of %s; its thread cannot be stopped: it runs on, "
+                            "and its result will be ignored", job.id, job.type, seconds_text(limit))
+            raise JobTimedOut(timeout_text(limit)) from None
+
+    def block_allowance(self) -> float | None:
+        """How long the event loop may be blocked before this worker's lease lapses: the longest
+        time limit of its running jobs; None (no end) when one of them has none, or none runs."""
+        longest = 0.0
+        for job, _ in list(self.running.values()):
+            plan = self.plans.get(job.type)
+            if plan is None or plan[1] is None:
+                return None
+            longest = max(longest, plan[1])
+        return longest or None
+
+    def type_on_loop(self, loop: asyncio.AbstractEventLoop) -> str | None:
+        """The type of the job whose task is on `loop` now: called from the watchdog's thread
+        while the loop is blocked (the loop then changes nothing under it)."""
+        task = asyncio.current_task(loop)
+        name = task.get_name() if task is not None else ""
+        held = self.running.get(name[4:]) if name.startswith("job-") else None
+        if held is None:
+            return None
+        plan = self.plans.get(held[0].type)
+        return held[0].type if plan is None or plan[0] == "async" else None  # a thread or process job waits only

@@ -12,7 +12,7 @@ from types import ModuleType
 from typing import Any
 
 from jobdesk.core.errors import JobdeskError, ProcessorLoadError
-from jobdesk.core.processor import BaseProcessor
+from jobdesk.core.processor import BaseProcessor, executor_of
 from jobdesk.core.schedules import Schedule
 
 log = logging.getLogger(__name__)
@@ -88,6 +88,10 @@ def instantiate(classes: dict[str, type[BaseProcessor]]) -> dict[str, BaseProces
     out = {}
     for job_type, cls in classes.items():
         if cls not in made:
+            try:
+                executor_of(cls)
+            except ValueError as exc:
+                raise ProcessorLoadError(f"processor for type {job_type!r}: {exc}") from None
             try:
                 made[cls] = cls()
             except Exception as exc:

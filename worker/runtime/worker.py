@@ -32,14 +32,18 @@ from jobdesk.runtime.dblink import DbLink
 from jobdesk.runtime.durable import Durability
 from jobdesk.runtime.execution import Execution
 from jobdesk.runtime.job_reports import Reports, run_logging
+from jobdesk.runtime.lease import LeaseKeeper
 from jobdesk.runtime.listening import worker_listener
 from jobdesk.runtime.outcomes import Outcomes
 from jobdesk.runtime.pump import PUMPS, Kicks, Pumps
 from jobdesk.runtime.retention import Pruner
 from jobdesk.runtime.supervisor import Supervisor
+from jobdesk.runtime.threads import JobThreads
 from jobdesk.runtime.type_watch import TypeWatch
+from jobdesk.runtime.watchdog import LoopWatch
 from jobdesk.store import flow_limits, transitions, type_limits
 from jobdesk.store import rollup as stats_rollup
+from jobdesk.store.db import CONNECTION_ERRORS
 from jobdesk.store.listen_supervisor import ListenerSupervisor
 from jobdesk.store.listener import NEW_JOBS_CHANNEL
 
@@ -84,10 +88,18 @@ class Worker:
         self.kicks = Kicks(PUMPS)  # new work, a finished job, or a stop request
         self.outcomes = Outcomes(self.db, self.worker_id, settings, stats=self.stats, rollup=self.rollup,
                                  metrics=self.metrics, send_alert=self.send_alert)
-        self.durability = Durability(self.db, self.worker_id, self.metrics, wake=self.kicks.new_work)
+        self.threads = JobThreads(self.concurrency)  # plain `def` processors and steps run here
+        self.durability = Durability(self.db, self.worker_id, self.metrics, wake=self.kicks.new_work,
+                                     threads=self.threads)
         self.reports = Reports(self.db, settings)  # each run's progress and log lines
         self.execution = Execution(processors, self.concurrency, self.outcomes, self.kicks, self._stop, self.metrics,
-                                   self.durability, self.reports)
+                                   self.durability, self.reports, threads=self.threads,
+                                   type_timeouts=settings.JOB_TYPE_TIMEOUTS, default_timeout=settings.JOB_TIMEOUT)
+        # The loop's watchdog, and the lease renewed from a thread of its own (see runtime.lease).
+        self.watch = LoopWatch(lambda: self.execution.type_on_loop(self._loop) if self._loop is not None else None)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        renew_s = min(settings.JOB_HEARTBEAT_INTERVAL, settings.JOB_LEASE_TIMEOUT / 3)
+        self.lease = LeaseKeeper(dsn, self.worker_id, renew_s, self.watch, self.execution.block_allowance)
         self.pumps = Pumps(self.db, self.execution, self.outcomes, self.kicks, worker_id=self.worker_id,
                            types=self.types, poll=settings.JOB_PROCESSOR_POLL_INTERVAL,
                            limits=ClaimLimits(local=dict(type_caps or {})), stats=self.stats, stop=self._stop)
@@ -223,6 +235,9 @@ class Worker:
         await self.listening.start()
         self.alerts.start()
         await self.supervisor.start()
+        self._loop = asyncio.get_running_loop()
+        self.watch.start()
+        self.lease.start()
         await self.db.call(lambda c: type_limits.declare(c, self.settings.JOB_TYPE_LIMITS))
         s = self.settings
         flows = flow_configs(self.types, s.JOB_RATE_LIMITS, s.JOB_USER_RATE_LIMITS, s.JOB_USER_LIMITS, s.JOB_FAIR_SHARE)
@@ -244,14 +259,36 @@ class Worker:
                        asyncio.create_task(scheduler.run_loop(self.db.call, self._stop), name="jobdesk-scheduler"),
                        asyncio.create_task(stats_rollup.run_loop(self.db.call, self.rollup, self._stop),
                                            name="jobdesk-rollup"),
+                       asyncio.create_task(self._poll_cancels(), name="jobdesk-cancels"),
                        supervising := asyncio.create_task(self.supervisor.run(), name="jobdesk-supervisor")]
         for task in self._tasks:
             task.add_done_callback(self._task_died)
         return supervising
 
+    async def _poll_cancels(self) -> None:
+        """Without LISTEN (behind a pooler with no DATABASE_LISTEN_URL, or while the listener is
+        away) no cancel is heard: look for the running jobs' cancellations every poll interval,
+        so that `job.cancelled` turns true as soon as with it. (The supervisor's heartbeat looks
+        too, far less often.) With LISTEN this costs nothing: a cancel's NOTIFY is heard at once."""
+        while True:
+            await asyncio.sleep(self.settings.JOB_PROCESSOR_POLL_INTERVAL)
+            listening = self.listening
+            running = [job.id for job, _ in self.execution.running.values() if not job.cancelled]
+            if not running or listening is None or listening.listening:
+                continue
+            try:
+                cancelled = await self.db.call(lambda c: transitions.inactive_among(c, running))
+            except CONNECTION_ERRORS:
+                continue
+            for job_id in cancelled:
+                self.execution.cancel(job_id)
+
     async def _close(self) -> None:
         """The way out, every step of it bounded: a worker asked to stop always exits."""
         self.durability.close()
+        self.watch.stop()
+        await asyncio.get_running_loop().run_in_executor(None, self.lease.stop)
+        self.threads.close()
         for task in self._tasks:
             task.cancel()
         _, stuck = await asyncio.wait(self._tasks, timeout=CLOSE_TIMEOUT_S) if self._tasks else (set(), set())

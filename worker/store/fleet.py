@@ -88,6 +88,14 @@ async def heartbeat(conn: asyncpg.Connection, worker_id: str, state: str) -> tup
     return row["requested"], bool(row["was_lost"])
 
 
+async def renew_lease(conn: asyncpg.Connection, worker_id: str) -> bool:
+    """Keep a live worker's lease (its heartbeat time) and nothing else: its state, requests
+    and a `lost` or `stopped` row are left as they are. False if the row is no longer live."""
+    return await conn.fetchval("""
+        UPDATE workers SET heartbeat_at = now()
+         WHERE id = $1 AND state IN ('running', 'paused', 'draining') RETURNING true""", worker_id) is True
+
+
 async def take_request(conn: asyncpg.Connection, worker_id: str) -> str | None:
     return await conn.fetchval("""
         UPDATE workers w SET requested = NULL FROM (SELECT requested FROM workers WHERE id = $1 FOR UPDATE) old
