@@ -181,3 +181,25 @@ class BlocksTheLoop(BaseProcessor):
 
 
 PROCESSOR_MAP: dict[str, type[BaseProcessor]] = {"offloop.block_loop": BlocksTheLoop}
+
+
+class ReportsFromThread(BaseProcessor):
+    """A plain def that reports progress and log lines from its thread, without await."""
+
+    def process(self, job: Job) -> ProcessorResult:  # type: ignore[override]
+        job.progress(0.5, "half way, from a thread")
+        job.log("a line from the thread")
+        logging.getLogger("app.thread").warning("a logging record from the thread")
+        return ProcessorResult({"thread": threading.current_thread().name})
+
+
+class ReportsFromProcess(BaseProcessor):
+    """The same from a separate process."""
+
+    executor = "process"
+
+    def process(self, job: Job) -> ProcessorResult:  # type: ignore[override]
+        job.progress(0.7, "most of the way, from a process")
+        job.log("a line from the process", "WARNING")
+        logging.getLogger("app.process").info("a logging record from the process")
+        return ProcessorResult({"pid": os.getpid()})

@@ -17,6 +17,7 @@ from pydantic import BaseModel
 from jobdesk.core.errors import DurableUnavailable, NoJobResult
 from jobdesk.core.job_report import DONE, LEVELS, JobReport, Reported, check_fraction, check_message
 from jobdesk.core.json_value import JsonObject, JsonValue
+from jobdesk.core.trace_ids import current_trace_ids
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -163,7 +164,9 @@ class Job:
             raise ValueError(f"log level must be one of {', '.join(LEVELS)}, got {level!r}")
         report = self.current_report()
         if report is not None and LEVELS[name] >= report.min_level:
-            report.add_line(name, "job", message if isinstance(message, str) else str(message))
+            trace_id, span_id = current_trace_ids()  # the run's span, as a logging record's line has
+            report.add_line(name, "job", message if isinstance(message, str) else str(message), None,
+                            trace_id, span_id)
         return DONE
 
     def current_report(self) -> JobReport | None:

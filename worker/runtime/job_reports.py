@@ -17,7 +17,6 @@ import asyncio
 import contextlib
 import contextvars
 import logging
-import sys
 import threading
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
@@ -25,6 +24,7 @@ from typing import TYPE_CHECKING
 from jobdesk.core.job_report import JobReport, LogLine, Progress
 from jobdesk.core.models import Job
 from jobdesk.core.settings import Settings
+from jobdesk.core.trace_ids import current_trace_ids
 from jobdesk.store import job_reports
 
 if TYPE_CHECKING:
@@ -37,21 +37,6 @@ FLUSH_INTERVAL_S = 0.5  # at most two writes a second, whatever the number of ru
 
 # The job whose run the current code is part of: its records are kept with it.
 current_job: contextvars.ContextVar[Job | None] = contextvars.ContextVar("jobdesk_current_job", default=None)
-
-
-def _trace_ids() -> tuple[str | None, str | None]:
-    """The current OpenTelemetry span's trace and span ids, when OpenTelemetry is loaded and a
-    span is recording; never imports it."""
-    trace = sys.modules.get("opentelemetry.trace")
-    if trace is None:
-        return None, None
-    try:
-        context = trace.get_current_span().get_span_context()
-    except Exception:  # noqa: BLE001 - a tracing failure must never lose the line
-        return None, None
-    if not context.is_valid:
-        return None, None
-    return f"{context.trace_id:032x}", f"{context.span_id:016x}"
 
 
 class RunLogHandler(logging.Handler):
@@ -68,7 +53,7 @@ class RunLogHandler(logging.Handler):
             message = record.getMessage()
             if record.exc_info:
                 message = f"{message}\n{logging.Formatter().formatException(record.exc_info)}"
-            trace_id, span_id = _trace_ids()
+            trace_id, span_id = current_trace_ids()
             report.add_line(record.levelname, record.name, message, record.created, trace_id, span_id)
         except Exception:  # noqa: BLE001 - as logging does: a bad record never fails the job
             self.handleError(record)
