@@ -135,6 +135,7 @@ class MainWindow(QMainWindow):
         self.workers.message.connect(self._show_message)
         self.tabs.currentChanged.connect(lambda _i: self._tab_changed())
         self.pane.message.connect(self._show_message)
+        self.pane.shown_job.connect(self._sync_actions)
         self.jobs.counts_changed.connect(self.bulk.set_counts)
         self.bulk.message.connect(self._show_message)
         self.bulk.error.connect(self._show_error)
@@ -259,8 +260,11 @@ class MainWindow(QMainWindow):
             self.job_actions.set_selection(self.pipelines.selected_nodes())
         elif current is self.approvals:
             self._inbox_selected(self.approvals.selected_rows())
-        elif current in (self.jobs, self.failures):
+        elif current is self.jobs:
             self.job_actions.set_selection(self.jobs.selected_rows())
+        elif current is self.failures:  # the group's newest failure, which the pane shows
+            record = self.detail.record
+            self.job_actions.set_selection([record] if record is not None else [])
         else:
             self.job_actions.set_selection([])
 

@@ -169,6 +169,7 @@ class JobDetail(QWidget):
         layout.addWidget(meta_box)
         layout.addWidget(self.tabs, 1)
         self.job_id: str | None = None
+        self.record: JobRecord | None = None  # the job shown: what the Failures tab's actions act on
 
     def clear(self) -> None:
         self.job_id = None
@@ -183,11 +184,13 @@ class JobDetail(QWidget):
         self._show_steps(None)
         self.progress.show_progress(None)
         self.logs.clear()
+        self.record = None
 
     def show_job(self, detail: service.JobDetail) -> None:
         record, attempts, dependants = detail.job, detail.attempts, detail.dependants
         now = datetime.now(UTC)
         self.job_id = record.id
+        self.record = record
         self.title.setText(f"<big><b>{html.escape(record.type)}</b></big><br><code>{record.id}</code>")
         background, foreground = STATUS_COLOURS[record.status]
         inactive = "" if record.is_active or record.status.value == "cancelled" else " (cancel requested)"

@@ -25,6 +25,7 @@ class JobPane(QObject):
     """Owns the detail widget, the scroll area it sits in, and the load of the job it shows."""
 
     message = Signal(str)  # a load that failed, for the status bar
+    shown_job = Signal()  # the detail now shows a job (its record in `detail.record`)
 
     def __init__(self, connection: ConsoleConnection, parent: QObject | None = None) -> None:
         super().__init__(parent)
@@ -99,3 +100,4 @@ class JobPane(QObject):
             if self.loading == job_id:
                 self.loading = None
         self.detail.show_job(detail)
+        self.shown_job.emit()

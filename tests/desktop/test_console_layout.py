@@ -117,6 +117,12 @@ def test_the_job_pane_shows_only_where_a_job_is_selected(qapp: QApplication, qtb
             window.tabs.setCurrentWidget(tab)
             await until(lambda: window.pane.area.isVisible(), what="the pane shown")
             assert window.detail.job_id is None, "no job chosen on this tab: not the Jobs tab's job"
+        # On Failures the actions act on the failure the pane shows, never on the Jobs tab's selection.
+        assert not window.job_actions.actions["approve"].isEnabled(), "not the Jobs tab's waiting job on Failures"
+        await conn.execute("INSERT INTO jobs (id, type, input_data, status) VALUES ('f-1', 'echo', '{}', 'failed')")
+        window.failures.job_clicked.emit("f-1")  # a group's newest failure
+        await until(lambda: window.job_actions.actions["retry"].isEnabled(), what="Retry of the failure shown")
+        assert not window.job_actions.actions["approve"].isEnabled()
         window.tabs.setCurrentWidget(window.pipelines)
         window.pipelines.job_clicked.emit("q-1")  # a DAG node clicked on Pipelines
         await until(lambda: window.detail.job_id == "q-1", what="the node's job")
