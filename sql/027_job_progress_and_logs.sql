@@ -9,17 +9,21 @@
 --   JOB_LOG_MAX_BYTES, then writes one line saying how many it dropped. `trace_id` and `span_id`
 --   are the OpenTelemetry ids of the run, when a tracer is set up (NULL otherwise).
 --
--- Both are pruned with their job (ON DELETE CASCADE); neither adds an index or a trigger to `jobs`.
+-- Both go with their job as its other rows do (migration 024): the statement-level triggers that
+-- delete a deleted job's attempts, steps, waits and edges delete these too, and TRUNCATE jobs
+-- empties them. No foreign key: a cascading key would run a lookup and a delete per pruned job.
+-- A worker writes a job's rows only while the job exists, locking its key (FOR KEY SHARE) as a
+-- key's check would. Neither table adds an index or a trigger to `jobs`.
 
 CREATE TABLE job_progress (
-    job_id   varchar(36)      NOT NULL PRIMARY KEY REFERENCES jobs (id) ON DELETE CASCADE,
+    job_id   varchar(36)      NOT NULL PRIMARY KEY,
     fraction double precision NOT NULL CHECK (fraction >= 0 AND fraction <= 1),
     message  text,
     at       timestamptz      NOT NULL DEFAULT now()
 );
 
 CREATE TABLE job_logs (
-    job_id   varchar(36) NOT NULL REFERENCES jobs (id) ON DELETE CASCADE,
+    job_id   varchar(36) NOT NULL,
     attempt  integer     NOT NULL,
     seq      integer     NOT NULL,
     at       timestamptz NOT NULL,
@@ -30,3 +34,31 @@ CREATE TABLE job_logs (
     span_id  text,
     PRIMARY KEY (job_id, attempt, seq)
 );
+
+CREATE OR REPLACE FUNCTION jobdesk_jobs_forget_children() RETURNS trigger
+LANGUAGE plpgsql
+SET enable_seqscan TO 'off'
+AS $$
+DECLARE
+    ids varchar[];
+BEGIN
+    SELECT array_agg(id) INTO ids FROM gone_rows;
+    IF ids IS NULL THEN
+        RETURN NULL;
+    END IF;
+    DELETE FROM job_attempts     WHERE job_id = ANY (ids);
+    DELETE FROM job_steps        WHERE job_id = ANY (ids);
+    DELETE FROM job_waits        WHERE job_id = ANY (ids);
+    DELETE FROM job_dependencies WHERE job_id = ANY (ids);
+    DELETE FROM job_dependencies WHERE depends_on_id = ANY (ids);
+    DELETE FROM job_progress     WHERE job_id = ANY (ids);
+    DELETE FROM job_logs         WHERE job_id = ANY (ids);
+    RETURN NULL;
+END $$;
+
+CREATE OR REPLACE FUNCTION jobdesk_jobs_truncate_children() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    TRUNCATE job_attempts, job_dependencies, job_steps, job_waits, job_progress, job_logs;
+    RETURN NULL;
+END $$;

@@ -499,6 +499,8 @@ BEGIN
     DELETE FROM job_waits        WHERE job_id = ANY (ids);
     DELETE FROM job_dependencies WHERE job_id = ANY (ids);
     DELETE FROM job_dependencies WHERE depends_on_id = ANY (ids);
+    DELETE FROM job_progress     WHERE job_id = ANY (ids);
+    DELETE FROM job_logs         WHERE job_id = ANY (ids);
     RETURN NULL;
 END $$;
 
@@ -561,7 +563,7 @@ CREATE FUNCTION public.jobdesk_jobs_truncate_children() RETURNS trigger
     LANGUAGE plpgsql
     AS $$
 BEGIN
-    TRUNCATE job_attempts, job_dependencies, job_steps, job_waits;
+    TRUNCATE job_attempts, job_dependencies, job_steps, job_waits, job_progress, job_logs;
     RETURN NULL;
 END $$;
 
@@ -1856,22 +1858,6 @@ CREATE TRIGGER users_keep_job_owners BEFORE DELETE OR UPDATE OF id ON public.use
 
 ALTER TABLE ONLY public.api_tokens
     ADD CONSTRAINT api_tokens_user_id_fkey FOREIGN KEY (user_id) REFERENCES public.users(id);
-
-
---
--- Name: job_logs job_logs_job_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
---
-
-ALTER TABLE ONLY public.job_logs
-    ADD CONSTRAINT job_logs_job_id_fkey FOREIGN KEY (job_id) REFERENCES public.jobs(id) ON DELETE CASCADE;
-
-
---
--- Name: job_progress job_progress_job_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
---
-
-ALTER TABLE ONLY public.job_progress
-    ADD CONSTRAINT job_progress_job_id_fkey FOREIGN KEY (job_id) REFERENCES public.jobs(id) ON DELETE CASCADE;
 
 
 --

@@ -18,13 +18,15 @@ from jobdesk.core.job_report import JobLogLine, JobProgress, LogLine, Progress
 CHANGES_CHANNEL = "jobdesk_job_changes"  # the channel of migration 003's triggers
 NOTIFY_MAX_IDS = 150  # as the triggers: more ids than this are announced as `*`
 
-# A progress older than the one stored is not written over it (two flushes may cross).
+# A progress older than the one stored is not written over it (two flushes may cross). A job's rows
+# are written only while it exists: its key is locked as a foreign key's check would (sql/027).
 _WRITE = """
 WITH p AS (
     INSERT INTO job_progress (job_id, fraction, message, at)
     SELECT u.job_id, u.fraction, u.message, u.at
       FROM unnest($1::varchar[], $2::float8[], $3::text[], $4::timestamptz[]) AS u(job_id, fraction, message, at)
       JOIN jobs j ON j.id = u.job_id
+       FOR KEY SHARE OF j
     ON CONFLICT (job_id) DO UPDATE SET fraction = EXCLUDED.fraction, message = EXCLUDED.message, at = EXCLUDED.at
      WHERE job_progress.at <= EXCLUDED.at
     RETURNING job_id
@@ -34,6 +36,7 @@ WITH p AS (
                            $11::text[], $12::text[], $13::text[])
                  AS u(job_id, attempt, seq, at, level, logger, message, trace_id, span_id)
       JOIN jobs j ON j.id = u.job_id
+       FOR KEY SHARE OF j
     ON CONFLICT DO NOTHING
     RETURNING 1
 )
