@@ -8,7 +8,7 @@ from __future__ import annotations
 import logging
 from datetime import UTC, datetime, timedelta
 
-from PySide6.QtCore import QEvent, QObject, QRect, Qt, QTimer, Signal
+from PySide6.QtCore import QEvent, QItemSelectionModel, QObject, QRect, Qt, QTimer, Signal
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QLineEdit, QToolButton, QVBoxLayout, QWidget
 
 from jobdesk.console.column_prefs import ColumnPrefs
@@ -319,8 +319,12 @@ class JobsTab(QWidget):
         row = self.model.row_of(job_id)
         if row is None:
             return False
-        self.table.selectRow(row)
-        self.table.scrollTo(self.model.index(row, 0))
+        # The selection model, not selectRow: selectRow follows the keyboard's modifiers, so with
+        # Ctrl or Shift down (a shortcut just used) it added the row to the selection or toggled it.
+        index = self.model.index(row, 0)
+        flags = QItemSelectionModel.SelectionFlag.ClearAndSelect | QItemSelectionModel.SelectionFlag.Rows
+        self.table.selectionModel().setCurrentIndex(index, flags)
+        self.table.scrollTo(index)
         return True
 
     def select_when_shown(self, job_id: str, *, pipeline_id: str | None) -> None:

@@ -176,8 +176,17 @@ def test_durable_jobs_in_the_console(qapp: QApplication, qtbot, test_db: str,  #
         window.tabs.setCurrentWidget(window.jobs)
         await show(window, ids["failed"])
         # The row is selected once the table holds it (a live refresh may be reloading its page).
-        await until(lambda: window.jobs.select_job(ids["failed"])
-                    and window.job_actions.actions["retry_fresh"].isEnabled(), what="Retry from scratch")
+        actions = window.job_actions
+        try:
+            await until(lambda: window.jobs.select_job(ids["failed"])
+                        and actions.actions["retry_fresh"].isEnabled(), what="Retry from scratch")
+        except AssertionError as exc:
+            state = {"selection": [(r.id, r.status) for r in actions.selection], "connected": actions.connected,
+                     "busy": actions.busy, "read_only": actions.read_only,
+                     "tab": window.tabs.tabText(window.tabs.currentIndex()),
+                     "rows": [window.model.row_at(i).id for i in range(window.model.rowCount())  # type: ignore[union-attr]
+                              if window.model.row_at(i) is not None]}
+            raise AssertionError(f"{exc}: {state}") from None
         window.job_actions.actions["retry_fresh"].trigger()
         conn = await asyncpg.connect(test_db)
         try:

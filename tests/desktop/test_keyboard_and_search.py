@@ -208,3 +208,23 @@ def test_layout_and_columns_per_profile(qapp: QApplication, qtbot, test_db: str)
         await again.connection.close()
 
     run_qasync(qapp, scenario())
+
+
+def test_selecting_a_job_replaces_the_selection_whatever_keys_were_last_held(  # type: ignore[no-untyped-def]
+        qapp: QApplication, qtbot, test_db: str) -> None:
+    async def scenario() -> None:
+        conn = await asyncpg.connect(test_db)
+        await seed(conn)
+        window = open_window(qtbot, test_db)
+        await until(lambda: len(ids_shown(window)) == 4, what="the rows")
+        # A shortcut with Ctrl leaves Ctrl as the application's last known modifier.
+        qtbot.keyClick(window.jobs.table, Qt.Key.Key_Equal, Qt.KeyboardModifier.ControlModifier)
+        for job_id in ("j-1", "j-3", "j-3"):
+            assert window.jobs.select_job(job_id)
+        assert [row.id for row in window.jobs.selected_rows()] == ["j-3"], "selected alone, not added or toggled"
+        await until(lambda: [row.id for row in window.job_actions.selection] == ["j-3"], what="the actions' job")
+        await conn.close()
+        window.close()
+        await window.connection.close()
+
+    run_qasync(qapp, scenario())
