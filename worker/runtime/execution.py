@@ -22,7 +22,6 @@ from jobdesk.core.models import Job, JobCreate, ProcessorResult
 from jobdesk.core.processor import BaseProcessor, Executor, executor_of, seconds_text, timeout_text
 from jobdesk.runtime.job_reports import Reports, current_job
 from jobdesk.runtime.outcomes import Outcomes
-from jobdesk.runtime.processes import preload, run_in_process
 from jobdesk.runtime.threads import JobThreads, ThreadJob
 from jobdesk.store import transitions
 
@@ -127,6 +126,9 @@ class Execution:
             self.plans[job_type] = None if executor == "async" and limit is None else (executor, limit)
         in_processes = {type(p).__module__ for t, p in processors.items() if executor_of(p) == "process"}
         if in_processes:
+            # Loaded only for a worker that runs processes: multiprocessing and pickle cost its start.
+            from jobdesk.runtime.processes import preload
+
             preload(sorted(in_processes))
 
     def capacity(self) -> int:
@@ -310,6 +312,8 @@ class Execution:
                 if executor == "thread":
                     return await self.threads.run(_in_thread, processor, job, asyncio.get_running_loop())
                 if executor == "process":
+                    from jobdesk.runtime.processes import run_in_process  # loaded with the first (see __init__)
+
                     return await run_in_process(job, processor, self.threads)
                 return await processor.process(job)
         except TimeoutError:
