@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import shutil
+import functools
 import sys
 import time
 from collections.abc import Awaitable, Callable
@@ -29,6 +29,7 @@ import asyncpg
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks.harness import fresh_database, private_server
 from jobdesk import JobClient, SyncJobClient
 from tests import pg
 
@@ -36,31 +37,26 @@ TABLE = "CREATE TABLE orders (id int PRIMARY KEY)"
 SAVE = "INSERT INTO orders (id) VALUES ($1)"
 
 
-async def pool_way(dsn: str, n: int) -> tuple[float, float]:
+async def timed(call: Awaitable[object]) -> float:
+    """Seconds spent awaiting `call`."""
+    t = time.perf_counter()
+    await call
+    return time.perf_counter() - t
+
+
+async def asyncpg_way(dsn: str, n: int, *, inside: bool) -> tuple[float, float]:
+    """The application's transactions on its asyncpg connection; each job enqueued inside its
+    transaction with `connection=` (`inside`), or after its commit on the client's pool."""
     async with await JobClient.connect(dsn) as jobs:
         app = await asyncpg.connect(dsn)
         spent, start = 0.0, time.perf_counter()
         for i in range(n):
             async with app.transaction():
                 await app.execute(SAVE, i)
-            t = time.perf_counter()
-            await jobs.enqueue("bench.confirm", {"order": i})
-            spent += time.perf_counter() - t
-        total = time.perf_counter() - start
-        await app.close()
-    return n / total, spent / n
-
-
-async def asyncpg_way(dsn: str, n: int) -> tuple[float, float]:
-    async with await JobClient.connect(dsn) as jobs:
-        app = await asyncpg.connect(dsn)
-        spent, start = 0.0, time.perf_counter()
-        for i in range(n):
-            async with app.transaction():
-                await app.execute(SAVE, i)
-                t = time.perf_counter()
-                await jobs.enqueue("bench.confirm", {"order": i}, connection=app)
-                spent += time.perf_counter() - t
+                if inside:
+                    spent += await timed(jobs.enqueue("bench.confirm", {"order": i}, connection=app))
+            if not inside:
+                spent += await timed(jobs.enqueue("bench.confirm", {"order": i}))
         total = time.perf_counter() - start
         await app.close()
     return n / total, spent / n
@@ -74,9 +70,7 @@ async def psycopg_async_way(dsn: str, n: int) -> tuple[float, float]:
             spent, start = 0.0, time.perf_counter()
             for i in range(n):
                 await app.execute("INSERT INTO orders (id) VALUES (%s)", (i,))
-                t = time.perf_counter()
-                await jobs.enqueue("bench.confirm", {"order": i}, connection=app)
-                spent += time.perf_counter() - t
+                spent += await timed(jobs.enqueue("bench.confirm", {"order": i}, connection=app))
                 await app.commit()
             total = time.perf_counter() - start
     return n / total, spent / n
@@ -102,28 +96,22 @@ async def main() -> None:
     parser.add_argument("--transactions", type=int, default=2000)
     n = parser.parse_args().transactions
     ways: list[tuple[str, Callable[[str, int], Awaitable[tuple[float, float]]]]] = [
-        ("pool (two transactions)", pool_way), ("asyncpg connection=", asyncpg_way),
+        ("pool (two transactions)", functools.partial(asyncpg_way, inside=False)),
+        ("asyncpg connection=", functools.partial(asyncpg_way, inside=True)),
         ("psycopg async connection=", psycopg_async_way),
         ("psycopg sync connection= (SyncJobClient)", lambda d, k: asyncio.to_thread(psycopg_sync_way, d, k)),
     ]
-    server, root = pg.start_server()
-    try:
+    with private_server() as server:
         await pg.build_template(server.dsn)
         print(f"{n} application transactions, each saving one row and enqueueing one job")
         print(f"{'way':<44}{'transactions/s':>16}{'enqueue call, ms':>18}")
         for name, way in ways:
-            dsn = await pg.create_test_database(server.dsn)
-            try:
+            async with fresh_database(server.dsn) as dsn:
                 conn = await asyncpg.connect(dsn)
                 await conn.execute(TABLE)
                 await conn.close()
                 rate, per_call = await way(dsn, n)
                 print(f"{name:<44}{rate:>16.0f}{per_call * 1000:>18.2f}", flush=True)
-            finally:
-                await pg.drop_test_database(dsn)
-    finally:
-        server.stop()
-        shutil.rmtree(root, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -4,15 +4,17 @@ on, percentiles, and a probe of how late the event loop runs."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import shutil
 import sys
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from jobdesk.embedded.server import EmbeddedServer
 from tests import pg
 
 
@@ -81,17 +83,38 @@ class LoopLag:
                 f"max {max(self.lags):.1f} ms over {len(self.lags):,} samples")
 
 
+@contextlib.contextmanager
+def private_server() -> Iterator[EmbeddedServer]:
+    """A private embedded PostgreSQL in a temporary folder, removed on exit. Its databases come
+    from a template that `pg.build_template(server.dsn)` makes, once, before `fresh_database`."""
+    server, root = pg.start_server()
+    try:
+        yield server
+    finally:
+        server.stop()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@contextlib.asynccontextmanager
+async def fresh_database(server_dsn: str) -> AsyncIterator[str]:
+    """A fresh, migrated database on a `private_server`; yields its dsn and drops it on exit."""
+    dsn = await pg.create_test_database(server_dsn)
+    try:
+        yield dsn
+    finally:
+        await pg.drop_test_database(dsn)
+
+
 def on_fresh_database(body: Callable[[str], Awaitable[None]], *, qt: bool = False) -> None:
     """Start a private embedded PostgreSQL, run body(dsn) on a fresh, migrated database, then
     remove the server. With `qt`, body runs on a qasync loop under a QApplication (offscreen
     unless QT_QPA_PLATFORM says otherwise)."""
-    server, root = pg.start_server()
+    with private_server() as server:
 
-    async def everything() -> None:
-        await pg.build_template(server.dsn)
-        await body(await pg.create_test_database(server.dsn))
+        async def everything() -> None:
+            await pg.build_template(server.dsn)
+            await body(await pg.create_test_database(server.dsn))
 
-    try:
         if qt:
             import qasync
             from PySide6.QtWidgets import QApplication
@@ -102,6 +125,3 @@ def on_fresh_database(body: Callable[[str], Awaitable[None]], *, qt: bool = Fals
             del app
         else:
             asyncio.run(everything())
-    finally:
-        server.stop()
-        shutil.rmtree(root, ignore_errors=True)

@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
-import shutil
 import sys
 import time
 from pathlib import Path
@@ -32,6 +31,7 @@ import asyncpg
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.harness import fresh_database, private_server  # noqa: E402
 from jobdesk.core.models import Job, JobCreate, ProcessorResult  # noqa: E402
 from jobdesk.core.processor import BaseProcessor  # noqa: E402
 from jobdesk.core.settings import load_settings  # noqa: E402
@@ -173,18 +173,13 @@ async def main() -> None:
     if args.seconds <= 0 or args.jobs < 1 or args.lines < 1:
         raise SystemExit("--seconds must be above 0, --jobs and --lines at least 1")
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)  # as a worker at LOG_LEVEL=WARNING
-    server, root = pg.start_server()
-    try:
+    with private_server() as server:
         await pg.build_template(server.dsn)
-        dsn = await pg.create_test_database(server.dsn)
-        print("jobdesk progress and logs benchmark: one in-process worker, MAX_CONCURRENT_JOBS=10, "
-              "flush every 0.5 s", flush=True)
-        await bench_progress(dsn, args.seconds, args.jobs)
-        await bench_logs(dsn, args.lines)
-        await pg.drop_test_database(dsn)
-    finally:
-        server.stop()
-        shutil.rmtree(root, ignore_errors=True)
+        async with fresh_database(server.dsn) as dsn:
+            print("jobdesk progress and logs benchmark: one in-process worker, MAX_CONCURRENT_JOBS=10, "
+                  "flush every 0.5 s", flush=True)
+            await bench_progress(dsn, args.seconds, args.jobs)
+            await bench_logs(dsn, args.lines)
 
 
 if __name__ == "__main__":

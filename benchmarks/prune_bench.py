@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -28,6 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.engine_bench import PROCESSORS, insert_noops, stop_worker, worker_env  # noqa: E402
+from benchmarks.harness import fresh_database, private_server  # noqa: E402
 from tests import pg  # noqa: E402
 
 TABLES = ("jobs", "job_attempts", "job_dependencies")
@@ -72,60 +72,60 @@ async def run_worker(conn: asyncpg.Connection, dsn: str, n: int, pruner_pid: int
     return n / (done - start), waits, samples
 
 
+async def bench(dsn: str, old: int, jobs: int) -> None:
+    """OLD old completed jobs, then JOBS no-op jobs through a worker alone and while pruning."""
+    conn = await asyncpg.connect(dsn)
+    t0 = time.perf_counter()
+    await conn.execute("""
+        INSERT INTO jobs (type, input_data, status, is_active, result_data, updated_at, completed_at)
+        SELECT 'bench.old', '{}', 'completed', false, '{"ok": true}',
+               now() - interval '10 days', now() - interval '10 days'
+          FROM generate_series(1, $1)""", old)
+    await conn.execute("""
+        INSERT INTO job_attempts (job_id, attempt, outcome, error_message)
+        SELECT id, 1, 'failed', 'boom' FROM jobs TABLESAMPLE SYSTEM (10)""")
+    await conn.execute("VACUUM ANALYZE")
+    print(f"prune benchmark: {old:,} old completed jobs (made in {time.perf_counter() - t0:.0f} s), "
+          f"{jobs:,} no-op jobs, {os.cpu_count()} cores", flush=True)
+    print(f"BEFORE: {await sizes(conn)}", flush=True)
+
+    alone, _, _ = await run_worker(conn, dsn, jobs, None)
+    print(f"  worker alone: {alone:,.0f} jobs/s", flush=True)
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("JOB")}
+    env.update({"DATABASE_URL": dsn, "PYTHONPATH": str(ROOT), "JOB_STATEMENT_TIMEOUT": "60"})
+    p0 = time.perf_counter()
+    pruner = subprocess.Popen([sys.executable, "-m", "jobdesk.cli", "prune", "--status", "completed"],
+                              env=env, cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    pid = None
+    while pid is None and pruner.poll() is None:
+        pid = await conn.fetchval("SELECT pid FROM pg_stat_activity WHERE application_name = 'jobdesk-cli' "
+                                  "AND query LIKE '%DELETE FROM jobs%' LIMIT 1")
+        await asyncio.sleep(0.01)
+    left_at_start = await conn.fetchval("SELECT count(*) FROM jobs WHERE type = 'bench.old'")
+    during, waits, samples = await run_worker(conn, dsn, jobs, pid)
+    left_at_end = await conn.fetchval("SELECT count(*) FROM jobs WHERE type = 'bench.old'")
+    out, _ = pruner.communicate(timeout=3600)
+    prune_s = time.perf_counter() - p0
+    print(f"  worker while pruning: {during:,.0f} jobs/s; old jobs {left_at_start:,} -> {left_at_end:,} "
+          f"during the run", flush=True)
+    print(f"  pruner: {out.strip().splitlines()[-1]} (wall {prune_s:.0f} s)")
+    print(f"RATIO {during / alone:.2f} of the worker's throughput alone (target >= 0.80)")
+    print(f"LOCK WAITS on the pruner: {waits} backend-samples in {samples} samples of the worker's run")
+    await conn.execute("VACUUM")
+    print(f"AFTER VACUUM: {await sizes(conn)}")
+    await conn.close()
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--old", type=int, default=1_000_000)
     parser.add_argument("--jobs", type=int, default=20_000)
     args = parser.parse_args()
-    server, root = pg.start_server()
-    try:
+    with private_server() as server:
         await pg.build_template(server.dsn)
-        dsn = await pg.create_test_database(server.dsn)
-        conn = await asyncpg.connect(dsn)
-        t0 = time.perf_counter()
-        await conn.execute("""
-            INSERT INTO jobs (type, input_data, status, is_active, result_data, updated_at, completed_at)
-            SELECT 'bench.old', '{}', 'completed', false, '{"ok": true}',
-                   now() - interval '10 days', now() - interval '10 days'
-              FROM generate_series(1, $1)""", args.old)
-        await conn.execute("""
-            INSERT INTO job_attempts (job_id, attempt, outcome, error_message)
-            SELECT id, 1, 'failed', 'boom' FROM jobs TABLESAMPLE SYSTEM (10)""")
-        await conn.execute("VACUUM ANALYZE")
-        print(f"prune benchmark: {args.old:,} old completed jobs (made in {time.perf_counter() - t0:.0f} s), "
-              f"{args.jobs:,} no-op jobs, {os.cpu_count()} cores", flush=True)
-        print(f"BEFORE: {await sizes(conn)}", flush=True)
-
-        alone, _, _ = await run_worker(conn, dsn, args.jobs, None)
-        print(f"  worker alone: {alone:,.0f} jobs/s", flush=True)
-
-        env = {k: v for k, v in os.environ.items() if not k.startswith("JOB")}
-        env.update({"DATABASE_URL": dsn, "PYTHONPATH": str(ROOT), "JOB_STATEMENT_TIMEOUT": "60"})
-        p0 = time.perf_counter()
-        pruner = subprocess.Popen([sys.executable, "-m", "jobdesk.cli", "prune", "--status", "completed"],
-                                  env=env, cwd=ROOT, stdout=subprocess.PIPE, text=True)
-        pid = None
-        while pid is None and pruner.poll() is None:
-            pid = await conn.fetchval("SELECT pid FROM pg_stat_activity WHERE application_name = 'jobdesk-cli' "
-                                      "AND query LIKE '%DELETE FROM jobs%' LIMIT 1")
-            await asyncio.sleep(0.01)
-        left_at_start = await conn.fetchval("SELECT count(*) FROM jobs WHERE type = 'bench.old'")
-        during, waits, samples = await run_worker(conn, dsn, args.jobs, pid)
-        left_at_end = await conn.fetchval("SELECT count(*) FROM jobs WHERE type = 'bench.old'")
-        out, _ = pruner.communicate(timeout=3600)
-        prune_s = time.perf_counter() - p0
-        print(f"  worker while pruning: {during:,.0f} jobs/s; old jobs {left_at_start:,} -> {left_at_end:,} "
-              f"during the run", flush=True)
-        print(f"  pruner: {out.strip().splitlines()[-1]} (wall {prune_s:.0f} s)")
-        print(f"RATIO {during / alone:.2f} of the worker's throughput alone (target >= 0.80)")
-        print(f"LOCK WAITS on the pruner: {waits} backend-samples in {samples} samples of the worker's run")
-        await conn.execute("VACUUM")
-        print(f"AFTER VACUUM: {await sizes(conn)}")
-        await conn.close()
-        await pg.drop_test_database(dsn)
-    finally:
-        server.stop()
-        shutil.rmtree(root, ignore_errors=True)
+        async with fresh_database(server.dsn) as dsn:
+            await bench(dsn, args.old, args.jobs)
 
 
 if __name__ == "__main__":

@@ -11,8 +11,9 @@ import asyncio
 import logging
 import sys
 import traceback
+from collections.abc import Awaitable, Callable
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 
 from jobdesk.core.errors import JobdeskError
 from jobdesk.store.db import EXPECTED_DB_ERRORS
@@ -23,11 +24,28 @@ EXPECTED: tuple[type[BaseException], ...] = (JobdeskError, *EXPECTED_DB_ERRORS)
 
 _shown: list[Any] = []  # the open bug dialogs, so they are not garbage-collected
 
+T = TypeVar("T")
+
 
 def reason(exc: BaseException) -> str:
     """An expected failure as one line for the user."""
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
+
+
+async def attempt(work: Awaitable[T], busy: Callable[[bool], None],
+                  refused: Callable[[BaseException], None]) -> T | None:
+    """Await `work` (an action whose result is never None) between `busy(True)` and
+    `busy(False)`, however it ends. An expected failure goes to `refused`, which shows it where
+    the action was asked for, and gives None; a bug goes on to the error hook."""
+    busy(True)
+    try:
+        return await work
+    except EXPECTED as exc:
+        refused(exc)
+        return None
+    finally:
+        busy(False)
 
 
 def report_bug(exc: BaseException, where: str = "") -> None:

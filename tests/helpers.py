@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -51,6 +53,33 @@ def start_worker(dsn: str, *args: str, log_path: Path | None = None, **extra: st
     out = open(log_path, "w") if log_path else subprocess.DEVNULL
     return subprocess.Popen([*JOBDESK, "worker", *args], env=cli_env(dsn, **extra), stdout=out,
                             stderr=subprocess.STDOUT, text=True, cwd=ROOT)
+
+
+def stop_workers(procs: list[subprocess.Popen[str]]) -> None:
+    """SIGTERM to every worker process at once (each drains in parallel), then wait for each;
+    one still running after 30 s is killed."""
+    for p in procs:
+        p.send_signal(signal.SIGTERM)
+    for p in procs:
+        try:
+            p.wait(30)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait(10)
+
+
+@contextlib.contextmanager
+def flow_workers(dsn: str, log_dir: Path, count: int, **settings: str) -> Iterator[list[subprocess.Popen[str]]]:
+    """`count` worker processes serving the flow.* types (tests/flow_processors.py), polling every
+    0.1 s with 10 slots each unless `settings` say otherwise; each logs to `log_dir/worker-N.log`.
+    Stopped on exit."""
+    env = {"JOB_PROCESSOR_POLL_INTERVAL": "0.1", "MAX_CONCURRENT_JOBS": "10", **settings}
+    procs = [start_worker(dsn, "--processors", "flow_processors", log_path=log_dir / f"worker-{i}.log", **env)
+             for i in range(count)]
+    try:
+        yield procs
+    finally:
+        stop_workers(procs)
 
 
 class JobsReads(NamedTuple):

@@ -13,7 +13,7 @@ from PySide6.QtCore import QObject, Signal
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import QInputDialog, QMessageBox, QWidget
 
-from jobdesk.console.errors import EXPECTED
+from jobdesk.console.errors import attempt
 from jobdesk.console.jobs.type_actions import (
     TYPE_ACTIONS,
     ask_reason,
@@ -156,19 +156,10 @@ class JobActions(QObject):
 
     async def perform_type(self, name: str, job_type: str, reason: str | None = None) -> bool:
         """Pause or resume a type (no dialogs); report how it went. True when done."""
-        self.busy = True
-        self.update_enabled()
-        try:
-            record = await run_type_action(self._run, name, job_type, reason)
-        except JobdeskError as exc:
-            self.error.emit(str(exc))
+        record = await attempt(run_type_action(self._run, name, job_type, reason), self._set_busy,
+                               self._refused(TYPE_ACTIONS[name][0].rstrip("…")))
+        if record is None:
             return False
-        except EXPECTED as exc:  # expected failures are messages; bugs reach the error hook
-            self.error.emit(f"{TYPE_ACTIONS[name][0].rstrip('…')} failed: {exc}")
-            return False
-        finally:
-            self.busy = False
-            self.update_enabled()
         self.message.emit(done_text(record))
         self.type_changed.emit(record)
         return True
@@ -184,20 +175,19 @@ class JobActions(QObject):
 
     async def run_operation(self, label: str, call: Callable[[Any], Awaitable[list[str]]]) -> list[str]:
         """Run `call(client)`, which changes jobs and returns their ids; report how it went."""
-        self.busy = True
-        self.update_enabled()
-        try:
-            changed = await self._run(call)
-        except JobdeskError as exc:
-            self.error.emit(str(exc))
+        changed = await attempt(self._run(call), self._set_busy, self._refused(label))
+        if changed is None:
             return []
-        except EXPECTED as exc:  # expected failures are messages; bugs reach the error hook
-            self.error.emit(f"{label} failed: {exc}")
-            return []
-        finally:
-            self.busy = False
-            self.update_enabled()
         changed_ids = list(changed)
         self.message.emit(f"{label}: {len(changed_ids)} job(s)")
         self.done.emit(changed_ids)
         return changed_ids
+
+    def _set_busy(self, busy: bool) -> None:
+        self.busy = busy
+        self.update_enabled()
+
+    def _refused(self, label: str) -> Callable[[BaseException], None]:
+        """Report an action's expected failure: a JobdeskError says what was wrong by itself;
+        a database error is prefixed with the action's label."""
+        return lambda exc: self.error.emit(str(exc) if isinstance(exc, JobdeskError) else f"{label} failed: {exc}")

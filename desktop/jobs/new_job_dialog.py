@@ -3,7 +3,8 @@
 The type is an editable list of the types live workers serve; the input is JSON, checked as it
 is typed (and against the processor's `input_model` where it declares one, whose skeleton is
 prefilled); dependencies, a pipeline and a priority are optional. OK stays disabled while the
-input is wrong, and a refusal from the database is shown in the dialog, which stays open."""
+input is wrong, and a refusal from the database is shown in the dialog, which stays open
+(`input_dialog.InputDialog`)."""
 
 from __future__ import annotations
 
@@ -13,39 +14,26 @@ from typing import Any
 
 from pydantic import BaseModel
 from PySide6.QtCore import Signal
-from PySide6.QtWidgets import (
-    QComboBox,
-    QDialog,
-    QDialogButtonBox,
-    QFormLayout,
-    QLabel,
-    QLineEdit,
-    QPlainTextEdit,
-    QSpinBox,
-    QVBoxLayout,
-    QWidget,
-)
+from PySide6.QtWidgets import QComboBox, QFormLayout, QLabel, QLineEdit, QSpinBox, QVBoxLayout, QWidget
 
 from jobdesk.console.connection import ConsoleConnection
 from jobdesk.console.errors import EXPECTED, reason
-from jobdesk.console.jobs.input_models import check_input, skeleton
-from jobdesk.console.jobs.job_detail import monospace
-from jobdesk.console.tasks import spawn
+from jobdesk.console.jobs.input_dialog import InputDialog
+from jobdesk.console.jobs.input_models import skeleton
 from jobdesk.core.models import short_id
 
 
-class NewJobDialog(QDialog):
+class NewJobDialog(InputDialog):
     submitted = Signal(str)  # the new job's id
+    task_name = "new-job"
 
     def __init__(self, connection: ConsoleConnection, models: dict[str, type[BaseModel]],
                  parent: QWidget | None = None) -> None:
-        super().__init__(parent)
+        super().__init__(connection, "{}", "Submit", parent)
         self.setWindowTitle("New job")
         self.resize(560, 520)
-        self.connection = connection
         self.models = models
         self.job_id: str | None = None
-        self._busy = False
         self._prefilled = "{}"  # the skeleton last put in, replaced when the type changes
         self._build_fields()
         self._build_layout()
@@ -53,8 +41,8 @@ class NewJobDialog(QDialog):
         self.validate()
 
     def _build_fields(self) -> None:
-        """Type, input (each with a note under it), dependencies, pipeline, priority, and the
-        database's refusal."""
+        """Type (with a note under it), dependencies, pipeline and priority; the input's fields
+        are `InputDialog`'s."""
         self.type_combo = QComboBox()
         self.type_combo.setEditable(True)
         self.type_combo.setInsertPolicy(QComboBox.InsertPolicy.NoInsert)
@@ -65,13 +53,6 @@ class NewJobDialog(QDialog):
         self.type_note = QLabel()
         self.type_note.setObjectName("hint")
         self.type_note.hide()
-        self.input_edit = QPlainTextEdit("{}")
-        self.input_edit.setFont(monospace())
-        self.input_edit.textChanged.connect(self.validate)
-        self.input_error = QLabel()
-        self.input_error.setObjectName("fieldError")
-        self.input_error.setWordWrap(True)
-        self.input_error.hide()
         self.depends_edit = QLineEdit()
         self.depends_edit.setPlaceholderText("job ids, separated by commas or spaces (optional)")
         self.pipeline_edit = QLineEdit()
@@ -79,9 +60,6 @@ class NewJobDialog(QDialog):
         self.priority = QSpinBox()
         self.priority.setRange(-1_000_000, 1_000_000)
         self.priority.setToolTip("Higher runs first")
-        self.submit_error = QLabel()
-        self.submit_error.setObjectName("fieldError")
-        self.submit_error.setWordWrap(True)
 
     def _build_layout(self) -> None:
         """The form, the refusal under it, and Submit / Cancel."""
@@ -96,11 +74,6 @@ class NewJobDialog(QDialog):
         form.addRow("Depends on", self.depends_edit)
         form.addRow("Pipeline", self.pipeline_edit)
         form.addRow("Priority", self.priority)
-        self.buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel)
-        self.ok_button = self.buttons.button(QDialogButtonBox.StandardButton.Ok)
-        self.ok_button.setText("Submit")
-        self.buttons.accepted.connect(self.submit)
-        self.buttons.rejected.connect(self.reject)
         layout = QVBoxLayout(self)
         layout.addLayout(form, 1)
         layout.addWidget(self.submit_error)
@@ -145,36 +118,19 @@ class NewJobDialog(QDialog):
     def dependencies(self) -> list[str]:
         return [d for d in re.split(r"[\s,]+", self.depends_edit.text()) if d]
 
-    def validate(self) -> dict[str, Any] | None:
-        """Check what is typed; show the problems under the input and enable OK only when fine."""
-        job_type = self.type_combo.currentText().strip()
-        value, problems = check_input(self.input_edit.toPlainText(), self.models.get(job_type))
-        self.input_error.setText("\n".join(problems))
-        self.input_error.setVisible(bool(problems))
-        self.ok_button.setEnabled(bool(job_type) and value is not None and not self._busy)
-        return value
+    def input_model(self) -> type[BaseModel] | None:
+        return self.models.get(self.type_combo.currentText().strip())
 
-    def submit(self) -> None:
-        value = self.validate()
-        if value is None or not self.ok_button.isEnabled():
-            return
-        spawn(self._submit(value), "new-job")
+    def ready(self) -> bool:
+        return bool(self.type_combo.currentText().strip())
 
-    async def _submit(self, value: dict[str, Any]) -> None:
+    async def send(self, value: dict[str, Any]) -> None:
         job_type = self.type_combo.currentText().strip()
         deps, pipeline, priority = self.dependencies(), self.pipeline_edit.text().strip() or None, self.priority.value()
-        self._busy = True
-        self.ok_button.setEnabled(False)
-        self.submit_error.clear()
-        try:
-            job_id = await self.connection.act(lambda jobs: jobs.enqueue(job_type, value, depends_on=deps,
-                                                                         pipeline_id=pipeline, priority=priority))
-        except EXPECTED as exc:  # expected failures are messages; bugs reach the error hook
-            self.submit_error.setText(f"not submitted: {reason(exc)}")
+        job_id = await self.act(lambda jobs: jobs.enqueue(job_type, value, depends_on=deps, pipeline_id=pipeline,
+                                                          priority=priority), "not submitted")
+        if job_id is None:
             return
-        finally:
-            self._busy = False
-            self.validate()
         self.job_id = job_id
         self.submitted.emit(job_id)
         self.setWindowTitle(f"New job — submitted {short_id(job_id)}")

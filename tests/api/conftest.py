@@ -1,7 +1,9 @@
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from typing import Any
 
 import httpx
 import pytest
@@ -32,10 +34,18 @@ async def api(dsn: str) -> AsyncIterator[Api]:
               "bob": await service.create_token("bob", user_id=3)}
     for scope in ("read", "submit", "operate", "approve"):
         tokens[scope] = await service.create_token(scope, scopes=[scope])
-    app = create_app(service, dsn, settings=service.settings)
+    async with serve(service, dsn, tokens) as served:
+        yield served
+    await service.close()
+
+
+@contextlib.asynccontextmanager
+async def serve(service: JobService, dsn: str, tokens: dict[str, str], **options: Any) -> AsyncIterator[Api]:
+    """`create_app(service, dsn, **options)` started, over httpx's ASGI transport, the client
+    calling with the `admin` token."""
+    app = create_app(service, dsn, settings=service.settings, **options)
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
         async with httpx.AsyncClient(transport=transport, base_url="http://api") as client:
             client.headers["Authorization"] = f"Bearer {tokens['admin']}"
             yield Api(client, service, tokens)
-    await service.close()

@@ -14,12 +14,14 @@ import httpx
 from tests.helpers import JOBDESK, ROOT, cli_env, free_port, run_cli
 
 
-def start_api(dsn: str, *args: str) -> tuple[subprocess.Popen[str], str]:
+def start_api(dsn: str, *args: str, **env: str) -> tuple[subprocess.Popen[str], str]:
+    """`jobdesk api ARGS` on a free port of loopback, with these environment variables; returns
+    the process and its base URL once /healthz answers."""
     port = free_port()
-    proc = subprocess.Popen([*JOBDESK, "api", "--port", str(port), *args], env=cli_env(dsn), text=True,
+    proc = subprocess.Popen([*JOBDESK, "api", "--port", str(port), *args], env=cli_env(dsn, **env), text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=ROOT)
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 20
+    deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         try:
             if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:

@@ -7,35 +7,19 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
-import subprocess
-import time
 
 import httpx
 import pytest
 
-from tests.api.test_api_server import free_port, stop
-from tests.helpers import JOBDESK, ROOT, cli_env
+from tests.api.test_api_server import start_api, stop
 
 MiB = 1024 * 1024
 
 
 @pytest.fixture
 def api_url(dsn: str) -> object:
-    port = free_port()
-    proc = subprocess.Popen([*JOBDESK, "api", "--no-auth", "--port", str(port)],
-                            env=cli_env(dsn, JOBDESK_API_MAX_BODY=str(64 * 1024)), text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=ROOT)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
-                break
-        except httpx.HTTPError:
-            pass
-        assert proc.poll() is None and time.monotonic() < deadline, "the API did not start"
-        time.sleep(0.1)
-    yield port
+    proc, url = start_api(dsn, "--no-auth", JOBDESK_API_MAX_BODY=str(64 * 1024))
+    yield httpx.URL(url).port
     assert stop(proc) == 0
 
 

@@ -6,15 +6,13 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator
 
-import httpx
 import pytest
 
-from jobdesk.api import create_app
 from jobdesk.core.input_validation import make_validator
 from jobdesk.core.settings import load_settings
 from jobdesk.runtime.registry import load_processor_classes
 from jobdesk.service.jobs import JobService
-from tests.api.conftest import Api
+from tests.api.conftest import Api, serve
 from tests.api.test_jobs_api import assert_error
 
 GOOD_ORDER = {"customer": "acme", "lines": [{"sku": "a-1", "qty": 2}]}
@@ -27,13 +25,9 @@ async def typed_api(dsn: str) -> AsyncIterator[Api]:
     --processors` loads them; an admin token and one with the read scope only."""
     service = await JobService.connect(dsn, settings=load_settings(), pool_size=4)
     tokens = {"admin": await service.create_token("admin"), "read": await service.create_token("r", scopes=["read"])}
-    app = create_app(service, dsn, settings=service.settings,
-                     validate_input=make_validator(load_processor_classes(["tests.typed_processors"])))
-    async with app.router.lifespan_context(app):
-        transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
-        async with httpx.AsyncClient(transport=transport, base_url="http://api") as client:
-            client.headers["Authorization"] = f"Bearer {tokens['admin']}"
-            yield Api(client, service, tokens)
+    validate = make_validator(load_processor_classes(["tests.typed_processors"]))
+    async with serve(service, dsn, tokens, validate_input=validate) as served:
+        yield served
     await service.close()
 
 

@@ -96,7 +96,7 @@ def test_a_refused_retry_stays_in_the_dialog(qapp: QApplication, qtbot, test_db:
         assert dialog is not None and dialog.ok_button.isEnabled()
         await conn.execute("UPDATE jobs SET status = 'queued' WHERE id = 'c-1'")  # retried by someone else
         dialog.input_edit.setPlainText('{"a": 1}')
-        assert not await dialog.retry_with({"a": 1})
+        assert not await dialog.send({"a": 1})
         assert "cannot retry job c-1: it is queued" in dialog.submit_error.text() and dialog.isVisible()
         assert json.loads(await conn.fetchval("SELECT input_data::text FROM jobs WHERE id = 'c-1'")) == {}
         assert await conn.fetchval("SELECT count(*) FROM audit_log") == 0

@@ -9,7 +9,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -20,9 +19,9 @@ import httpx
 import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from tests.api.test_api_server import stop
+from tests.api.test_api_server import start_api, stop
 from tests.cli.test_cli import one_line_error
-from tests.helpers import JOBDESK, ROOT, cli_env, free_port, run_cli, start_worker, wait_for
+from tests.helpers import ROOT, cli_env, run_cli, start_worker, wait_for
 
 
 class Collector:
@@ -114,23 +113,10 @@ async def _async(value: Any) -> Any:
 
 async def test_jobdesk_api_exports_its_enqueue_spans_in_the_caller_s_trace(
         collector: Collector, conn: asyncpg.Connection, dsn: str) -> None:
-    port = free_port()
-    proc = subprocess.Popen([*JOBDESK, "api", "--no-auth", "--port", str(port)], text=True, cwd=ROOT,
-                            env=cli_env(dsn, OTEL_TRACES_EXPORTER="otlp", OTEL_EXPORTER_OTLP_ENDPOINT=collector.url,
-                                        OTEL_SERVICE_NAME="shop-api"),
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    proc, url = start_api(dsn, "--no-auth", OTEL_TRACES_EXPORTER="otlp", OTEL_EXPORTER_OTLP_ENDPOINT=collector.url,
+                          OTEL_SERVICE_NAME="shop-api")
     trace_id, parent = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
     try:
-        url = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert proc.poll() is None and time.monotonic() < deadline, "the API did not start"
-            time.sleep(0.1)
         answer = httpx.post(f"{url}/api/jobs", json={"type": "test.record", "input_data": {}},
                             headers={"traceparent": f"00-{trace_id}-{parent}-01"})
         assert answer.status_code == 201, answer.text

@@ -6,11 +6,7 @@ gather a burst of enqueues with a debounce into one job. Starts are counted from
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import signal
-import subprocess
 import time
-from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 
@@ -19,29 +15,10 @@ import pytest
 
 from jobdesk.core.models import JobCreate
 from jobdesk.store import transitions
-from tests.helpers import start_worker, wait_for
+from tests.helpers import flow_workers, wait_for
 from tests.pgbouncer import PgBouncer
 
 FLEET = 3
-
-
-@contextlib.contextmanager
-def fleet(dsn: str, tmp_path: Path, **settings: str) -> Iterator[list[subprocess.Popen[str]]]:
-    """FLEET worker processes serving the flow.* types with these settings; stopped on exit."""
-    env = {"JOB_PROCESSOR_POLL_INTERVAL": "0.1", "MAX_CONCURRENT_JOBS": "10", **settings}
-    procs = [start_worker(dsn, "--processors", "flow_processors", log_path=tmp_path / f"worker-{i}.log", **env)
-             for i in range(FLEET)]
-    try:
-        yield procs
-    finally:
-        for p in procs:
-            p.send_signal(signal.SIGTERM)
-        for p in procs:
-            try:
-                p.wait(30)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait(10)
 
 
 async def add_users(conn: asyncpg.Connection, *ids: int) -> None:
@@ -134,7 +111,7 @@ async def test_a_rate_limit_holds_in_every_second_across_three_workers(conn: asy
                                                                        tmp_path: Path) -> None:
     await transitions.enqueue(conn, [JobCreate("flow.rate", {}) for _ in range(400)] +
                               [JobCreate("flow.free", {}) for _ in range(50)])
-    with fleet(dsn, tmp_path, JOB_RATE_LIMITS="flow.rate=20/s"):
+    with flow_workers(dsn, tmp_path, FLEET, JOB_RATE_LIMITS="flow.rate=20/s"):
         started = await check_rate(conn, 20, 10)
         # A type without a limit beside it is not held back.
         await completed(conn, "flow.free", 50, "the unlimited jobs")
@@ -150,7 +127,7 @@ async def test_one_job_per_user_at_a_time_while_users_run_in_parallel(conn: asyn
     await add_users(conn, *users)
     await transitions.enqueue(conn, [JobCreate("flow.user", {"seconds": 0.15}, user_id=u)
                                      for _ in range(5) for u in users])
-    with fleet(dsn, tmp_path, JOB_USER_LIMITS="flow.user=1"):
+    with flow_workers(dsn, tmp_path, FLEET, JOB_USER_LIMITS="flow.user=1"):
         await completed(conn, "flow.user", 20, "the 20 jobs", timeout=60)
     await check_one_per_user(conn, users)
 
@@ -159,7 +136,7 @@ async def test_a_rate_per_user_across_three_workers(conn: asyncpg.Connection, ds
     users = [2, 3, 4]
     await add_users(conn, *users)
     await transitions.enqueue(conn, [JobCreate("flow.urate", {}, user_id=u) for _ in range(15) for u in users])
-    with fleet(dsn, tmp_path, JOB_USER_RATE_LIMITS="flow.urate=4/s"):
+    with flow_workers(dsn, tmp_path, FLEET, JOB_USER_RATE_LIMITS="flow.urate=4/s"):
         await completed(conn, "flow.urate", 45, "the 45 jobs", timeout=90)
     await check_user_rate(conn, users, 4)
 
@@ -170,7 +147,7 @@ async def test_limits_per_user_combine_with_the_type_limit(conn: asyncpg.Connect
     await add_users(conn, *users)
     await transitions.enqueue(conn, [JobCreate("flow.user", {"seconds": 0.15}, user_id=u)
                                      for _ in range(4) for u in users])
-    with fleet(dsn, tmp_path, JOB_USER_LIMITS="flow.user=1", JOB_TYPE_LIMITS="flow.user=2"):
+    with flow_workers(dsn, tmp_path, FLEET, JOB_USER_LIMITS="flow.user=1", JOB_TYPE_LIMITS="flow.user=2"):
         await completed(conn, "flow.user", 16, "the 16 jobs", timeout=90)
     await check_one_per_user(conn, users)
     rows = await conn.fetch("SELECT started_at, completed_at FROM jobs WHERE type = 'flow.user'")
@@ -179,7 +156,7 @@ async def test_limits_per_user_combine_with_the_type_limit(conn: asyncpg.Connect
 
 async def test_fifty_enqueues_of_a_key_in_a_second_run_once_on_three_workers(conn: asyncpg.Connection, dsn: str,
                                                                              tmp_path: Path) -> None:
-    with fleet(dsn, tmp_path):
+    with flow_workers(dsn, tmp_path, FLEET):
         await asyncio.sleep(1)  # the workers are up, and claim as soon as the job is due
         began = time.monotonic()
         ids = []
@@ -199,7 +176,7 @@ async def test_fifty_enqueues_of_a_key_in_a_second_run_once_on_three_workers(con
 async def test_fair_share_lets_a_small_user_through_a_big_backlog(conn: asyncpg.Connection, dsn: str,
                                                                   tmp_path: Path) -> None:
     await enqueue_fair_backlog(conn, 5000, 10)
-    with fleet(dsn, tmp_path, JOB_FAIR_SHARE="flow.fair"):
+    with flow_workers(dsn, tmp_path, FLEET, JOB_FAIR_SHARE="flow.fair"):
         await check_fair(conn, 100)
 
 
@@ -212,7 +189,7 @@ async def test_every_limit_behind_pgbouncer(conn: asyncpg.Connection, dsn: str, 
     await transitions.enqueue(conn, [JobCreate("flow.rate", {}) for _ in range(100)] +
                               [JobCreate("flow.user", {"seconds": 0.1}, user_id=u) for _ in range(3) for u in users] +
                               [JobCreate("flow.urate", {}, user_id=u) for _ in range(6) for u in users])
-    with fleet(pooled, tmp_path, JOB_RATE_LIMITS="flow.rate=10/s", JOB_USER_LIMITS="flow.user=1",
+    with flow_workers(pooled, tmp_path, FLEET, JOB_RATE_LIMITS="flow.rate=10/s", JOB_USER_LIMITS="flow.user=1",
                JOB_FAIR_SHARE="flow.fair", JOB_USER_RATE_LIMITS="flow.urate=2/s"):
         await check_fair(conn, 50)
         assert await check_rate(conn, 10, 3) >= 20

@@ -5,7 +5,6 @@ the jobs it runs. Directly, and through PgBouncer in transaction mode."""
 
 from __future__ import annotations
 
-import signal
 import subprocess
 from pathlib import Path
 
@@ -14,7 +13,7 @@ import pytest
 
 from jobdesk.core.models import JobCreate
 from jobdesk.store import transitions
-from tests.helpers import start_worker, wait_for
+from tests.helpers import start_worker, stop_workers, wait_for
 from tests.pgbouncer import PgBouncer
 
 PROCESSORS = "tests.runtime.offloop_processors"
@@ -25,18 +24,6 @@ SHORT_LEASE = {"JOB_LEASE_TIMEOUT": "3", "JOB_HEARTBEAT_INTERVAL": "0.5", "JOB_P
 def _two_workers(url: str, logs: Path, **extra: str) -> list[subprocess.Popen[str]]:
     return [start_worker(url, "--processors", PROCESSORS, log_path=logs / f"worker{i}.log", **SHORT_LEASE, **extra)
             for i in (1, 2)]
-
-
-def _stop(workers: list[subprocess.Popen[str]]) -> None:
-    for proc in workers:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-    for proc in workers:
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(5)
 
 
 async def _live_workers(conn: asyncpg.Connection) -> int:
@@ -61,7 +48,7 @@ async def _runs_once_though_it_blocks_past_the_lease(conn: asyncpg.Connection, u
         await wait_for(lambda: _is(_status(conn, job.id), "completed"), timeout=60, what="the job to complete")
         lost = await conn.fetchval("SELECT count(*) FROM workers WHERE state = 'lost'")
     finally:
-        _stop(workers)
+        stop_workers(workers)
     assert len(_runs(runs)) == 1, _runs(runs)
     assert lost == 0
     assert await conn.fetchval("SELECT attempts FROM jobs WHERE id = $1", job.id) == 1
@@ -96,6 +83,6 @@ async def test_the_lease_lapses_once_the_loop_is_blocked_past_the_time_limit(
                                              "AND error_message = 'worker lost'", job.id),
                        timeout=60, what="the job to be taken back from its blocked worker")
     finally:
-        _stop(workers)
+        stop_workers(workers)
     logs = "".join((tmp_path / f"worker{i}.log").read_text() for i in (1, 2))
     assert "longer than the time limit of the jobs it runs" in logs

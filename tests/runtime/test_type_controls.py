@@ -7,12 +7,8 @@ worker; bad input is one line and a non-zero exit, and writes nothing."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import getpass
 import json
-import signal
-import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import asyncpg
@@ -20,30 +16,12 @@ import asyncpg
 from jobdesk.core.models import JobCreate
 from jobdesk.store import transitions
 from tests.cli.test_cli import one_line_error
-from tests.helpers import run_cli, start_worker, wait_for
+from tests.helpers import flow_workers, run_cli, wait_for
 from tests.pgbouncer import PgBouncer
 
-POLL = 0.1
-# Within a poll interval, with a wide margin for a loaded machine: the tests never measure speed.
+# Within a poll interval (0.1 s in `flow_workers`), with a wide margin for a loaded machine:
+# the tests never measure speed.
 SETTLE_S = 3.0
-
-
-@contextlib.contextmanager
-def workers(dsn: str, tmp_path: Path, count: int = 2, **settings: str) -> Iterator[list[subprocess.Popen[str]]]:
-    env = {"JOB_PROCESSOR_POLL_INTERVAL": str(POLL), "MAX_CONCURRENT_JOBS": "10", **settings}
-    procs = [start_worker(dsn, "--processors", "flow_processors", log_path=tmp_path / f"worker-{i}.log", **env)
-             for i in range(count)]
-    try:
-        yield procs
-    finally:
-        for p in procs:
-            p.send_signal(signal.SIGTERM)
-        for p in procs:
-            try:
-                p.wait(30)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait(10)
 
 
 async def enqueue(conn: asyncpg.Connection, job_type: str, n: int, seconds: float = 0) -> list[str]:
@@ -62,7 +40,7 @@ async def live_workers(conn: asyncpg.Connection, n: int) -> None:
 
 async def test_pause_from_the_cli_stops_every_worker_and_resume_starts_them(
         conn: asyncpg.Connection, dsn: str, tmp_path: Path) -> None:
-    with workers(dsn, tmp_path):
+    with flow_workers(dsn, tmp_path, 2):
         await live_workers(conn, 2)
         [long_job] = await enqueue(conn, "flow.free", 1, seconds=2.0)
         await wait_for(lambda: conn.fetchval("SELECT status = 'in_progress' FROM jobs WHERE id = $1", long_job),
@@ -100,7 +78,7 @@ async def test_pause_from_the_cli_stops_every_worker_and_resume_starts_them(
 
 async def test_a_limit_changed_at_run_time_is_obeyed_by_a_running_worker(
         conn: asyncpg.Connection, dsn: str, tmp_path: Path) -> None:
-    with workers(dsn, tmp_path, count=1):
+    with flow_workers(dsn, tmp_path, 1):
         await live_workers(conn, 1)
         await enqueue(conn, "flow.free", 200, seconds=0.3)
         await wait_for(lambda: conn.fetchval("SELECT count(*) >= 5 FROM jobs WHERE type = 'flow.free' "
@@ -131,7 +109,7 @@ async def test_the_setting_is_the_default_and_the_database_wins(
         conn: asyncpg.Connection, dsn: str, tmp_path: Path) -> None:
     changed = run_cli("types", "set", "flow.free", "--limit", "1", "--rate", "50/s", dsn=dsn)
     assert changed.returncode == 0, changed.stderr
-    with workers(dsn, tmp_path, count=1, JOB_TYPE_LIMITS="flow.free=5,flow.echo=3", JOB_USER_LIMITS="flow.echo=2"):
+    with flow_workers(dsn, tmp_path, 1, JOB_TYPE_LIMITS="flow.free=5,flow.echo=3", JOB_USER_LIMITS="flow.echo=2"):
         await live_workers(conn, 1)
         listed = run_cli("types", dsn=dsn)
         assert listed.returncode == 0, listed.stderr
@@ -151,7 +129,7 @@ async def test_the_setting_is_the_default_and_the_database_wins(
 async def test_pause_behind_pgbouncer_without_a_listen(conn: asyncpg.Connection, dsn: str, tmp_path: Path,
                                                         pgbouncer: PgBouncer) -> None:
     pooled = pgbouncer.url(dsn, declared=False)
-    with workers(pooled, tmp_path, count=1):
+    with flow_workers(pooled, tmp_path, 1):
         await live_workers(conn, 1)
         assert run_cli("types", "pause", "flow.free", dsn=pooled).returncode == 0
         await asyncio.sleep(SETTLE_S)  # the worker polls the paused types: no NOTIFY reaches it

@@ -11,10 +11,13 @@ Flow control (JOB_RATE_LIMITS, JOB_USER_RATE_LIMITS, JOB_USER_LIMITS, JOB_FAIR_S
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from jobdesk.core.durations import parse_seconds
+
+V = TypeVar("V")
 
 
 @dataclass(frozen=True)
@@ -87,31 +90,52 @@ def describe(config: FlowConfig) -> str:
     return ", ".join(p for p in parts if p) or "none"
 
 
-def parse_rates(text: str) -> dict[str, Rate]:
-    """`image.generate=10/s,video.render=100/m` as {type: Rate}; ValueError naming the bad part."""
-    rates: dict[str, Rate] = {}
+def _parse_per_type(text: str, parse_part: Callable[[str], dict[str, V]]) -> dict[str, V]:
+    """`TYPE=VALUE,TYPE=VALUE` as {type: value}, each part read by `parse_part`; empty parts are
+    passed over and a type named twice keeps its last value."""
+    values: dict[str, V] = {}
     for part in (p.strip() for p in text.split(",")):
         if part:
-            rates.update(parse_rate(part))
-    return rates
+            values.update(parse_part(part))
+    return values
+
+
+def _split_part(part: str, form: str, example: str) -> tuple[str, str]:
+    """`TYPE=VALUE` as (type, value); ValueError naming `form` (`TYPE=N`) and an example unless
+    the type is 1 to 255 characters."""
+    name, sep, value = part.rpartition("=")
+    name = name.strip()
+    if not sep or not name or len(name) > 255:
+        raise ValueError(f"{part!r} is not {form}, like {example}")
+    return name, value
+
+
+def _at_least_one(part: str, text: str, example: str) -> int:
+    """The N of a part: a whole number of at least 1."""
+    try:
+        n = int(text.strip())
+    except ValueError:
+        raise ValueError(f"{part!r}: N must be a whole number, like {example}") from None
+    if n < 1:
+        raise ValueError(f"{part!r}: N must be at least 1")
+    return n
+
+
+def parse_rates(text: str) -> dict[str, Rate]:
+    """`image.generate=10/s,video.render=100/m` as {type: Rate}; ValueError naming the bad part."""
+    return _parse_per_type(text, parse_rate)
 
 
 def parse_rate(part: str) -> dict[str, Rate]:
     """One `TYPE=N/P`, N at least 1 and P one of s, m, h."""
-    name, sep, value = part.rpartition("=")
-    name = name.strip()
+    form, example = "TYPE=N/PERIOD", "image.generate=10/s"
+    name, value = _split_part(part, form, example)
     count, slash, unit = value.strip().partition("/")
-    if not sep or not name or len(name) > 255 or not slash:
-        raise ValueError(f"{part!r} is not TYPE=N/PERIOD, like image.generate=10/s")
+    if not slash:
+        raise ValueError(f"{part!r} is not {form}, like {example}")
     if unit.strip() not in PERIODS:
-        raise ValueError(f"{part!r}: the period must be s, m or h, like image.generate=10/s")
-    try:
-        n = int(count.strip())
-    except ValueError:
-        raise ValueError(f"{part!r}: N must be a whole number, like image.generate=10/s") from None
-    if n < 1:
-        raise ValueError(f"{part!r}: N must be at least 1")
-    return {name: Rate(n, PERIODS[unit.strip()])}
+        raise ValueError(f"{part!r}: the period must be s, m or h, like {example}")
+    return {name: Rate(_at_least_one(part, count, example), PERIODS[unit.strip()])}
 
 
 def parse_type_names(text: str) -> list[str]:
@@ -136,45 +160,24 @@ def flow_configs(types: Iterable[str], rates: Mapping[str, Rate], user_rates: Ma
 
 def parse_type_limits(text: str) -> dict[str, int]:
     """`video.render=2,image.generate=4` as {type: N}; ValueError naming the bad part."""
-    limits: dict[str, int] = {}
-    for part in (p.strip() for p in text.split(",")):
-        if not part:
-            continue
-        limits.update(parse_type_limit(part))
-    return limits
+    return _parse_per_type(text, parse_type_limit)
 
 
 def parse_type_limit(part: str) -> dict[str, int]:
     """One `TYPE=N` (N at least 1)."""
-    name, sep, count = part.rpartition("=")
-    name = name.strip()
-    if not sep or not name or len(name) > 255:
-        raise ValueError(f"{part!r} is not TYPE=N, like video.render=2")
-    try:
-        value = int(count.strip())
-    except ValueError:
-        raise ValueError(f"{part!r}: N must be a whole number, like video.render=2") from None
-    if value < 1:
-        raise ValueError(f"{part!r}: N must be at least 1")
-    return {name: value}
+    name, count = _split_part(part, "TYPE=N", "video.render=2")
+    return {name: _at_least_one(part, count, "video.render=2")}
 
 
 def parse_type_timeouts(text: str) -> dict[str, float]:
     """`video.render=600,email.send=30` as {type: seconds}; ValueError naming the bad part.
     A value may carry a unit as other durations do: `video.render=10m`."""
-    timeouts: dict[str, float] = {}
-    for part in (p.strip() for p in text.split(",")):
-        if part:
-            timeouts.update(parse_type_timeout(part))
-    return timeouts
+    return _parse_per_type(text, parse_type_timeout)
 
 
 def parse_type_timeout(part: str) -> dict[str, float]:
     """One `TYPE=SECONDS` (more than 0)."""
-    name, sep, value = part.rpartition("=")
-    name = name.strip()
-    if not sep or not name or len(name) > 255:
-        raise ValueError(f"{part!r} is not TYPE=SECONDS, like video.render=600")
+    name, value = _split_part(part, "TYPE=SECONDS", "video.render=600")
     try:
         seconds = parse_seconds(value)
     except ValueError:

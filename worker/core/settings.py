@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Annotated
 
 from pydantic import BeforeValidator, Field, ValidationError, ValidationInfo, field_validator
@@ -32,6 +33,13 @@ def _duration(value: object) -> object:
 
 # Seconds, or None for "forever"; read from `90s`, `12h`, `7d` or `forever`.
 Duration = Annotated[float | None, BeforeValidator(_duration)]
+
+# The settings written per job type, with the parser of each: `TYPE=N,...`, `TYPE=N/P,...`, `TYPE,TYPE`.
+PER_TYPE_PARSERS: dict[str, Callable[[str], object]] = {
+    "JOB_TYPE_LIMITS": parse_type_limits, "JOB_USER_LIMITS": parse_type_limits,
+    "JOB_RATE_LIMITS": parse_rates, "JOB_USER_RATE_LIMITS": parse_rates,
+    "JOB_TYPE_TIMEOUTS": parse_type_timeouts, "JOB_FAIR_SHARE": parse_type_names,
+}
 
 
 class Settings(BaseSettings):
@@ -145,15 +153,10 @@ class Settings(BaseSettings):
             raise ValueError("intervals must be zero or more seconds")
         return value
 
-    @field_validator("JOB_TYPE_LIMITS", "JOB_USER_LIMITS", mode="before")
+    @field_validator(*PER_TYPE_PARSERS, mode="before")
     @classmethod
-    def _parse_type_limits(cls, value: object) -> object:
-        return parse_type_limits(value) if isinstance(value, str) else value
-
-    @field_validator("JOB_TYPE_TIMEOUTS", mode="before")
-    @classmethod
-    def _parse_type_timeouts(cls, value: object) -> object:
-        return parse_type_timeouts(value) if isinstance(value, str) else value
+    def _parse_per_type(cls, value: object, info: ValidationInfo) -> object:
+        return PER_TYPE_PARSERS[str(info.field_name)](value) if isinstance(value, str) else value
 
     @field_validator("JOB_TIMEOUT", mode="before")
     @classmethod
@@ -161,16 +164,6 @@ class Settings(BaseSettings):
         if isinstance(value, str):
             return _duration_seconds(value) if value.strip() else None  # empty: no limit
         return value
-
-    @field_validator("JOB_RATE_LIMITS", "JOB_USER_RATE_LIMITS", mode="before")
-    @classmethod
-    def _parse_rates(cls, value: object) -> object:
-        return parse_rates(value) if isinstance(value, str) else value
-
-    @field_validator("JOB_FAIR_SHARE", mode="before")
-    @classmethod
-    def _parse_fair_share(cls, value: object) -> object:
-        return parse_type_names(value) if isinstance(value, str) else value
 
     @field_validator("JOBDESK_EMBEDDED_IDLE_STOP", mode="before")
     @classmethod
