@@ -216,7 +216,9 @@ def describe_size(size: TableSize) -> str:
     if size.estimated_rows is not None:
         rows = f"≈ {size.estimated_rows:,} rows"
     elif size.counted_rows is not None:  # not analysed yet: counted instead
-        rows = f"{COUNTED_ROWS_CAP:,}+ rows" if size.counted_past_cap else f"{size.counted_rows:,} rows"
+        counted = size.counted_rows
+        plural = "" if counted == 1 else "s"
+        rows = f"{COUNTED_ROWS_CAP:,}+ rows" if size.counted_past_cap else f"{counted:,} row{plural}"
     else:
         rows = "rows unknown"
     mb = size.total_bytes / 1_000_000

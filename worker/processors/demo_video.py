@@ -63,7 +63,11 @@ def _options(job: Job) -> dict[str, Any]:
 async def _work(job: Job, options: dict[str, Any]) -> float:
     jitter = random.uniform(0.6, 1.4)  # noqa: S311 - simulated work
     seconds = BASE_SECONDS[job.type] * options["duration_scale"] * jitter
-    await asyncio.sleep(seconds)
+    await job.log(f"{job.type} on {options['topic']!r}: about {seconds:.1f} s of work")
+    parts = 10  # reported as it goes, as a real stage would: the console shows the bar move
+    for done in range(1, parts + 1):
+        await asyncio.sleep(seconds / parts)
+        await job.progress(done / parts, f"{done} of {parts} parts")
     return round(seconds, 3)
 
 
