@@ -55,13 +55,8 @@ def _seconds_arg(flag: str) -> Callable[[str], float]:
     return parse
 
 
-def add_parsers(sub: Subparsers, common: ArgumentParser) -> None:
-    """demo, submit, jobs, show, cancel, retry, approve, reject."""
-    p = sub.add_parser("demo", parents=[common], help="enqueue the demo 'generate video' pipeline")
-    p.add_argument("--topic", help="what the demo video is about")
-    p.add_argument("--count", type=int, default=1, help="how many pipelines (default 1)")
-    p.add_argument("--fast", action="store_true", help="stages take a tenth of their usual time")
-
+def _add_submit_parser(sub: Subparsers, common: ArgumentParser) -> None:
+    """jobdesk submit: one job, its time, its key and its debounce."""
     p = sub.add_parser("submit", parents=[common], help="enqueue a job")
     p.add_argument("type", metavar="TYPE")
     p.add_argument("--input", type=json_arg, default={}, metavar="JSON", help="input_data (a JSON object)")
@@ -83,6 +78,17 @@ def add_parsers(sub: Subparsers, common: ArgumentParser) -> None:
     p.add_argument("--processors", action="extend", nargs="+", default=[], metavar="MODULE",
                    help="modules with a PROCESSOR_MAP whose input models check --input (one or more)")
 
+
+
+def add_parsers(sub: Subparsers, common: ArgumentParser) -> None:
+    """demo, submit, jobs, show, cancel, retry, approve, reject."""
+    p = sub.add_parser("demo", parents=[common], help="enqueue the demo 'generate video' pipeline")
+    p.add_argument("--topic", help="what the demo video is about")
+    p.add_argument("--count", type=int, default=1, help="how many pipelines (default 1)")
+    p.add_argument("--fast", action="store_true", help="stages take a tenth of their usual time")
+
+    _add_submit_parser(sub, common)
+
     p = sub.add_parser("jobs", parents=[common], help="list jobs, newest first")
     p.add_argument("--status", type=status_arg)
     p.add_argument("--type")
@@ -93,7 +99,6 @@ def add_parsers(sub: Subparsers, common: ArgumentParser) -> None:
 
     p = sub.add_parser("show", parents=[common], help="show one job with its attempt history")
     p.add_argument("id", metavar="ID")
-
 
     for name, what in (("cancel", "cancel jobs and their dependants"),
                        ("retry", "put failed or cancelled jobs back in the queue"),
