@@ -93,6 +93,8 @@ async def test_bad_input_is_a_422_and_changes_nothing(api: Api) -> None:
         ("put", "/api/types/img.resize/limits", {"user_rate": "0/s"}, "at least 1"),
         ("put", "/api/types/img.resize/limits", {"rate": "5/d"}, "not a rate"),
         ("put", "/api/types/img.resize/limits", {"limit": "many"}, "limit"),
+        ("put", "/api/types/img.resize/limits", {"limit": True}, "limit"),
+        ("put", "/api/types/img.resize/limits", {"user_limit": 2.5}, "user_limit"),
         ("put", "/api/types/img.resize/limits", {"speed": 3}, "speed"),
         ("put", "/api/types/img.resize/limits", {}, "no limit given"),
         ("put", "/api/types/%20/limits", {"limit": 1}, "empty"),

@@ -49,7 +49,8 @@ class LimitsIn(BaseModel):
     """Each limit given is set; null clears it (the JOB_* setting is in force again); one left out
     is not changed."""
 
-    model_config = ConfigDict(extra="forbid", json_schema_extra={
+    # Strict: `true` is not a limit of 1, nor 2.0 a limit of 2.
+    model_config = ConfigDict(extra="forbid", strict=True, json_schema_extra={
         "example": {"limit": 2, "rate": "10/s", "user_limit": None, "user_rate": None}})
     limit: int | None = Field(None, description="jobs of the type in progress across the fleet, 0 or more")
     rate: str | None = Field(None, description="starts across the fleet: N/s, N/m or N/h")
