@@ -56,10 +56,11 @@ async def _jobs_in_every_state(api: Api) -> list[str]:
             {"draft": 1}, requires_approval=True))])
         # Whole seconds: isoformat leaves the fraction out then, and so must the document.
         await conn.execute("UPDATE jobs SET created_at = date_trunc('second', created_at) WHERE id = $1", done)
-        # Progress: a fraction, a message to escape, whole and fractional seconds; none on the others.
+        # Progress: a fraction, a message to escape, whole seconds, and microseconds that end in a 0
+        # (isoformat writes all six digits); none on the others.
         await conn.execute("INSERT INTO job_progress (job_id, fraction, message, at) VALUES "
-                           "($1, 0.4, 'naïve \"40\" of 100', date_trunc('second', now())), ($2, 1, NULL, now())",
-                           done, fail)
+                           "($1, 0.4, 'naïve \"40\" of 100', date_trunc('second', now())), "
+                           "($2, 1, NULL, '2026-12-06 07:15:50.20577+00')", done, fail)
     await svc.cancel([cancel])
     return [*ids, child]
 

@@ -40,9 +40,9 @@ ATTEMPT_KEYS = ("attempt", "worker_id", "started_at", "finished_at", "outcome", 
 
 
 def _value(alias: str, key: str) -> str:
-    """The SQL of one key: its column, timestamps (`*_at`) in `_iso`'s form."""
+    """The SQL of one key: its column, timestamps (`*_at`, and progress's `at`) in `_iso`'s form."""
     column = f"{alias}.{key}"
-    if key.endswith("_at"):
+    if key.endswith("_at") or key == "at":
         return _iso(column)
     if key == "dependent_on_jobs":
         return f"COALESCE({column}, '[]'::jsonb)"
