@@ -2,10 +2,11 @@
 across the fleet, and whether their limits changed (`jobdesk types pause|resume|set`).
 
 The claim is the hot path, so it never reads `type_controls`: this loop reads the paused types
-(one small statement) on the control NOTIFY and every poll interval, hands them to the pumps,
-which leave them out of their claims, and reads the limits again when the table's stamp moved.
-Without a LISTEN (behind a transaction pooler), the poll alone keeps every worker within one
-poll interval of a change.
+(one small statement) on the control NOTIFY, hands them to the pumps, which leave them out of
+their claims, and reads the limits again when the table's stamp moved. While the worker hears
+no NOTIFY (behind a transaction pooler, or while its listener is away) it reads every poll
+interval instead, which keeps it within one poll interval of a change; when its listener is back
+it reads once, for what was said while it was away.
 """
 
 from __future__ import annotations
@@ -28,17 +29,19 @@ class TypeWatch:
     """Keeps `pumps.paused_types` and the pumps' limits in step with `type_controls`."""
 
     def __init__(self, db: DbLink, pumps: Pumps, refresh_limits: Callable[[], Awaitable[None]], *,
-                 poll: float, stop: asyncio.Event) -> None:
+                 poll: float, stop: asyncio.Event, listening: Callable[[], bool]) -> None:
+        """`listening()`: whether the worker hears the control channel's NOTIFY now."""
         self.db = db
         self.pumps = pumps
         self.refresh_limits = refresh_limits
         self.poll = poll
         self.stop = stop
+        self.listening = listening
         self._changed = asyncio.Event()  # a NOTIFY said the controls changed
         self._stamp: datetime | None = None
 
     def changed(self) -> None:
-        """The control channel announced a change: read it now."""
+        """The control channel announced a change, or the listener is back: read it now."""
         self._changed.set()
 
     async def read(self) -> None:
@@ -57,6 +60,8 @@ class TypeWatch:
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(self.poll):
                     await self._changed.wait()
+            if not self._changed.is_set() and self.listening():
+                continue  # nothing said, and a change would have been: the NOTIFY wakes this loop
             self._changed.clear()
             try:
                 await self.read()

@@ -104,7 +104,8 @@ class Worker:
                            types=self.types, poll=settings.JOB_PROCESSOR_POLL_INTERVAL,
                            limits=ClaimLimits(local=dict(type_caps or {})), stats=self.stats, stop=self._stop)
         self.type_watch = TypeWatch(self.db, self.pumps, self.refresh_limits,
-                                    poll=settings.JOB_PROCESSOR_POLL_INTERVAL, stop=self._stop)
+                                    poll=settings.JOB_PROCESSOR_POLL_INTERVAL, stop=self._stop,
+                                    listening=lambda: self.listening is not None and self.listening.listening)
         # Made at start, once the pool has found out whether a pooler answers (no LISTEN through one).
         self.listening: ListenerSupervisor | None = None
         self.supervisor = Supervisor(self)
@@ -231,7 +232,7 @@ class Worker:
         self.listening = worker_listener(self.db.dsn, self.settings,
                                          {NEW_JOBS_CHANNEL: self._on_new_jobs,
                                           transitions.CONTROL_CHANNEL: self._on_control},
-                                         send=self.db.notify, on_listening=self.kicks.set)
+                                         send=self.db.notify, on_listening=self._listening_again)
         await self.listening.start()
         self.alerts.start()
         await self.supervisor.start()
@@ -264,6 +265,12 @@ class Worker:
         for task in self._tasks:
             task.add_done_callback(self._task_died)
         return supervising
+
+    def _listening_again(self) -> None:
+        """The listener hears NOTIFYs again: what was said while it was away is read now (new jobs
+        by a claim, the operators' type controls by the type watch)."""
+        self.kicks.set()
+        self.type_watch.changed()
 
     async def _poll_cancels(self) -> None:
         """Without LISTEN (behind a pooler with no DATABASE_LISTEN_URL, or while the listener is

@@ -2,8 +2,8 @@
 operator set at run time, with the audit rows of each change and the NOTIFY that tells workers.
 
 A pause is not a job transition: no job changes status. Workers keep the set of paused types
-(`claim_controls`, read on the NOTIFY and every poll interval) and leave those types out of their
-claims; the claim statements never read this table. Limits set here are put in force in
+(`claim_controls`, read on the NOTIFY, and every poll interval while no NOTIFY is heard) and
+leave those types out of their claims; the claim statements never read this table. Limits set here are put in force in
 `type_limits` and `flow_limits`, where the claims read them (`jobdesk_apply_type_controls`).
 """
 
@@ -116,7 +116,7 @@ class ClaimControls:
 
 
 async def claim_controls(conn: asyncpg.Connection, types: Sequence[str]) -> ClaimControls:
-    """One small read, every poll interval and on the NOTIFY: the paused types among `types`."""
+    """One small read, on the NOTIFY (every poll interval without one): the paused types among `types`."""
     row = await conn.fetchrow("""
         SELECT COALESCE(array_agg(type) FILTER (WHERE paused AND type = ANY($1::text[])), '{}') AS paused,
                max(updated_at) AS stamp
