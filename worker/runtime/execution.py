@@ -124,7 +124,8 @@ class Execution:
             executor = executor_of(processor)
             limit = time_limit(job_type, processor, type_timeouts or {}, default_timeout)
             self.plans[job_type] = None if executor == "async" and limit is None else (executor, limit)
-        in_processes = {type(p).__module__ for t, p in processors.items() if executor_of(p) == "process"}
+        in_processes = {type(processors[t]).__module__ for t, plan in self.plans.items()
+                        if plan is not None and plan[0] == "process"}
         if in_processes:
             # Loaded only for a worker that runs processes: multiprocessing and pickle cost its start.
             from jobdesk.runtime.processes import preload
