@@ -126,13 +126,19 @@ def call_on_loop(loop: asyncio.AbstractEventLoop, fn: Callable[..., Any], *args:
     return asyncio.run_coroutine_threadsafe(call(), loop).result()
 
 
+# Job methods that record at once from any thread (jobdesk.core.job_report): a thread calls them
+# itself, rather than wait a turn of the event loop for each report of a tight loop.
+_THREAD_SAFE = frozenset({"progress", "log"})
+
+
 class ThreadJob:
     """The `Job` a plain `def` processor gets in its thread: the same names, without `await`.
 
-    Data (`id`, `input_data`, `attempt`...) and `cancelled` are read from the job itself; a
-    method (`step`, `sleep`, `spawn`, `progress`, `log`...) is called on the event loop and its
-    result awaited there, and the thread gets that result. A plain function given to `job.step`
-    runs in a thread of its own, as from an async processor."""
+    Data (`id`, `input_data`, `attempt`...) and `cancelled` are read from the job itself;
+    `progress` and `log`, which record from any thread at once, are called right here; any other
+    method (`step`, `sleep`, `spawn`...) is called on the event loop and its result awaited there,
+    and the thread gets that result. A plain function given to `job.step` runs in a thread of its
+    own, as from an async processor."""
 
     __slots__ = ("_job", "_loop")
 
@@ -147,7 +153,7 @@ class ThreadJob:
 
     def __getattr__(self, name: str) -> Any:  # noqa: ANN401 - whatever the Job has
         value = getattr(self._job, name)
-        if name.startswith("_") or not callable(value):
+        if name.startswith("_") or name in _THREAD_SAFE or not callable(value):
             return value
 
         def forwarded(*args: Any, **kwargs: Any) -> Any:  # noqa: ANN401
