@@ -279,9 +279,10 @@ class Worker:
         too, far less often.) With LISTEN this costs nothing: a cancel's NOTIFY is heard at once."""
         while True:
             await asyncio.sleep(self.settings.JOB_PROCESSOR_POLL_INTERVAL)
-            listening = self.listening
+            if self.listening is None or self.listening.listening:
+                continue
             running = [job.id for job, _ in self.execution.running.values() if not job.cancelled]
-            if not running or listening is None or listening.listening:
+            if not running:
                 continue
             try:
                 cancelled = await self.db.call(lambda c: transitions.inactive_among(c, running))
