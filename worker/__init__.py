@@ -27,24 +27,41 @@ if __name__ != "jobdesk":  # the checkout's folder imported by its old name
     raise ImportError(f"jobdesk is imported as `jobdesk`, not `{__name__}`: write `from jobdesk import ...` "
                       "(the old names `worker` and `desktop` were dropped in 0.2.0; see the changelog)")
 
-from jobdesk.core.errors import (
-    DatabaseUnavailable,
-    EventTimeout,
-    IllegalTransition,
-    InvalidJob,
-    JobdeskError,
-    JobNotFound,
-    JobWaitTimeout,
-    NoJobResult,
-    PermanentJobError,
-    StepError,
-)
-from jobdesk.core.models import Job, JobCreate, JobRecord, ProcessorResult, Status
-from jobdesk.core.processor import BaseProcessor
-from jobdesk.core.schedules import Schedule
+from typing import TYPE_CHECKING
+
 from jobdesk.core.version import __version__
-from jobdesk.service.client import JobClient
-from jobdesk.service.sync_client import SyncJobClient
+
+if TYPE_CHECKING:  # what the names below are, for type checkers; at run time each loads when first used
+    from jobdesk.core.errors import (
+        DatabaseUnavailable,
+        EventTimeout,
+        IllegalTransition,
+        InvalidJob,
+        JobdeskError,
+        JobNotFound,
+        JobWaitTimeout,
+        NoJobResult,
+        PermanentJobError,
+        StepError,
+    )
+    from jobdesk.core.models import Job, JobCreate, JobRecord, ProcessorResult, Status
+    from jobdesk.core.processor import BaseProcessor
+    from jobdesk.core.schedules import Schedule
+    from jobdesk.service.client import JobClient
+    from jobdesk.service.sync_client import SyncJobClient
+
+# Where each public name lives. They are loaded on first use (PEP 562), not by `import jobdesk`:
+# a command such as `jobdesk worker` then loads only the modules it runs, and starts sooner.
+_EXPORTS = {
+    **dict.fromkeys(("DatabaseUnavailable", "EventTimeout", "IllegalTransition", "InvalidJob", "JobdeskError",
+                     "JobNotFound", "JobWaitTimeout", "NoJobResult", "PermanentJobError", "StepError"),
+                    "jobdesk.core.errors"),
+    **dict.fromkeys(("Job", "JobCreate", "JobRecord", "ProcessorResult", "Status"), "jobdesk.core.models"),
+    "BaseProcessor": "jobdesk.core.processor",
+    "Schedule": "jobdesk.core.schedules",
+    "JobClient": "jobdesk.service.client",
+    "SyncJobClient": "jobdesk.service.sync_client",
+}
 
 __all__ = [
     # the backend clients
@@ -58,3 +75,13 @@ __all__ = [
     "NoJobResult", "EventTimeout", "StepError",
     "__version__",
 ]
+
+
+def __getattr__(name: str) -> object:
+    from jobdesk.core.lazy import load_export
+
+    return load_export(globals(), _EXPORTS, name)
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_EXPORTS})

@@ -10,12 +10,12 @@ import logging
 import os
 import sys
 from collections.abc import Callable, Sequence
+from importlib import import_module
+from types import ModuleType
 
 import asyncpg
 
-from jobdesk.cli import api, database, doctor, events, jobs, logs, pipelines, schedules, sharing, types, workers
 from jobdesk.cli.arguments import EXIT_ERROR, ArgumentParser, Subparsers
-from jobdesk.cli.jobs import check_bulk_args
 from jobdesk.cli.session import Command, Invocation
 from jobdesk.core.errors import JobdeskError
 from jobdesk.core.extras import MissingExtra
@@ -23,25 +23,50 @@ from jobdesk.core.settings import load_settings
 from jobdesk.core.version import __version__
 from jobdesk.observe import otel_setup
 
-COMMANDS: dict[str, Command] = {**database.COMMANDS, **workers.COMMANDS, **jobs.COMMANDS, **pipelines.COMMANDS,
-                                **api.COMMANDS, **schedules.COMMANDS, **types.COMMANDS, **events.COMMANDS,
-                                **doctor.COMMANDS, **sharing.COMMANDS, **logs.COMMANDS}
+# Each command group's module (jobdesk.cli.GROUP) and the commands it runs (its COMMANDS). A
+# command loads its group's module alone (and what that imports): `jobdesk worker` does not load
+# what `jobdesk export` needs, and starts sooner. tests/cli check this table against the modules.
+GROUPS: dict[str, tuple[str, ...]] = {
+    "database": ("migrate", "db", "prune", "stats"),
+    "workers": ("worker", "workers", "worker-ctl"),
+    "jobs": ("submit", "jobs", "show", "cancel", "retry", "approve", "reject", "demo"),
+    "pipelines": ("pipelines", "cancel-pipeline"),
+    "api": ("api", "token"),
+    "schedules": ("schedule",),
+    "types": ("types",),
+    "events": ("event",),
+    "doctor": ("doctor",),
+    "sharing": ("export", "open"),
+    "logs": ("logs",),
+}
+GROUP_OF = {command: group for group, commands in GROUPS.items() for command in commands}
 
-# Each group adds its commands' parsers, in the order `jobdesk --help` lists them.
-PARSERS: tuple[Callable[[Subparsers, ArgumentParser], None], ...] = (
-    database.add_setup_parsers, workers.add_worker_parser, jobs.add_parsers, logs.add_parsers, sharing.add_parsers,
-    workers.add_fleet_parser, pipelines.add_parsers, database.add_upkeep_parsers, workers.add_control_parser,
-    api.add_parsers, schedules.add_parsers, types.add_parsers, events.add_parsers, doctor.add_parsers)
+# Each group's parser adders, in the order `jobdesk --help` lists their commands.
+PARSERS: tuple[tuple[str, str], ...] = (
+    ("database", "add_setup_parsers"), ("workers", "add_worker_parser"), ("jobs", "add_parsers"),
+    ("logs", "add_parsers"), ("sharing", "add_parsers"), ("workers", "add_fleet_parser"),
+    ("pipelines", "add_parsers"), ("database", "add_upkeep_parsers"), ("workers", "add_control_parser"),
+    ("api", "add_parsers"), ("schedules", "add_parsers"), ("types", "add_parsers"), ("events", "add_parsers"),
+    ("doctor", "add_parsers"))
 
 
-def build_parser() -> ArgumentParser:
+def group_module(group: str) -> ModuleType:
+    return import_module(f"jobdesk.cli.{group}")
+
+
+def build_parser(command: str | None = None) -> ArgumentParser:
+    """The whole command line's parser; given a known `command`, one with its group's commands
+    alone, which parses that command's arguments (and words their errors) as the whole one does."""
+    groups = {GROUP_OF[command]} if command in GROUP_OF else set(GROUPS)
     common = ArgumentParser(add_help=False)
     common.add_argument("--json", action="store_true", help="print JSON for scripts")
     parser = ArgumentParser(prog="jobdesk", description="A job system on PostgreSQL.")
     parser.add_argument("--version", action="version", version=f"jobdesk {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=ArgumentParser)
-    for add in PARSERS:
-        add(sub, common)
+    for group, adder in PARSERS:
+        if group in groups:
+            add: Callable[[Subparsers, ArgumentParser], None] = getattr(group_module(group), adder)
+            add(sub, common)
     return parser
 
 
@@ -62,7 +87,8 @@ def run_command(args: argparse.Namespace) -> int:
     service = "jobdesk-worker" if args.command == "worker" else "jobdesk-cli"
     shutdown = otel_setup.configure_from_env(service) if args.command != "api" else None
     try:
-        outcome = COMMANDS[args.command](Invocation(args, settings))
+        command: Command = group_module(GROUP_OF[args.command]).COMMANDS[args.command]
+        outcome = command(Invocation(args, settings))
         return outcome if isinstance(outcome, int) else asyncio.run(outcome)
     finally:
         if shutdown is not None:
@@ -70,13 +96,15 @@ def run_command(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(argv[0] if argv else None)
     args = parser.parse_args(argv)
-    check_bulk_args(parser, args)
     if args.command is None:
         parser.print_help()
         return 0
-    keeper_args = database.keeper_call(parser, args)
+    if GROUP_OF[args.command] == "jobs":
+        group_module("jobs").check_bulk_args(parser, args)
+    keeper_args = group_module("database").keeper_call(parser, args) if args.command == "db" else None
     if keeper_args is not None:
         from jobdesk.embedded.keeper import main as keeper_main
 

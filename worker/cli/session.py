@@ -8,11 +8,13 @@ import argparse
 from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import asynccontextmanager
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from jobdesk.core.settings import Settings
-from jobdesk.service.jobs import JobService
 from jobdesk.store.db import Database
+
+if TYPE_CHECKING:
+    from jobdesk.service.jobs import JobService
 
 CLI_POOL_SIZE = 2  # a command runs its statements one after another
 
@@ -33,6 +35,8 @@ class Invocation:
     async def service(self) -> AsyncIterator[JobService]:
         """The service on this database (its schema checked, the embedded one migrated), closed
         when the block ends: a command acts inside the block and prints after it."""
+        from jobdesk.service.jobs import JobService  # the commands that read or act on jobs load it
+
         client = await JobService.connect(self.database, settings=self.settings, source="cli",
                                           pool_size=CLI_POOL_SIZE)
         try:
