@@ -164,3 +164,16 @@ async def test_pipelines_cancel_pipeline_and_retry_downstream(dsn: str, conn: as
 
     one_line_error(run_cli("cancel-pipeline", "ghost", dsn=dsn), "no pipeline with id ghost")
     one_line_error(run_cli("pipelines", "--status", "done", dsn=dsn), "--status")
+
+
+async def test_worker_on_an_outdated_schema_says_so_and_claims_nothing(dsn: str, conn: asyncpg.Connection) -> None:
+    """The schema is checked while the worker's pool opens: a pending migration stops the worker
+    before its first claim, with one line, and leaves no registration behind."""
+    queued = json.loads(run_cli("submit", "echo", "--json", dsn=dsn).stdout)["id"]
+    last = await conn.fetchval("DELETE FROM jobdesk_migrations WHERE version = "
+                               "(SELECT max(version) FROM jobdesk_migrations) RETURNING version")
+    out = run_cli("worker", dsn=dsn, timeout=60)
+    one_line_error(out, "the database schema is not up to date (1 migration(s) pending, from "
+                   f"{last:03d}_", "run `jobdesk migrate`")
+    assert await conn.fetchval("SELECT status FROM jobs WHERE id = $1", queued) == "queued"
+    assert await conn.fetchval("SELECT count(*) FROM workers") == 0

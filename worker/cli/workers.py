@@ -48,9 +48,9 @@ def add_control_parser(sub: Subparsers, common: ArgumentParser) -> None:
 
 
 async def cmd_worker(inv: Invocation) -> int:
-    """Run a worker until it is stopped. Before it starts, one short connection checks the schema
-    (migrating the embedded database) and upserts the schedules its processor modules declare;
-    the worker then opens its own pool and listener."""
+    """Run a worker until it is stopped. Before its first claim, one short connection checks the
+    schema (migrating the embedded database) and upserts the schedules its processor modules
+    declare, while the worker opens its own pool."""
     from jobdesk.runtime.registry import declared_schedules, instantiate, load_processor_classes
     from jobdesk.runtime.worker import Worker
 
@@ -69,12 +69,11 @@ async def cmd_worker(inv: Invocation) -> int:
     if args.django:
         processors.update(_django_processors(args.django))
     database = inv.database
-    await prepare_schema(database.dsn, embedded=database.embedded, schedules=declared)
     caps = {name: n for limit in args.limit for name, n in limit.items()}
     worker = Worker(settings, database.dsn, processors, revive=database.revive if database.embedded else None,
                     type_caps=caps)
     worker.install_signal_handlers()
-    await worker.run()
+    await worker.run(ready=prepare_schema(database.dsn, embedded=database.embedded, schedules=declared))
     return 0
 
 

@@ -58,6 +58,14 @@ ROLLUP_LAST_FLUSH_S = 5.0  # how long a stopping worker tries to write its last 
 CLOSE_TIMEOUT_S = 5.0  # how long each last step of a stop (tasks, listener, pool) may take
 
 
+async def together(*steps: Awaitable[object]) -> None:
+    """Run `steps` at once; once every one has ended, raise the first failure, if any (none is
+    left running behind a failure, as a cancelled sibling of a task group would be mid-write)."""
+    for outcome in await asyncio.gather(*steps, return_exceptions=True):
+        if isinstance(outcome, BaseException):
+            raise outcome
+
+
 class Worker:
     """One worker process's engine. `run()` returns after a stop request, once drained."""
 
@@ -197,12 +205,19 @@ class Worker:
 
     # -- from start to stop -----------------------------------------------------------------
 
-    async def run(self) -> None:
+    async def run(self, ready: Awaitable[object] | None = None) -> None:
+        """`ready`: what must be done before the first claim besides the worker's own start (the
+        schema checked, by `jobdesk worker`); it runs while the pool opens."""
         with run_logging(self.settings.JOB_LOG_LEVEL):  # the records of each run kept with its job
-            await self._run()
+            await self._run(ready)
 
-    async def _run(self) -> None:
-        await self.db.open(size=max(2, min(self.settings.DB_POOL_SIZE, self.concurrency + 4)))
+    async def _run(self, ready: Awaitable[object] | None) -> None:
+        try:
+            await together(self.db.open(size=max(2, min(self.settings.DB_POOL_SIZE, self.concurrency + 4))),
+                           *([ready] if ready is not None else []))
+        except BaseException:
+            await self.db.close(CLOSE_TIMEOUT_S)
+            raise
         try:
             await self._start()
             supervising = self._start_tasks()
@@ -233,20 +248,25 @@ class Worker:
                                          {NEW_JOBS_CHANNEL: self._on_new_jobs,
                                           transitions.CONTROL_CHANNEL: self._on_control},
                                          send=self.db.notify, on_listening=self._listening_again)
-        await self.listening.start()
         self.alerts.start()
-        await self.supervisor.start()
         self._loop = asyncio.get_running_loop()
         self.watch.start()
-        self.lease.start()
-        await self.db.call(lambda c: type_limits.declare(c, self.settings.JOB_TYPE_LIMITS))
+        # Three independent paths to the database at once, each a round trip or a connection of
+        # its own: listening, registering (with the rescue of dead workers' jobs), and the limits.
+        await together(self.listening.start(), self.supervisor.start(), self._learn_limits())
+        self.lease.start()  # it renews the registration made above
+        log.info("worker %s ready: %d slot(s), types %s", self.worker_id, self.concurrency,
+                 ", ".join(self.types) or "(none)")
+
+    async def _learn_limits(self) -> None:
+        """Declare this worker's limits, and read the fleet's and the paused types, before the
+        first claim: a paused type is never claimed, a limited one only under its limit."""
         s = self.settings
+        await self.db.call(lambda c: type_limits.declare(c, s.JOB_TYPE_LIMITS))
         flows = flow_configs(self.types, s.JOB_RATE_LIMITS, s.JOB_USER_RATE_LIMITS, s.JOB_USER_LIMITS, s.JOB_FAIR_SHARE)
         await self.db.call(lambda c: flow_limits.declare(c, flows))
         await self.refresh_limits()
-        await self.type_watch.read()  # the types paused before this worker started are never claimed
-        log.info("worker %s ready: %d slot(s), types %s", self.worker_id, self.concurrency,
-                 ", ".join(self.types) or "(none)")
+        await self.type_watch.read()
 
     def _start_tasks(self) -> asyncio.Task[None]:
         """Start the pumps and the loops beside them; return the supervisor's."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import os
@@ -49,6 +50,7 @@ CONNECT_FAILURES: tuple[type[BaseException], ...] = (*EXPECTED_DB_ERRORS, socket
 POOLER_OPTION = "pgbouncer"
 _TRUE = {"true", "1", "yes", "on"}
 _probed: dict[str, bool] = {}  # URL without the option -> whether a pooler answered it
+_probing: dict[str, asyncio.Future[bool]] = {}  # URL -> the probe under way, shared by its callers
 
 
 def split_pooler(dsn: str) -> tuple[str, bool | None]:
@@ -78,24 +80,34 @@ def known_direct(dsn: str) -> None:
 async def know_pooler(dsn: str, timeout: float = 10) -> bool:
     """`is_pooled`, finding out with one short connection the first time a URL that does not
     say is used. That connection sends no startup parameter and prepares no named statement,
-    which a pooler would refuse or lose. DatabaseUnavailable when it cannot connect."""
+    which a pooler would refuse or lose. Callers asking at once (a worker checks the schema
+    while its pool opens) share one probe. DatabaseUnavailable when it cannot connect."""
     clean, given = split_pooler(dsn)
     if given is not None:
         return given
-    if clean not in _probed:
+    if clean in _probed:
+        return _probed[clean]
+    probe = _probing.get(clean)
+    if probe is None or probe.get_loop() is not asyncio.get_running_loop():
+        probe = _probing[clean] = asyncio.ensure_future(_probe_pooler(dsn, clean, timeout))
+        probe.add_done_callback(lambda done: _probing.pop(clean) if _probing.get(clean) is done else None)
+    return await asyncio.shield(probe)  # a caller cancelled leaves the probe to the others
+
+
+async def _probe_pooler(dsn: str, clean: str, timeout: float) -> bool:
+    try:
+        conn = await asyncpg.connect(clean, timeout=timeout, statement_cache_size=0)
         try:
-            conn = await asyncpg.connect(clean, timeout=timeout, statement_cache_size=0)
-            try:
-                pooled = await conn.fetchval("SELECT pg_backend_pid()") != conn.get_server_pid()
-            finally:
-                await conn.close()
-        except CONNECT_FAILURES as exc:
-            raise _unavailable(dsn, exc) from exc
-        if pooled:
-            log.info("%s answers through a connection pooler: nothing is kept in a session between "
-                     "transactions", describe(clean))
-        _probed[clean] = pooled
-    return _probed[clean]
+            pooled = await conn.fetchval("SELECT pg_backend_pid()") != conn.get_server_pid()
+        finally:
+            await conn.close()
+    except CONNECT_FAILURES as exc:
+        raise _unavailable(dsn, exc) from exc
+    if pooled:
+        log.info("%s answers through a connection pooler: nothing is kept in a session between "
+                 "transactions", describe(clean))
+    _probed[clean] = pooled
+    return pooled
 
 
 def is_starting_up(exc: BaseException) -> bool:
