@@ -15,6 +15,7 @@ same command from an older checkout, so that their figures can be compared withi
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
 import signal
 import statistics
@@ -35,13 +36,28 @@ from tests.helpers import JOBDESK, cli_env, run_cli  # noqa: E402
 ENQUEUE = "INSERT INTO jobs (type, user_id, input_data) VALUES ('noop', 1, '{}') RETURNING id"
 
 
-def one_start(command: list[str], dsn: str) -> float:
-    """Seconds from launching `command` to the start of a job enqueued before it."""
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds the process `pid` has used so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def worker_env(dsn: str) -> dict[str, str]:
+    """The environment a user's worker has: each command imports jobdesk from its own venv
+    (no PYTHONPATH into this checkout), from a folder of no project."""
+    env = cli_env(dsn, MAX_CONCURRENT_JOBS="10")
+    env.pop("PYTHONPATH", None)
+    return env
+
+
+def one_start(command: list[str], dsn: str) -> tuple[float, float]:
+    """Seconds from launching `command` to the start of a job enqueued before it, and the CPU
+    seconds the worker process had used when that start was seen (less sensitive to a loaded machine)."""
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute("DELETE FROM jobs")
         job_id = conn.execute(ENQUEUE).fetchone()[0]  # type: ignore[index]
         t0 = time.time()
-        proc = subprocess.Popen(command, env=cli_env(dsn, MAX_CONCURRENT_JOBS="10"), cwd=ROOT,
+        proc = subprocess.Popen(command, env=worker_env(dsn), cwd=tempfile.gettempdir(),
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
             deadline = time.monotonic() + 30
@@ -49,7 +65,7 @@ def one_start(command: list[str], dsn: str) -> float:
                 row = conn.execute("SELECT extract(epoch FROM started_at)::float8 FROM jobs WHERE id = %s",
                                    (job_id,)).fetchone()
                 if row and row[0] is not None:
-                    return float(row[0]) - t0
+                    return float(row[0]) - t0, cpu_seconds(proc.pid)
                 time.sleep(0.005)
             raise SystemExit(f"{shlex.join(command)} did not start a job within 30 s")
         finally:
@@ -93,13 +109,15 @@ def main() -> None:
         assert run_cli("migrate", dsn=dsn).returncode == 0
         for command in commands.values():  # a first launch warms the file cache; it is not counted
             one_start(command, dsn)
-        times: dict[str, list[float]] = {name: [] for name in commands}
+        times: dict[str, list[tuple[float, float]]] = {name: [] for name in commands}
         for _ in range(args.runs):
             for name, command in commands.items():
                 times[name].append(one_start(command, dsn))
         for name, got in times.items():
-            print(f"{name}: start-up median {statistics.median(got):.3f} s "
-                  f"(min {min(got):.3f}, max {max(got):.3f}, {len(got)} runs)")
+            wall = [w for w, _ in got]
+            cpu = [c for _, c in got]
+            print(f"{name}: start-up median {statistics.median(wall):.3f} s (min {min(wall):.3f}, "
+                  f"max {max(wall):.3f}, {len(got)} runs); worker CPU by then {statistics.median(cpu):.3f} s")
         if args.imports:
             print("slowest top-level imports of `jobdesk worker` (cumulative ms):")
             for us, name in slowest_imports(dsn):
