@@ -26,6 +26,7 @@ from jobdesk.api.batcher import Batcher
 from jobdesk.api.body_limit import BodyLimitMiddleware
 from jobdesk.api.events import ChangeHub
 from jobdesk.api.hand_read import document_bodies
+from jobdesk.api.hot_path import JobdeskApp
 from jobdesk.api.metrics import ApiMetrics, MetricsMiddleware
 from jobdesk.core.models import JobCreate
 from jobdesk.core.rules import Actor
@@ -95,7 +96,7 @@ def create_app(service: JobService, dsn: str, *, settings: Settings | None = Non
         finally:
             await ctx.hub.stop()
 
-    app = FastAPI(title="jobdesk", version=__version__, lifespan=lifespan, openapi_tags=DOCUMENT_TAGS,
+    app = JobdeskApp(title="jobdesk", version=__version__, lifespan=lifespan, openapi_tags=DOCUMENT_TAGS,
                   description="Enqueue, follow and act on jobdesk jobs and pipelines.")
     app.state.ctx = ctx
     errors.install(app)
