@@ -80,7 +80,11 @@ def create_app(service: JobService, dsn: str, *, settings: Settings | None = Non
         service=service,
         hub=ChangeHub(dsn, settings, service.job_rows, {TOKENS_CHANNEL: tokens.clear} if tokens else None,
                       send=service.notify),
-        enqueues=Batcher(anonymous_service.enqueue_batch),
+        # One group commit at a time: a commit that enqueues sends a NOTIFY, and PostgreSQL holds
+        # its notification queue's lock through the commit's WAL flush, so a second batch in
+        # flight only waited in line behind the first (and the workers' commits), with requests
+        # that would have joined the next, larger batch (api_bench: 0.75 -> 0.82 of the bare POST).
+        enqueues=Batcher(anonymous_service.enqueue_batch, max_in_flight=1),
         reads=Batcher(service.job_details_json),
         metrics=ApiMetrics(),
         tokens=tokens,
