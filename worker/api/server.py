@@ -47,8 +47,10 @@ class _Server(uvicorn.Server):
 def uvicorn_config(app: object, host: str, port: int) -> uvicorn.Config:
     """uvicorn's options for every serving process (`benchmarks/bare_api.py` serves its baseline
     under them too, so that the two are compared on equal terms)."""
+    # No access log: at log level "warning" its lines were never written, but with it on uvicorn
+    # still made each request's client address and path for the logger to drop.
     return uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on",  # type: ignore[arg-type]
-                          timeout_graceful_shutdown=30, loop="none", http="httptools")
+                          timeout_graceful_shutdown=30, loop="none", http="httptools", access_log=False)
 
 
 def check_host(host: str, *, auth: bool) -> None:
