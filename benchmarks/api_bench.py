@@ -7,6 +7,9 @@ options and as many processes):
   - GET /api/ping: a constant route of jobdesk's own app;
   - POST /api/jobs (group-committed enqueues), with a worker running at the same time;
   - GET /api/jobs/{id};
+  - POST /api/jobs again with the worker stopped (SIGSTOP) meanwhile: the API and the database
+    alone, without the worker's claims and completions beside them (the jobs are done before
+    the next round);
 then prints req/s, p50 and p99 of each, the CPU each process group spent per request (the API's
 processes, the bare app's, PostgreSQL's, the worker's, and hey's own), and the ratios: POST
 /api/jobs to the bare POST and GET /api/jobs/{id} to the bare GET, in throughput and in p99. It
@@ -29,6 +32,7 @@ import os
 import re
 import resource
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -52,6 +56,7 @@ from tests.helpers import JOBDESK, cli_env, run_cli  # noqa: E402
 ENQUEUE_BODY = '{"type": "noop", "input_data": {}}'
 BARE_GET, BARE_POST, PING, ENQUEUE, GET = (
     "bare GET /const", "bare POST /const", "GET /api/ping", "POST /api/jobs", "GET /api/jobs/{id}")
+ENQUEUE_ALONE = "POST, worker paused"  # POST /api/jobs again, the worker stopped meanwhile
 # Whose CPU is counted per request: each a process and its descendants (hey: the children waited for).
 GROUPS = ("api", "bare", "postgres", "worker", "hey")
 TICK = os.sysconf("SC_CLK_TCK")
@@ -150,11 +155,29 @@ def wait_until_up(url: str, proc: subprocess.Popen[str]) -> None:
     raise SystemExit(f"{url} did not answer within 30 s")
 
 
+@contextmanager
+def paused(pid: int | None, dsn: str) -> Iterator[None]:
+    """The worker stopped (SIGSTOP) meanwhile, when `pid` is given; afterwards it runs on, and
+    the jobs enqueued meanwhile are done before the next measure starts."""
+    if pid is None:
+        yield
+        return
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    deadline = time.monotonic() + 120
+    while asyncio.run(count(dsn, "status <> 'completed'")) and time.monotonic() < deadline:
+        time.sleep(0.5)
+
+
 def measure_round(binary: str, seconds: float, routes: dict[str, tuple[str, str | None]], token: str,
-                  roots: dict[str, int]) -> dict[str, dict[str, float]]:
+                  roots: dict[str, int], dsn: str) -> dict[str, dict[str, float]]:
     measured: dict[str, dict[str, float]] = {}
     for name, (url, body) in routes.items():
-        with cpu_per_request(roots, lambda name=name: measured[name]):  # type: ignore[misc]
+        with paused(roots["worker"] if name == ENQUEUE_ALONE else None, dsn), \
+                cpu_per_request(roots, lambda name=name: measured[name]):  # type: ignore[misc]
             measured[name] = hey(binary, seconds, url, token, post=body)
     return measured
 
@@ -177,7 +200,7 @@ def report(rounds: list[dict[str, dict[str, float]]], args: argparse.Namespace) 
         return statistics.median(r[a][key] / r[b][key] for r in rounds)
 
     print("medians of the rounds' ratios:")
-    for route, bare, target in ((ENQUEUE, BARE_POST, 0.6), (GET, BARE_GET, 0.8)):
+    for route, bare, target in ((ENQUEUE, BARE_POST, 0.6), (GET, BARE_GET, 0.8), (ENQUEUE_ALONE, BARE_POST, 0.6)):
         print(f"  {route} / {bare}: throughput {ratio(route, bare, 'rps'):.2f} (target >= {target}), "
               f"p99 {ratio(route, bare, 'p99_ms'):.2f}x (target <= 1.5x)")
     print(f"  {PING} / {BARE_GET}: throughput {ratio(PING, BARE_GET, 'rps'):.2f}, "
@@ -234,10 +257,10 @@ def main() -> int:
         time.sleep(1)
         routes = {BARE_GET: (f"{bare_url}/const", None), BARE_POST: (f"{bare_url}/const", ENQUEUE_BODY),
                   PING: (f"{url}/api/ping", None), ENQUEUE: (f"{url}/api/jobs", ENQUEUE_BODY),
-                  GET: (f"{url}/api/jobs/{job_id}", None)}
+                  GET: (f"{url}/api/jobs/{job_id}", None), ENQUEUE_ALONE: (f"{url}/api/jobs", ENQUEUE_BODY)}
         postmaster = int((server.pgdata / "postmaster.pid").read_text().split()[0])
         roots = {"api": procs[0].pid, "bare": procs[1].pid, "postgres": postmaster, "worker": procs[2].pid}
-        rounds = [measure_round(binary, args.seconds, routes, token, roots) for _ in range(args.rounds)]
+        rounds = [measure_round(binary, args.seconds, routes, token, roots, dsn) for _ in range(args.rounds)]
         total = asyncio.run(count(dsn, "true"))
         deadline = time.monotonic() + 120
         while asyncio.run(count(dsn, "status <> 'completed'")) and time.monotonic() < deadline:
