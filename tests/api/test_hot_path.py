@@ -155,6 +155,17 @@ async def test_errors_on_the_hot_path_are_the_stack_s(service: JobService, dsn: 
         assert "ghost" in hot.json()["error"]["message"] or "idempotency" in hot.json()["error"]["message"]
 
 
+async def test_of_repeated_headers_the_first_counts_on_both_paths(service: JobService, dsn: str) -> None:
+    async with served(service, dsn) as api:
+        good = api.hot.headers["Authorization"]
+        job_id = (await api.hot.post("/api/jobs", json={"type": "x", "input_data": {}})).json()["id"]
+        first_good = [("Authorization", good), ("Authorization", "Bearer wrong")]
+        hot, stack = await api.both("GET", f"/api/jobs/{job_id}", headers=first_good)
+        assert hot.status_code == stack.status_code == 200
+        hot, stack = await api.both("GET", f"/api/jobs/{job_id}", headers=first_good[::-1])
+        assert hot.status_code == stack.status_code == 401
+
+
 async def test_an_unexpected_error_is_the_stack_s_500_and_raised_for_the_server(service: JobService,
                                                                                  dsn: str) -> None:
     def broken(_type: str, _input: dict[str, Any]) -> None:
