@@ -90,7 +90,7 @@ class JobdeskApp(FastAPI):
     def _hot_route(self, scope: Scope, hot: tuple[_HotRoute, _HotRoute]) -> _HotRoute | None:
         """The hot route a plain request is for, with its path parameters in the scope; else None."""
         method, path = scope["method"], scope["path"]
-        if method == "GET" and path.startswith(_JOB_PREFIX) and not scope["query_string"]:
+        if method == "GET" and path.startswith(_JOB_PREFIX) and not scope.get("query_string"):
             job_id = path[len(_JOB_PREFIX):]
             if not job_id or "/" in job_id or _body_length(scope) not in (None, 0):
                 return None
