@@ -26,6 +26,7 @@ from jobdesk.api.batcher import Batcher
 from jobdesk.api.body_limit import BodyLimitMiddleware
 from jobdesk.api.events import ChangeHub
 from jobdesk.api.hand_read import document_bodies
+from jobdesk.api.hot_path import JobdeskApp
 from jobdesk.api.metrics import ApiMetrics, MetricsMiddleware
 from jobdesk.core.models import JobCreate
 from jobdesk.core.rules import Actor
@@ -79,7 +80,11 @@ def create_app(service: JobService, dsn: str, *, settings: Settings | None = Non
         service=service,
         hub=ChangeHub(dsn, settings, service.job_rows, {TOKENS_CHANNEL: tokens.clear} if tokens else None,
                       send=service.notify),
-        enqueues=Batcher(anonymous_service.enqueue_batch),
+        # One group commit at a time: a commit that enqueues sends a NOTIFY, and PostgreSQL holds
+        # its notification queue's lock through the commit's WAL flush, so a second batch in
+        # flight only waited in line behind the first (and the workers' commits), with requests
+        # that would have joined the next, larger batch (api_bench: 0.75 -> 0.82 of the bare POST).
+        enqueues=Batcher(anonymous_service.enqueue_batch, max_in_flight=1),
         reads=Batcher(service.job_details_json),
         metrics=ApiMetrics(),
         tokens=tokens,
@@ -95,7 +100,7 @@ def create_app(service: JobService, dsn: str, *, settings: Settings | None = Non
         finally:
             await ctx.hub.stop()
 
-    app = FastAPI(title="jobdesk", version=__version__, lifespan=lifespan, openapi_tags=DOCUMENT_TAGS,
+    app = JobdeskApp(title="jobdesk", version=__version__, lifespan=lifespan, openapi_tags=DOCUMENT_TAGS,
                   description="Enqueue, follow and act on jobdesk jobs and pipelines.")
     app.state.ctx = ctx
     errors.install(app)

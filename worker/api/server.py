@@ -44,9 +44,13 @@ class _Server(uvicorn.Server):
         super().handle_exit(sig, frame)
 
 
-def _config(app: object, host: str, port: int) -> uvicorn.Config:
+def uvicorn_config(app: object, host: str, port: int) -> uvicorn.Config:
+    """uvicorn's options for every serving process (`benchmarks/bare_api.py` serves its baseline
+    under them too, so that the two are compared on equal terms)."""
+    # No access log: at log level "warning" its lines were never written, but with it on uvicorn
+    # still made each request's client address and path for the logger to drop.
     return uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on",  # type: ignore[arg-type]
-                          timeout_graceful_shutdown=30, loop="none", http="httptools")
+                          timeout_graceful_shutdown=30, loop="none", http="httptools", access_log=False)
 
 
 def check_host(host: str, *, auth: bool) -> None:
@@ -89,7 +93,7 @@ async def serve(settings: Settings, host: str, port: int, *, auth: bool,
     service = await connect_service(settings, database=database)
     try:
         app = create_app(service, database.dsn, settings=settings, auth=auth, validate_input=validate_input)
-        server = _Server(_config(app, host, port))
+        server = _Server(uvicorn_config(app, host, port))
         hub = app.state.ctx.hub
         # Waiters see `stopping` when they wake; woken now, a long-poll or a stream ends at once
         # instead of at its next timeout, and uvicorn's shutdown need not wait for it.
@@ -111,7 +115,8 @@ def _where(database: Database) -> str:
     return database.describe() + reads
 
 
-def _runner() -> asyncio.Runner:
+def event_loop_runner() -> asyncio.Runner:
+    """The runner of a serving process's event loop: uvloop's where it exists."""
     factory: Callable[[], asyncio.AbstractEventLoop]
     try:
         import uvloop
@@ -131,7 +136,7 @@ def run(settings: Settings, host: str, port: int, *, auth: bool,
     if workers > 1:
         return _run_workers(settings, database, host, port, auth=auth, validate_input=validate_input,
                             workers=workers)
-    with _runner() as runner:
+    with event_loop_runner() as runner:
         runner.run(serve(settings, host, port, auth=auth, validate_input=validate_input, database=database))
     return 0
 
@@ -144,9 +149,9 @@ def _run_workers(settings: Settings, database: Database, host: str, port: int, *
     if not hasattr(os, "fork"):
         raise JobdeskError("--workers above 1 needs a platform with fork (not Windows)")
     if auth:
-        with _runner() as runner:  # checked once here, before any process is made
+        with event_loop_runner() as runner:  # checked once here, before any process is made
             runner.run(_check_tokens(settings, database))
-    sock = _config(None, host, port).bind_socket()
+    sock = uvicorn_config(None, host, port).bind_socket()
     pids: list[int] = []
     for _ in range(workers):
         pid = os.fork()
@@ -168,7 +173,7 @@ def _serve_child(settings: Settings, database: Database, host: str, port: int, s
     code = 1
     try:
         signal.signal(signal.SIGINT, signal.SIG_DFL)
-        with _runner() as runner:
+        with event_loop_runner() as runner:
             runner.run(serve(settings, host, port, auth=auth, validate_input=validate_input,
                              database=database, sock=sock))
         code = 0
