@@ -634,8 +634,8 @@ DECLARE
     changed integer;
     ids     text;
 BEGIN
-    IF named > 150 THEN
-        RETURN NULL;  -- this transaction already said '*'
+    IF named > 150 OR current_setting('jobdesk.notify_after_commit', true) = 'on' THEN
+        RETURN NULL;  -- this transaction already said '*', or its caller notifies after the commit
     END IF;
     SELECT count(*), string_agg(id, ',') INTO changed, ids
       FROM (SELECT id FROM changed_rows LIMIT 151) c;

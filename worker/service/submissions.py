@@ -53,6 +53,9 @@ class Submissions(ServiceBase):
                 # answer comes from the row inserted (no read of the table after the insert).
                 async with self.pool.acquire() as conn:
                     rows = await transitions.enqueue_audited(conn, entries, job_document.job_object("ins"))
+                    # Committed: workers and listeners hear of the jobs now, from a transaction
+                    # that holds the notification lock for no flush (sql/032).
+                    await transitions.notify_inserted(conn, [job.id for job in jobs])
                 return [Enqueued(job.id, False, rows[job.id][1]) for job in jobs]
             debounced: set[str] = set()
             async with self.pool.acquire() as conn, conn.transaction():

@@ -64,6 +64,7 @@ from jobdesk.store.transitions.inserts import (
     enqueue,
     enqueue_audited,
     enqueue_detailed,
+    notify_inserted,
 )
 from jobdesk.store.transitions.lost_claims import complete_lost_claims
 from jobdesk.store.transitions.outcomes import (
@@ -85,7 +86,7 @@ __all__ = [
     "storable_text", "worker_command_is_legal",
     # enqueue
     "DEFAULT_USER_ID", "KEY_RACE_ATTEMPTS", "UNFINISHED", "UNIQUE_CONFLICT", "enqueue", "enqueue_audited",
-    "enqueue_detailed",
+    "enqueue_detailed", "notify_inserted",
     # claim
     "DUE_BATCH", "TYPE_LIMIT_LOCK", "UNION_MAX_TYPES", "Lane", "claim_limited", "claim_statement",
     "complete_and_claim", "flow_claim_statement",

@@ -17,6 +17,7 @@ from jobdesk.core.errors import InvalidJob
 from jobdesk.core.models import JobCreate
 from jobdesk.core.rules import Actor
 from jobdesk.core.validation import check_new_job, json_text
+from jobdesk.store.listener import JOB_CHANGES_CHANNEL, NEW_JOBS_CHANNEL
 
 DEFAULT_USER_ID = 1  # created by the first migration
 
@@ -238,22 +239,40 @@ async def _insert(conn: asyncpg.Connection, jobs: Sequence[JobCreate]) -> set[st
 @functools.lru_cache(maxsize=8)
 def _insert_audited_sql(returning: str) -> str:
     """Jobs without unique keys, inserted and audited in one statement (atomic without a
-    transaction), answering `returning` (SQL over the inserted rows, `ins`) per job."""
+    transaction), answering `returning` (SQL over the inserted rows, `ins`) per job. Its
+    notifications are the caller's to send after the commit (`notify_inserted`): the statement
+    sets `jobdesk.notify_after_commit` (sql/032), which the insert trigger reads at its end."""
     return f"""
-WITH ins AS ({_insert_full("", "*", traces="$15")}
+WITH later AS (
+    SELECT set_config('jobdesk.notify_after_commit', 'on', true) AS setting
+), ins AS ({_insert_full("", "*", traces="$15")}
 ), audit AS (
     INSERT INTO audit_log (os_user, source, actor, action, job_ids)
     SELECT o, s, a, 'submit', string_to_array(i, ',')
       FROM unnest($11::text[], $12::text[], $13::text[], $14::text[]) AS t(o, s, a, i)
 )
-SELECT ins.id, {returning} FROM ins"""
+SELECT ins.id, {returning} FROM ins WHERE (SELECT setting FROM later) = 'on'"""
+
+
+# What the insert trigger would have sent at the commit (sql/032), sent after it in a transaction
+# of its own, which writes nothing: it holds the notification queue's lock for no WAL flush.
+_NOTIFY_INSERTED = f"""
+SELECT pg_notify('{JOB_CHANGES_CHANNEL}', $1), pg_notify('{NEW_JOBS_CHANNEL}', '')"""
+
+
+async def notify_inserted(conn: asyncpg.Connection, ids: Sequence[str]) -> None:
+    """Tell the listeners of jobs inserted by `enqueue_audited`, once its statement committed:
+    the ids on the channel of job changes (or '*' past 150, as the trigger says it), and the
+    workers of new work."""
+    await conn.execute(_NOTIFY_INSERTED, ",".join(ids) if len(ids) <= 150 else "*")
 
 
 async def enqueue_audited(conn: asyncpg.Connection, submissions: Sequence[tuple[Actor, JobCreate]],
                           returning: str) -> dict[str, asyncpg.Record]:
     """Enqueue the jobs of several submitters and audit each one's submission, in one statement
     and one round trip; by id, a row of `returning` (SQL over the inserted row, `ins`) per job.
-    For jobs without unique keys (see `enqueue_detailed` for those); refusals as `enqueue`'s."""
+    For jobs without unique keys (see `enqueue_detailed` for those); refusals as `enqueue`'s.
+    The caller then calls `notify_inserted` with the ids, which the commit did not notify."""
     jobs = [job for _, job in submissions]
     for job in jobs:
         if job.unique_key is not None:
