@@ -79,6 +79,7 @@ def check_new_job(job: JobCreate) -> None:
             isinstance(dep, str) for dep in job.dependent_on_jobs):
         raise InvalidJob(f"dependent_on_jobs of job {job.id} must be a list of job ids", job_id=job.id,
                          field="dependent_on_jobs")
+    _check_integers(job)
     if job.pipeline_id is not None and (not isinstance(job.pipeline_id, str) or len(job.pipeline_id) > 36):
         raise InvalidJob(f"pipeline id must be a string of at most 36 characters, got {job.pipeline_id!r}",
                          job_id=job.id, field="pipeline_id")
@@ -95,6 +96,20 @@ def check_new_job(job: JobCreate) -> None:
                          field="unique_key")
     if job.debounce is not None or job.debounce_max is not None:
         _check_debounce(job)
+
+
+INT4 = range(-(2**31), 2**31)  # PostgreSQL's integer, the type of jobs.priority and jobs.user_id
+
+
+def _check_integers(job: JobCreate) -> None:
+    """`priority` and `user_id` are integers the table can hold (True is not a priority)."""
+    for name in ("priority", "user_id"):
+        value = getattr(job, name)
+        if value is None and name == "user_id":
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or value not in INT4:
+            raise InvalidJob(f"{name} of job {job.id} must be an integer from -2147483648 to 2147483647, "
+                             f"got {value!r}", job_id=job.id, field=name)
 
 
 MAX_DEBOUNCE_S = 366 * 86400  # a debounce (or its cap) of at most a year

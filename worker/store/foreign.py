@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import itertools
 import re
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any, cast
 
@@ -114,6 +114,11 @@ class AsyncpgConnection(AppConnection):
 
     async def fetchval(self, sql: str, *args: object) -> object:
         return await self.raw.fetchval(sql, *args)
+
+    async def copy_to_table(self, table_name: str, *, source: memoryview, columns: Sequence[str],
+                            format: str) -> str:
+        """A large batch's COPY (`transitions.copy_in`), on the application's connection."""
+        return str(await self.raw.copy_to_table(table_name, source=source, columns=columns, format=format))
 
     @asynccontextmanager
     async def _own_transaction(self) -> AsyncIterator[None]:

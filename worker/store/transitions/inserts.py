@@ -1,5 +1,6 @@
-"""Enqueue: jobs inserted parents first in one statement, unique keys that stand for an unfinished
-job, and the insert audited in the same statement for a batch of several submitters.
+"""Enqueue: jobs inserted parents first in one statement (a large batch by COPY), unique keys that
+stand for an unfinished job, and the insert audited in the same statement for a batch of several
+submitters.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from jobdesk.core.errors import InvalidJob
 from jobdesk.core.models import JobCreate
 from jobdesk.core.rules import Actor
 from jobdesk.core.validation import check_new_job, json_text
+from jobdesk.store.transitions import copy_in
 
 DEFAULT_USER_ID = 1  # created by the first migration
 
@@ -220,9 +222,14 @@ def _trace_texts(ordered: Sequence[JobCreate]) -> list[str | None]:
 
 async def _insert(conn: asyncpg.Connection, jobs: Sequence[JobCreate]) -> set[str] | None:
     """Insert checked jobs in one statement; the ids inserted when any has a time, a key or a
-    trace context (the plain insert, the common case with tracing off, binds none of them)."""
+    trace context (the plain insert, the common case with tracing off, binds none of them).
+    A large batch without unique keys goes by COPY (see `copy_in`), when the connection has it."""
     ordered, outside = order_batch(jobs)
     await _check_outside(conn, ordered, outside)
+    if copy_in.copies(conn, ordered):
+        with _insert_errors(ordered):
+            await copy_in.copy_jobs(conn, ordered, DEFAULT_USER_ID)
+        return None
     full = any(j.scheduled_at is not None or j.unique_key is not None or j.trace_context is not None
                for j in ordered)
     args = _insert_args(ordered)
