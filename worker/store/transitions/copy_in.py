@@ -17,7 +17,6 @@ which answers in one round trip where COPY takes two.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
 from typing import Protocol
 
 from jobdesk.core.models import JobCreate
