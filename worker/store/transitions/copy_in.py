@@ -68,12 +68,13 @@ def _escaped(ordered: Sequence[JobCreate], default_user: int, timed: bool) -> st
 
 
 def _plain_text(ordered: Sequence[JobCreate], default_user: int) -> str:
-    # One f-string per job: three times faster than joining `_values`, for the bulk case.
+    # One f-string per job: three times faster than joining `_values`, for the bulk case; an
+    # empty input or dependency list (checked a dict and a list) is written without a call.
     return "\n".join([
         f"{j.id}\t{j.type}\t{default_user if j.user_id is None else j.user_id}\t"
         f"{_NULL if j.pipeline_id is None else j.pipeline_id}\t"
-        f"{json_text(j.input_data, 'input_data', job_id=j.id, field='input_data')}\t"
-        f"{json_text(j.dependent_on_jobs)}\t{j.priority}" for j in ordered]) + "\n"
+        f"{json_text(j.input_data, 'input_data', job_id=j.id, field='input_data') if j.input_data else '{}'}\t"
+        f"{json_text(j.dependent_on_jobs) if j.dependent_on_jobs else '[]'}\t{j.priority}" for j in ordered]) + "\n"
 
 
 def copy_text(ordered: Sequence[JobCreate], default_user: int, timed: bool) -> str:

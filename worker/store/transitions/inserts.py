@@ -17,7 +17,7 @@ from jobdesk.core.dag import order_batch
 from jobdesk.core.errors import InvalidJob
 from jobdesk.core.models import JobCreate
 from jobdesk.core.rules import Actor
-from jobdesk.core.validation import check_new_job, json_text
+from jobdesk.core.validation import check_new_jobs, json_text
 from jobdesk.store.transitions import copy_in
 
 DEFAULT_USER_ID = 1  # created by the first migration
@@ -89,8 +89,7 @@ async def enqueue_detailed(conn: asyncpg.Connection, jobs: Sequence[JobCreate],
     """
     if not jobs:
         return []
-    for job in jobs:
-        check_new_job(job)
+    check_new_jobs(jobs)
     if all(j.unique_key is None for j in jobs):
         await _insert(conn, jobs)
         return [(j.id, False) for j in jobs]
@@ -265,7 +264,7 @@ async def enqueue_audited(conn: asyncpg.Connection, submissions: Sequence[tuple[
     for job in jobs:
         if job.unique_key is not None:
             raise ValueError("enqueue_audited takes jobs without a unique_key")
-        check_new_job(job)
+    check_new_jobs(jobs)
     ordered, outside = order_batch(jobs)
     await _check_outside(conn, ordered, outside)
     by_actor: dict[Actor, list[str]] = {}
