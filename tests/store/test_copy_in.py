@@ -63,6 +63,8 @@ def awkward_batch() -> list[JobCreate]:
     jobs[6].dependent_on_jobs = [PARENT]
     jobs[7].dependent_on_jobs = [jobs[6].id, PARENT]
     jobs[8].dependent_on_jobs = [jobs[7].id]
+    jobs[9].id = 'a "quoted" \\ id\there'  # JSON escapes it in the list of its dependant
+    jobs[10].dependent_on_jobs = [jobs[9].id]
     return jobs
 
 

@@ -22,6 +22,9 @@ def order_batch(jobs: Sequence[JobCreate]) -> tuple[list[JobCreate], set[str]]:
         by_id[job.id] = job
     if not any(job.dependent_on_jobs for job in jobs):
         return list(jobs), set()  # independent jobs, the bulk case: already in order
+    if not any(job.id in job.dependent_on_jobs or any(d in by_id for d in job.dependent_on_jobs) for job in jobs):
+        # Every dependency outside the batch: the sort below would give the jobs in this order.
+        return list(jobs), {d for job in jobs for d in job.dependent_on_jobs}
     outside: set[str] = set()
     sorter: TopologicalSorter[str] = TopologicalSorter()
     for job in jobs:

@@ -16,7 +16,9 @@ which answers in one round trip where COPY takes two.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import re
+from collections.abc import Callable, Sequence
+from itertools import chain
 from typing import Protocol
 
 from jobdesk.core.models import JobCreate
@@ -30,6 +32,7 @@ _PLAIN = ("id", "type", "user_id", "pipeline_id", "input_data", "dependent_on_jo
 _TIMED = (*_PLAIN, "scheduled_at", "trace_context")  # when some job has a start time or a trace context
 
 _NULL = "\\N"  # the text format's NULL
+_JSON_ESCAPED = re.compile(r'["\\\x00-\x1f]')  # what JSON writes escaped inside a string
 # What the text format reads specially inside a value, as it must be written there.
 _ESCAPES = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"})
 
@@ -70,11 +73,21 @@ def _escaped(ordered: Sequence[JobCreate], default_user: int, timed: bool) -> st
 def _plain_text(ordered: Sequence[JobCreate], default_user: int) -> str:
     # One f-string per job: three times faster than joining `_values`, for the bulk case; an
     # empty input or dependency list (checked a dict and a list) is written without a call.
+    deps = _dependencies_json(ordered)
     return "\n".join([
         f"{j.id}\t{j.type}\t{default_user if j.user_id is None else j.user_id}\t"
         f"{_NULL if j.pipeline_id is None else j.pipeline_id}\t"
         f"{json_text(j.input_data, 'input_data', job_id=j.id, field='input_data') if j.input_data else '{}'}\t"
-        f"{json_text(j.dependent_on_jobs) if j.dependent_on_jobs else '[]'}\t{j.priority}" for j in ordered]) + "\n"
+        f"{deps(j.dependent_on_jobs) if j.dependent_on_jobs else '[]'}\t{j.priority}" for j in ordered]) + "\n"
+
+
+def _dependencies_json(ordered: Sequence[JobCreate]) -> Callable[[list[str]], str]:
+    """How to write the jobs' dependency lists as JSON: as the join of their ids when no id of
+    the batch holds a character JSON escapes (a quote, a backslash, a control character), a
+    tenth of the json module's time; else by the json module."""
+    if _JSON_ESCAPED.search("".join(chain.from_iterable(j.dependent_on_jobs for j in ordered))):
+        return json_text
+    return lambda ids: '["' + '", "'.join(ids) + '"]'
 
 
 def copy_text(ordered: Sequence[JobCreate], default_user: int, timed: bool) -> str:
