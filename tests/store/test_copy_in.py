@@ -13,11 +13,12 @@ from typing import Any
 import asyncpg
 import pytest
 
-from jobdesk import JobClient
+from jobdesk import JobClient, SyncJobClient
 from jobdesk.core.errors import InvalidJob
 from jobdesk.core.models import JobCreate
 from jobdesk.store import transitions
 from jobdesk.store.db import connect
+from jobdesk.store.foreign import PsycopgConnection
 from jobdesk.store.transitions import copy_in
 from tests import pg
 from tests.helpers import RecordsStarts, RunningWorker, wait_for
@@ -96,16 +97,28 @@ async def written(conn: asyncpg.Connection) -> tuple[list[dict[str, Any]], list[
     return jobs, await table(conn, "SELECT * FROM job_dependencies ORDER BY job_id, depends_on_id")
 
 
+@pytest.mark.parametrize("driver", ["asyncpg", "psycopg"])
 @pytest.mark.parametrize("batch", [plain_batch, awkward_batch, awkward_untimed_batch])
-async def test_copy_writes_the_rows_the_insert_writes(batch: Any, conn: asyncpg.Connection,
+async def test_copy_writes_the_rows_the_insert_writes(batch: Any, driver: str, dsn: str, conn: asyncpg.Connection,
                                                       other: asyncpg.Connection,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """By COPY (on asyncpg, or on an application's psycopg connection) and by the INSERT, in two
+    fresh databases: every column of every row, and every edge, the same."""
+    import psycopg
+
     for db in (conn, other):
         await prepare(db)
     by_copy = batch()
-    assert copy_in.copies(conn, by_copy)
-    async with conn.transaction():
-        ids = await transitions.enqueue(conn, by_copy)
+    if driver == "asyncpg":
+        assert copy_in.copies(conn, by_copy)
+        async with conn.transaction():
+            ids = await transitions.enqueue(conn, by_copy)
+    else:
+        async with await psycopg.AsyncConnection.connect(dsn) as pconn:
+            writer = PsycopgConnection(pconn)
+            assert copy_in.copies(writer, by_copy)
+            ids = await transitions.enqueue(writer, by_copy)  # type: ignore[arg-type]
+            await pconn.commit()
     monkeypatch.setattr(copy_in, "COPY_MIN_JOBS", N + 1)  # the same jobs, by the INSERT
     by_insert = batch()
     assert not copy_in.copies(other, by_insert)
@@ -187,8 +200,8 @@ async def test_a_refused_batch_writes_nothing(bad: dict[str, Any], field: str, d
 
 
 async def test_on_the_application_connection(dsn: str, conn: asyncpg.Connection) -> None:
-    """In the application's transaction the batch commits and rolls back with it; psycopg's
-    connection takes the INSERT and writes the same."""
+    """In the application's transaction the batch commits and rolls back with it, on asyncpg
+    and on psycopg, async and sync; a refused one raises InvalidJob there too."""
     import psycopg
 
     app = await asyncpg.connect(dsn)
@@ -206,12 +219,20 @@ async def test_on_the_application_connection(dsn: str, conn: asyncpg.Connection)
             by_psycopg = await client.enqueue_many([JobCreate("noop", {"p": i}) for i in range(N)],
                                                    connection=pconn)
             await pconn.commit()
+            with pytest.raises(InvalidJob, match="unknown user"):
+                await client.enqueue_many(with_one_bad({"user_id": 99}), connection=pconn)
+            await pconn.rollback()
+    with SyncJobClient.connect(dsn) as sync_client, psycopg.connect(dsn) as sconn:
+        by_sync = sync_client.enqueue_many([JobCreate("noop", {"s": i}) for i in range(N)], connection=sconn)
+        sconn.commit()
     assert await conn.fetchval("SELECT count(*) FROM jobs WHERE input_data ? 'k'") == N
     assert await conn.fetchval("SELECT count(*) FROM jobs WHERE input_data ? 'gone'") == 0
     assert await conn.fetchval("SELECT count(*) FROM jobs WHERE input_data ? 'p'") == N
     rows = await conn.fetch("SELECT id FROM jobs WHERE input_data ? 'k' ORDER BY seq")
     assert [r["id"] for r in rows] == kept
-    assert len(set(by_psycopg)) == N
+    assert len(set(by_psycopg)) == len(set(by_sync)) == N
+    assert await conn.fetchval("SELECT count(*) FROM jobs WHERE input_data ? 's'") == N
+    assert await conn.fetchval("SELECT count(*) FROM jobs") == 3 * N
 
 
 async def test_behind_pgbouncer(dsn: str, conn: asyncpg.Connection, pgbouncer: PgBouncer) -> None:

@@ -47,7 +47,7 @@ class CopyConnection(Protocol):
 
 def copies(conn: object, ordered: Sequence[JobCreate]) -> bool:
     """Whether this batch goes by COPY: large enough, with no unique key to skip on, on a
-    connection that can."""
+    connection that can (asyncpg's, psycopg's, and theirs under SQLAlchemy or Django)."""
     return (len(ordered) >= COPY_MIN_JOBS and hasattr(conn, "copy_to_table")
             and all(j.unique_key is None for j in ordered))
 
