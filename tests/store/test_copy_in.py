@@ -66,20 +66,33 @@ def awkward_batch() -> list[JobCreate]:
     jobs[8].dependent_on_jobs = [jobs[7].id]
     jobs[9].id = 'a "quoted" \\ id\there'  # JSON escapes it in the list of its dependant
     jobs[10].dependent_on_jobs = [jobs[9].id]
+    jobs[11].unique_key = "held"  # by the parent: a duplicate, standing for it
+    jobs[12].unique_key = jobs[13].unique_key = "new\tkey"  # the second is a duplicate of the first
+    jobs[14].dependent_on_jobs = [jobs[11].id, jobs[13].id]  # so it depends on their holders
+    return jobs
+
+
+def keyed_batch() -> list[JobCreate]:
+    """Every job with a unique key of its own."""
+    jobs = plain_batch()
+    for i, job in enumerate(jobs):
+        job.unique_key = f"key-{i}"
     return jobs
 
 
 def awkward_untimed_batch() -> list[JobCreate]:
-    """The awkward values without a time or a trace context (the other set of columns)."""
+    """The awkward values without a time, a trace context or a unique key (the plain columns)."""
     jobs = awkward_batch()
     for job in jobs:
-        job.scheduled_at = job.trace_context = None
+        job.scheduled_at = job.trace_context = job.unique_key = None
+    jobs[14].dependent_on_jobs = [jobs[13].id]
     return jobs
 
 
 async def prepare(conn: asyncpg.Connection) -> None:
     await conn.execute("INSERT INTO users (id, name) VALUES (2, 'second')")
-    await conn.execute("INSERT INTO jobs (id, type, input_data) VALUES ($1, 'parent', '{}')", PARENT)
+    await conn.execute("INSERT INTO jobs (id, type, input_data, unique_key) VALUES ($1, 'parent', '{}', 'held')",
+                       PARENT)
 
 
 async def table(conn: asyncpg.Connection, sql: str) -> list[dict[str, Any]]:
@@ -98,7 +111,7 @@ async def written(conn: asyncpg.Connection) -> tuple[list[dict[str, Any]], list[
 
 
 @pytest.mark.parametrize("driver", ["asyncpg", "psycopg"])
-@pytest.mark.parametrize("batch", [plain_batch, awkward_batch, awkward_untimed_batch])
+@pytest.mark.parametrize("batch", [plain_batch, keyed_batch, awkward_batch, awkward_untimed_batch])
 async def test_copy_writes_the_rows_the_insert_writes(batch: Any, driver: str, dsn: str, conn: asyncpg.Connection,
                                                       other: asyncpg.Connection,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
@@ -123,13 +136,15 @@ async def test_copy_writes_the_rows_the_insert_writes(batch: Any, driver: str, d
     by_insert = batch()
     assert not copy_in.copies(other, by_insert)
     async with other.transaction():
-        assert await transitions.enqueue(other, by_insert) == ids == [j.id for j in by_copy]
+        assert await transitions.enqueue(other, by_insert) == ids
     copied, inserted = await written(conn), await written(other)
-    assert len(copied[0]) == N + 1
+    duplicates = sum(a != b.id for a, b in zip(ids, by_copy, strict=True))
+    assert duplicates == (2 if batch is awkward_batch else 0)
+    assert len(copied[0]) == N + 1 - duplicates
     for a, b in zip(copied[0], inserted[0], strict=True):
         assert {k: v for k, v in a.items() if b[k] != v} == {k: v for k, v in b.items() if a[k] != v}
     assert copied == inserted
-    if batch is not plain_batch:
+    if batch in (awkward_batch, awkward_untimed_batch):
         assert copied[1], "the dependencies made their edges"
         assert copied[0][1]["type"] == "tab\there, line\nthere, back\\slash\\N and \r"
         assert copied[0][2]["pipeline_id"] == "\\N"
@@ -252,3 +267,31 @@ async def test_behind_pgbouncer(dsn: str, conn: asyncpg.Connection, pgbouncer: P
             await client.enqueue_many(with_one_bad({"user_id": 99}))
         await client.enqueue_many([JobCreate("noop", {"round": "after"}) for _ in range(N)])
     assert await conn.fetchval("SELECT count(*) FROM jobs") == 6 * N
+
+
+async def test_a_key_taken_during_the_copy_stands_for_its_job(dsn: str, conn: asyncpg.Connection) -> None:
+    """A concurrent enqueue takes a key after the look-up of the holders: the COPY waits for
+    it, fails on the key, and the enqueue starts again from the look-up, so the job of that
+    key is the concurrent one's and every other job is written once."""
+    rival, watcher = await connect(dsn), await connect(dsn)
+    try:
+        tx = rival.transaction()
+        await tx.start()
+        [held] = await transitions.enqueue(rival, [JobCreate("noop", {}, unique_key="contested")])
+        jobs = [JobCreate("noop", {"i": i}, unique_key="contested" if i == 7 else f"free-{i}") for i in range(N)]
+        assert copy_in.copies(conn, jobs)
+        enqueueing = asyncio.ensure_future(transitions.enqueue(conn, jobs))
+
+        async def waits_for_the_rival() -> bool:
+            return bool(await watcher.fetchval("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                                               "AND query LIKE 'COPY%'"))
+
+        await wait_for(waits_for_the_rival, timeout=20, what="the COPY waiting on the contested key")
+        await tx.commit()
+        ids = await asyncio.wait_for(enqueueing, 20)
+    finally:
+        await rival.close()
+        await watcher.close()
+    assert ids[7] == held and ids[:7] + ids[8:] == [j.id for j in jobs[:7] + jobs[8:]]
+    assert await conn.fetchval("SELECT count(*) FROM jobs") == N
+    assert await conn.fetchval("SELECT count(*) FROM jobs WHERE unique_key = 'contested'") == 1

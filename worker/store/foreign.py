@@ -55,7 +55,7 @@ def as_asyncpg_error(exc: BaseException) -> BaseException:
         return exc
     diag = getattr(exc, "diag", None)
     fields = {"C": sqlstate, "M": getattr(diag, "message_primary", None) or str(exc),
-              "D": getattr(diag, "message_detail", None)}
+              "D": getattr(diag, "message_detail", None), "n": getattr(diag, "constraint_name", None)}
     return cast(BaseException, asyncpg.PostgresError.new({k: v for k, v in fields.items() if v is not None}))
 
 

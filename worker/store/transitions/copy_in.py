@@ -1,12 +1,17 @@
 """A large batch of new jobs written by COPY, PostgreSQL's bulk load, instead of one INSERT.
 
-The rows are the ones `inserts._INSERT` writes, column for column, in the same order: the ids come
-from the client, the columns left out take the table's defaults, and COPY fires the same insert
-triggers as INSERT (the owner check, the dependency count and edges, and the statement trigger
-that notifies workers with the ids inserted). What COPY cannot do is skip a row: so it is used
-only for jobs without a unique key (`ON CONFLICT DO NOTHING` has no COPY form), and every job has
-passed `check_new_job` and its JSON has been encoded before the first row is sent. A refusal by
-the server (a taken id, an unknown user) fails the COPY whole, as it fails the INSERT whole.
+The rows are the ones the INSERTs of `inserts` write, column for column, in the same order: the
+ids come from the client, the columns left out take the table's defaults, and COPY fires the same
+insert triggers as INSERT (the owner check, the start time, the dependency count and edges, and
+the statement trigger that notifies workers with the ids inserted). Every job has passed
+`check_new_job` and its JSON has been encoded before the first row is sent. A refusal by the
+server (a taken id, an unknown user) fails the COPY whole, as it fails the INSERT whole.
+
+What COPY cannot do is skip a row, as `ON CONFLICT DO NOTHING` skips a job whose unique key an
+unfinished job holds. Jobs with keys come here only after the look-up of the keys' holders, in a
+savepoint: a key taken since by a concurrent enqueue fails the COPY on `jobs_unique_key_idx`,
+which `inserts` takes for the lost race it is, and the enqueue starts again from the look-up (as
+it does when the INSERT skips a row).
 
 The rows travel in COPY's text format, which the client builds as one string, with no codec of
 the connection involved (an application's connection, or the pool's, may have its own for
@@ -29,7 +34,8 @@ from jobdesk.core.validation import json_text
 COPY_MIN_JOBS = 200
 
 _PLAIN = ("id", "type", "user_id", "pipeline_id", "input_data", "dependent_on_jobs", "priority")
-_TIMED = (*_PLAIN, "scheduled_at", "trace_context")  # when some job has a start time or a trace context
+# When some job has a start time, a trace context or a unique key.
+_FULL = (*_PLAIN, "scheduled_at", "trace_context", "unique_key")
 
 _NULL = "\\N"  # the text format's NULL
 _JSON_ESCAPED = re.compile(r'["\\\x00-\x1f]')  # what JSON writes escaped inside a string
@@ -46,28 +52,27 @@ class CopyConnection(Protocol):
 
 
 def copies(conn: object, ordered: Sequence[JobCreate]) -> bool:
-    """Whether this batch goes by COPY: large enough, with no unique key to skip on, on a
-    connection that can (asyncpg's, psycopg's, and theirs under SQLAlchemy or Django)."""
-    return (len(ordered) >= COPY_MIN_JOBS and hasattr(conn, "copy_to_table")
-            and all(j.unique_key is None for j in ordered))
+    """Whether this batch goes by COPY: large enough, on a connection that can (asyncpg's,
+    psycopg's, and theirs under SQLAlchemy or Django)."""
+    return len(ordered) >= COPY_MIN_JOBS and hasattr(conn, "copy_to_table")
 
 
-def _values(job: JobCreate, default_user: int, timed: bool) -> list[str | None]:
+def _values(job: JobCreate, default_user: int, full: bool) -> list[str | None]:
     """A job's values in column order, None for NULL."""
     values = [job.id, job.type, str(default_user if job.user_id is None else job.user_id), job.pipeline_id,
               json_text(job.input_data, "input_data", job_id=job.id, field="input_data"),
               json_text(job.dependent_on_jobs), str(job.priority)]
-    if timed:
+    if full:
         values += [None if job.scheduled_at is None else job.scheduled_at.isoformat(),
-                   None if job.trace_context is None else json_text(job.trace_context)]
+                   None if job.trace_context is None else json_text(job.trace_context), job.unique_key]
     return values
 
 
-def _escaped(ordered: Sequence[JobCreate], default_user: int, timed: bool) -> str:
+def _escaped(ordered: Sequence[JobCreate], default_user: int, full: bool) -> str:
     """The text of `copy_text` with every value escaped (only a batch with a tab, a line break or
     a backslash inside some value comes here)."""
     return "".join("\t".join(_NULL if value is None else value.translate(_ESCAPES)
-                             for value in _values(job, default_user, timed)) + "\n" for job in ordered)
+                             for value in _values(job, default_user, full)) + "\n" for job in ordered)
 
 
 def _plain_text(ordered: Sequence[JobCreate], default_user: int) -> str:
@@ -90,32 +95,34 @@ def _dependencies_json(ordered: Sequence[JobCreate]) -> Callable[[list[str]], st
     return lambda ids: '["' + '", "'.join(ids) + '"]'
 
 
-def copy_text(ordered: Sequence[JobCreate], default_user: int, timed: bool) -> str:
-    """The text COPY reads for these jobs (columns `_TIMED` if `timed`, else `_PLAIN`), a line
+def copy_text(ordered: Sequence[JobCreate], default_user: int, full: bool) -> str:
+    """The text COPY reads for these jobs (columns `_FULL` if `full`, else `_PLAIN`), a line
     per job; a job without a user gets `default_user`.
 
     Values are written as they are, then the whole is checked once: as many tabs and line
     breaks as the separators, no carriage return, and no backslash but those of the NULLs mean
     that no value needed escaping (nearly every batch: ids, type names and compact JSON)."""
-    if timed:
+    if full:
         text = "".join("\t".join(_NULL if v is None else v for v in _values(j, default_user, True)) + "\n"
                        for j in ordered)
         nulls = sum((j.pipeline_id is None) + (j.scheduled_at is None) + (j.trace_context is None)
-                    for j in ordered)
+                    + (j.unique_key is None) for j in ordered)
     else:
         text = _plain_text(ordered, default_user)
         nulls = sum(j.pipeline_id is None for j in ordered)
-    columns = len(_TIMED if timed else _PLAIN)
+    columns = len(_FULL if full else _PLAIN)
     if (text.count("\\") == nulls and text.count("\t") == len(ordered) * (columns - 1)
             and text.count("\n") == len(ordered) and "\r" not in text):
         return text
-    return _escaped(ordered, default_user, timed)
+    return _escaped(ordered, default_user, full)
 
 
 async def copy_jobs(conn: CopyConnection, ordered: Sequence[JobCreate], default_user: int) -> None:
     """COPY checked jobs, parents first, into `jobs`; a job without a user gets `default_user`.
-    The server's errors are asyncpg's, as the INSERT's are (the caller turns them into InvalidJob)."""
-    timed = any(j.scheduled_at is not None or j.trace_context is not None for j in ordered)
+    The server's errors are asyncpg's, as the INSERT's are (the caller turns them into InvalidJob,
+    or a lost race for a unique key)."""
+    full = any(j.scheduled_at is not None or j.trace_context is not None or j.unique_key is not None
+               for j in ordered)
     # A memoryview: asyncpg would take bytes for a file's path.
-    data = memoryview(copy_text(ordered, default_user, timed).encode())
-    await conn.copy_to_table("jobs", source=data, columns=_TIMED if timed else _PLAIN, format="text")
+    data = memoryview(copy_text(ordered, default_user, full).encode())
+    await conn.copy_to_table("jobs", source=data, columns=_FULL if full else _PLAIN, format="text")

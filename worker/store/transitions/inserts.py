@@ -200,10 +200,12 @@ async def _check_outside(conn: asyncpg.Connection, ordered: Sequence[JobCreate],
 
 @contextlib.contextmanager
 def _insert_errors(ordered: Sequence[JobCreate]) -> Iterator[None]:
-    """An insert's refusals as InvalidJob."""
+    """An insert's refusals as InvalidJob; a unique key taken since its look-up as `_KeyRace`."""
     try:
         yield
     except asyncpg.UniqueViolationError as exc:
+        if exc.constraint_name == "jobs_unique_key_idx":  # by COPY, which cannot skip the row
+            raise _KeyRace from None
         raise InvalidJob(f"a job with this id already exists ({exc.detail or exc})", field="id") from None
     except asyncpg.ForeignKeyViolationError as exc:
         users = sorted({str(j.user_id) for j in ordered if j.user_id is not None})
@@ -222,7 +224,8 @@ def _trace_texts(ordered: Sequence[JobCreate]) -> list[str | None]:
 async def _insert(conn: asyncpg.Connection, jobs: Sequence[JobCreate]) -> set[str] | None:
     """Insert checked jobs in one statement; the ids inserted when any has a time, a key or a
     trace context (the plain insert, the common case with tracing off, binds none of them).
-    A large batch without unique keys goes by COPY (see `copy_in`), when the connection has it."""
+    A large batch goes by COPY (see `copy_in`) when the connection has it: every job is inserted,
+    or none (a unique key taken since its look-up raises `_KeyRace`), so no ids come back."""
     ordered, outside = order_batch(jobs)
     await _check_outside(conn, ordered, outside)
     if copy_in.copies(conn, ordered):
