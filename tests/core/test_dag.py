@@ -36,3 +36,10 @@ def test_parents_in_the_batch_come_first() -> None:
 def test_a_job_that_depends_on_itself_is_refused() -> None:
     with pytest.raises(InvalidJob, match="depends on itself"):
         order_batch([JobCreate("t", {}, id="a", dependent_on_jobs=["a", "elsewhere"])])
+
+
+def test_an_id_twice_in_a_batch_is_refused_naming_it() -> None:
+    jobs = [JobCreate("t", {}, id=i) for i in ("a", "b", "c", "b", "a")]
+    with pytest.raises(InvalidJob, match="job id b appears twice") as info:
+        order_batch(jobs)
+    assert info.value.job_id == "b" and info.value.field == "id"
