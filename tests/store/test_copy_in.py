@@ -16,6 +16,7 @@ import pytest
 from jobdesk import JobClient, SyncJobClient
 from jobdesk.core.errors import InvalidJob
 from jobdesk.core.models import JobCreate
+from jobdesk.core.settings import load_settings
 from jobdesk.store import transitions
 from jobdesk.store.db import connect
 from jobdesk.store.foreign import PsycopgConnection
@@ -295,3 +296,22 @@ async def test_a_key_taken_during_the_copy_stands_for_its_job(dsn: str, conn: as
     assert ids[7] == held and ids[:7] + ids[8:] == [j.id for j in jobs[:7] + jobs[8:]]
     assert await conn.fetchval("SELECT count(*) FROM jobs") == N
     assert await conn.fetchval("SELECT count(*) FROM jobs WHERE unique_key = 'contested'") == 1
+
+
+async def test_a_copy_held_past_the_statement_timeout_is_cancelled_behind_pgbouncer(
+        dsn: str, conn: asyncpg.Connection, pgbouncer: PgBouncer) -> None:
+    """Behind a pooler the statement timeout is the client's: a COPY that waits past it is
+    cancelled with PostgreSQL's own error for a statement timeout, as an INSERT is."""
+    pooled = pgbouncer.url(dsn, declared=False)
+    blocker = await asyncpg.connect(dsn)
+    try:
+        async with await JobClient.connect(pooled, settings=load_settings(DATABASE_URL=pooled,
+                                                                          JOB_STATEMENT_TIMEOUT=1)) as client:
+            async with blocker.transaction():
+                await blocker.execute("LOCK TABLE jobs IN SHARE MODE")  # an insert waits for it
+                with pytest.raises(asyncpg.QueryCanceledError, match="statement timeout"):
+                    await client.enqueue_many([JobCreate("noop", {}) for _ in range(N)])
+            await client.enqueue_many([JobCreate("noop", {}) for _ in range(N)])  # the pool is fine after it
+    finally:
+        await blocker.close()
+    assert await conn.fetchval("SELECT count(*) FROM jobs") == N
