@@ -90,7 +90,8 @@ def _dependencies_json(ordered: Sequence[JobCreate]) -> Callable[[list[str]], st
     """How to write the jobs' dependency lists as JSON: as the join of their ids when no id of
     the batch holds a character JSON escapes (a quote, a backslash, a control character), a
     tenth of the json module's time; else by the json module."""
-    if _JSON_ESCAPED.search("".join(chain.from_iterable(j.dependent_on_jobs for j in ordered))):
+    dependencies = [j.dependent_on_jobs for j in ordered if j.dependent_on_jobs]
+    if not dependencies or _JSON_ESCAPED.search("".join(chain.from_iterable(dependencies))):
         return json_text
     return lambda ids: '["' + '", "'.join(ids) + '"]'
 
