@@ -29,6 +29,11 @@ is the empty input of a no-op job.
 `--sizes`: `enqueue_many` of 1 to 5,000 plain jobs by the INSERT and by COPY, the figures behind
 `COPY_MIN_JOBS` (the smallest batch COPY takes).
 
+`--cpu`: CPU per job instead of wall time, which a machine shared with other work moves much less:
+the client's (this process) and the server's (the connection's backend, from /proc), for the same
+calls on one connection (`transitions.enqueue` in a transaction, as `enqueue_many` makes it) and
+for raw COPY. Median of the runs.
+
 jobs/s = N / the time of the call, commit included, measured after connecting. Median of the runs.
 """
 
@@ -47,9 +52,12 @@ import asyncpg
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks.harness import process_cpu_seconds
 from jobdesk.core.models import JobCreate
 from jobdesk.core.settings import load_settings
 from jobdesk.service.jobs import JobService
+from jobdesk.store import transitions
+from jobdesk.store.db import connect
 from jobdesk.store.transitions import copy_in
 from tests import pg
 
@@ -176,6 +184,53 @@ async def sizes(server_dsn: str, runs: int) -> None:
         copy_in.COPY_MIN_JOBS = threshold
 
 
+async def cpu_of(dsn: str, n: int, kind: str) -> tuple[float, float]:
+    """(client, server) CPU microseconds per job of one call: `kind` as `batch_of`'s, or "raw"
+    (raw COPY); with " by INSERT", COPY turned off."""
+    conn = await (asyncpg.connect(dsn) if kind == "raw" else connect(dsn))
+    threshold = copy_in.COPY_MIN_JOBS
+    try:
+        await conn.execute("SELECT 1")
+        jobs = batch_of(n, "plain" if kind == "raw" else kind.removesuffix(" by INSERT"))
+        rows = [("bench.noop", 1, json.dumps(input_of(i)), "[]") for i in range(n)]
+        copy_in.COPY_MIN_JOBS = n + 1 if kind.endswith(" by INSERT") else threshold
+        server0, client0 = process_cpu_seconds(conn.get_server_pid()), time.process_time()
+        async with conn.transaction():
+            if kind == "raw":
+                await conn.copy_records_to_table("jobs", records=rows,
+                                                 columns=["type", "user_id", "input_data", "dependent_on_jobs"])
+            else:
+                await transitions.enqueue(conn, jobs)
+        client = time.process_time() - client0
+        await asyncio.sleep(0.05)  # the backend's CPU ticks are counted
+        server = process_cpu_seconds(conn.get_server_pid()) - server0
+    finally:
+        copy_in.COPY_MIN_JOBS = threshold
+        await conn.close()
+    return client / n * 1e6, server / n * 1e6
+
+
+async def cpu(server_dsn: str, n: int, runs: int) -> None:
+    kinds = {"raw COPY": "raw"}
+    for kind, name in (("plain", "enqueue_many"), ("unique", "enqueue_many, a unique_key each"),
+                       ("dependent", "enqueue_many, a dependency each"),
+                       ("pipeline", "create_pipeline's jobs, 100 roots + fan-out")):
+        kinds[f"{name} by COPY"], kinds[f"{name} by INSERT"] = kind, f"{kind} by INSERT"
+    found: dict[str, list[tuple[float, float]]] = {name: [] for name in kinds}
+    for _ in range(runs):
+        for name, kind in kinds.items():
+            dsn = await pg.create_test_database(server_dsn)
+            try:
+                await add_parents(dsn)
+                found[name].append(await cpu_of(dsn, n, kind))
+            finally:
+                await pg.drop_test_database(dsn)
+    print(f"CPU per job, {n:,} jobs per call, median of {runs}:")
+    for name, costs in found.items():
+        client, server = (statistics.median(c[i] for c in costs) for i in (0, 1))
+        print(f"  {name:<55} client {client:5.1f} us  server {server:5.1f} us  total {client + server:6.1f} us")
+
+
 CASES = [("per-row SQL (executemany)", per_row, "plain"), ("JobClient.enqueue_many", batch, "plain"),
          ("raw COPY", raw_copy, "plain"),
          ("per-row SQL (executemany), a dependency each", per_row, "dependent"),
@@ -193,6 +248,7 @@ async def main() -> None:
     parser.add_argument("--input", choices=("empty", "order"), default="empty",
                         help="each job's input: {} (a no-op job's), or a web shop's order")
     parser.add_argument("--sizes", action="store_true", help="INSERT and COPY for batches of 1 to 5,000 jobs")
+    parser.add_argument("--cpu", action="store_true", help="client and server CPU per job instead of jobs/s")
     args = parser.parse_args()
     INPUT["order"] = args.input == "order"
     server, root = pg.start_server()
@@ -200,6 +256,9 @@ async def main() -> None:
         await pg.build_template(server.dsn)
         if args.sizes:
             await sizes(server.dsn, args.runs)
+            return
+        if args.cpu:
+            await cpu(server.dsn, args.jobs, args.runs)
             return
         print(f"jobdesk enqueue benchmark: {args.jobs:,} no-op jobs per call, input {args.input}", flush=True)
         results: dict[str, list[float]] = {name: [] for name, _, _ in CASES}
