@@ -75,15 +75,20 @@ def _escaped(ordered: Sequence[JobCreate], default_user: int, full: bool) -> str
                              for value in _values(job, default_user, full)) + "\n" for job in ordered)
 
 
-def _plain_text(ordered: Sequence[JobCreate], default_user: int) -> str:
+def _lines(ordered: Sequence[JobCreate], default_user: int, full: bool) -> list[str]:
     # One f-string per job: three times faster than joining `_values`, for the bulk case; an
     # empty input or dependency list (checked a dict and a list) is written without a call.
     deps = _dependencies_json(ordered)
-    return "\n".join([
+    lines = [
         f"{j.id}\t{j.type}\t{default_user if j.user_id is None else j.user_id}\t"
         f"{_NULL if j.pipeline_id is None else j.pipeline_id}\t"
         f"{json_text(j.input_data, 'input_data', job_id=j.id, field='input_data') if j.input_data else '{}'}\t"
-        f"{deps(j.dependent_on_jobs) if j.dependent_on_jobs else '[]'}\t{j.priority}" for j in ordered]) + "\n"
+        f"{deps(j.dependent_on_jobs) if j.dependent_on_jobs else '[]'}\t{j.priority}" for j in ordered]
+    if full:
+        lines = [f"{line}\t{_NULL if j.scheduled_at is None else j.scheduled_at.isoformat()}\t"
+                 f"{_NULL if j.trace_context is None else json_text(j.trace_context)}\t"
+                 f"{_NULL if j.unique_key is None else j.unique_key}" for line, j in zip(lines, ordered, strict=True)]
+    return lines
 
 
 def _dependencies_json(ordered: Sequence[JobCreate]) -> Callable[[list[str]], str]:
@@ -103,14 +108,10 @@ def copy_text(ordered: Sequence[JobCreate], default_user: int, full: bool) -> st
     Values are written as they are, then the whole is checked once: as many tabs and line
     breaks as the separators, no carriage return, and no backslash but those of the NULLs mean
     that no value needed escaping (nearly every batch: ids, type names and compact JSON)."""
+    text = "\n".join(_lines(ordered, default_user, full)) + "\n"
+    nulls = sum(j.pipeline_id is None for j in ordered)
     if full:
-        text = "".join("\t".join(_NULL if v is None else v for v in _values(j, default_user, True)) + "\n"
-                       for j in ordered)
-        nulls = sum((j.pipeline_id is None) + (j.scheduled_at is None) + (j.trace_context is None)
-                    + (j.unique_key is None) for j in ordered)
-    else:
-        text = _plain_text(ordered, default_user)
-        nulls = sum(j.pipeline_id is None for j in ordered)
+        nulls += sum((j.scheduled_at is None) + (j.trace_context is None) + (j.unique_key is None) for j in ordered)
     columns = len(_FULL if full else _PLAIN)
     if (text.count("\\") == nulls and text.count("\t") == len(ordered) * (columns - 1)
             and text.count("\n") == len(ordered) and "\r" not in text):
