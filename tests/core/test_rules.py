@@ -78,6 +78,8 @@ def test_storable_text() -> None:
     (JobCreate("t", {}, dependent_on_jobs=[1]), "dependent_on_jobs"),  # type: ignore[list-item]
     (JobCreate("t", {}, pipeline_id="p" * 37), "pipeline_id"),
     (JobCreate("t", {}, unique_key=""), "unique_key"),
+    (JobCreate("t", {}, unique_key="k" * 256), "unique_key"),
+    (JobCreate("t", {}, unique_key="k\x00"), "unique_key"),
     (JobCreate("t\x00", {}), "type"),
     (JobCreate("t", {}, scheduled_at="tomorrow"), "scheduled_at"),  # type: ignore[arg-type]
     (JobCreate("t", {}, priority=2**31), "priority"),
@@ -92,7 +94,8 @@ def test_a_malformed_new_job_is_refused_naming_its_field(job: JobCreate, field: 
     assert info.value.field == field
     # In a batch, the same refusal, whichever way the batch is checked.
     batch = [JobCreate("t", {"n": i}, id=f"ok-{i}", dependent_on_jobs=[f"ok-{i - 1}"] if i else [],
-                       pipeline_id="p", user_id=2, priority=-3) for i in range(50)]
+                       pipeline_id="p", user_id=2, priority=-3, unique_key=f"k{i}" if i % 2 else None)
+             for i in range(50)]
     check_new_jobs(batch)
     batch.insert(30, job)
     with pytest.raises(InvalidJob) as in_batch:
