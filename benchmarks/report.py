@@ -64,15 +64,21 @@ def read_engine(out: str) -> Rows:
 
 def read_enqueue(out: str) -> Rows:
     jobs = _find(r"enqueue benchmark: ([\d,]+) no-op jobs", out, "job count").group(1)
+
+    def median(name: str) -> str:
+        return _find(rf"^{re.escape(name)}\s+median\s+([\d,]+) jobs/s", out, f"{name} median").group(1)
+
     rows = []
     cases = (("", "independent jobs"), (", a dependency each", "jobs that each depend on one of 100 others"))
     for dependent, label in cases:
-        per_row = _find(rf"^per-row SQL \(executemany\){re.escape(dependent)}\s+median\s+([\d,]+) jobs/s", out,
-                        f"per-row median{dependent}").group(1)
-        batch = _find(rf"^JobClient\.enqueue_many{re.escape(dependent)}\s+median\s+([\d,]+) jobs/s", out,
-                      f"enqueue_many median{dependent}").group(1)
         rows.append((f"bulk enqueue of {jobs} {label}",
-                     f"one `INSERT` per row {per_row} jobs/s; `JobClient.enqueue_many` {batch} jobs/s"))
+                     f"one `INSERT` per row {median('per-row SQL (executemany)' + dependent)} jobs/s; "
+                     f"`JobClient.enqueue_many` {median('JobClient.enqueue_many' + dependent)} jobs/s; "
+                     f"raw `COPY` {median('raw COPY' + dependent)} jobs/s"))
+    rows.append((f"bulk enqueue of {jobs} jobs with a unique key each; as a pipeline of 100 roots and their "
+                 "dependants",
+                 f"`enqueue_many` {median('JobClient.enqueue_many, a unique_key each')} jobs/s; `create_pipeline` "
+                 f"{median('JobClient.create_pipeline, 100 roots + fan-out')} jobs/s"))
     return rows
 
 

@@ -18,7 +18,7 @@ from jobdesk.core.rules import (
     retry_decision,
     worker_command_is_legal,
 )
-from jobdesk.core.validation import check_new_job, json_text, storable_text
+from jobdesk.core.validation import check_new_job, check_new_jobs, json_text, storable_text
 from jobdesk.store import fleet, transitions
 
 
@@ -78,13 +78,38 @@ def test_storable_text() -> None:
     (JobCreate("t", {}, dependent_on_jobs=[1]), "dependent_on_jobs"),  # type: ignore[list-item]
     (JobCreate("t", {}, pipeline_id="p" * 37), "pipeline_id"),
     (JobCreate("t", {}, unique_key=""), "unique_key"),
+    (JobCreate("t", {}, unique_key="k" * 256), "unique_key"),
+    (JobCreate("t", {}, unique_key="k\x00"), "unique_key"),
     (JobCreate("t\x00", {}), "type"),
     (JobCreate("t", {}, scheduled_at="tomorrow"), "scheduled_at"),  # type: ignore[arg-type]
+    (JobCreate("t", {}, priority=2**31), "priority"),
+    (JobCreate("t", {}, priority=True), "priority"),
+    (JobCreate("t", {}, priority="high"), "priority"),  # type: ignore[arg-type]
+    (JobCreate("t", {}, user_id=-(2**31) - 1), "user_id"),
+    (JobCreate("t", {}, user_id="1"), "user_id"),  # type: ignore[arg-type]
 ])
 def test_a_malformed_new_job_is_refused_naming_its_field(job: JobCreate, field: str) -> None:
     with pytest.raises(InvalidJob) as info:
         check_new_job(job)
     assert info.value.field == field
+    # In a batch, the same refusal, whichever way the batch is checked.
+    batch = [JobCreate("t", {"n": i}, id=f"ok-{i}", dependent_on_jobs=[f"ok-{i - 1}"] if i else [],
+                       pipeline_id="p", user_id=2, priority=-3, unique_key=f"k{i}" if i % 2 else None)
+             for i in range(50)]
+    check_new_jobs(batch)
+    batch.insert(30, job)
+    with pytest.raises(InvalidJob) as in_batch:
+        check_new_jobs(batch)
+    assert (in_batch.value.field, str(in_batch.value)) == (field, str(info.value))
+
+
+def test_the_first_bad_job_of_a_batch_is_the_one_named() -> None:
+    batch = [JobCreate("t", {}, id=f"j{i}") for i in range(10)]
+    batch[3].type, batch[7].id = "", "x" * 40
+    with pytest.raises(InvalidJob, match="non-empty type") as info:
+        check_new_jobs(batch)
+    assert info.value.job_id == "j3"
+    check_new_jobs(batch[:3] + batch[4:7])  # the good ones pass
 
 
 def test_a_new_jobs_time_becomes_utc() -> None:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import asyncpg
 
-from jobdesk import JobClient, SyncJobClient
+from jobdesk import JobClient, JobCreate, SyncJobClient
 
 ORDERS = "CREATE TABLE IF NOT EXISTS orders (id text PRIMARY KEY)"
 SAVE_ORDER = "INSERT INTO orders (id) VALUES ('{order}')"
@@ -24,11 +24,26 @@ class Boom(Exception):
     """What the application's block raises."""
 
 
+async def _enqueue(client: JobClient, order: str, connection: object, batch: int) -> str:
+    """The job that confirms the order, or `batch` of them in one call (the first one's id)."""
+    if batch == 1:
+        return await client.enqueue("confirm", {"order": order}, connection=connection)
+    jobs = [JobCreate("confirm", {"order": order, "part": i}) for i in range(batch)]
+    return (await client.enqueue_many(jobs, connection=connection))[0]
+
+
+def _enqueue_sync(client: SyncJobClient, order: str, connection: object, batch: int) -> str:
+    if batch == 1:
+        return str(client.enqueue("confirm", {"order": order}, connection=connection))
+    jobs = [JobCreate("confirm", {"order": order, "part": i}) for i in range(batch)]
+    return str(client.enqueue_many(jobs, connection=connection)[0])
+
+
 def sqlalchemy_url(dsn: str, driver: str) -> str:
     return dsn.replace("postgresql://", f"postgresql+{driver}://", 1)
 
 
-async def _asyncpg(client: JobClient, dsn: str, order: str, outcome: str) -> str:
+async def _asyncpg(client: JobClient, dsn: str, order: str, outcome: str, batch: int = 1) -> str:
     conn = await asyncpg.connect(dsn, statement_cache_size=0)  # as behind a pooler in transaction mode
     job_id = ""
     try:
@@ -36,12 +51,12 @@ async def _asyncpg(client: JobClient, dsn: str, order: str, outcome: str) -> str
             tx = conn.transaction()
             await tx.start()
             await conn.execute(SAVE_ORDER.format(order=order))
-            job_id = await client.enqueue("confirm", {"order": order}, connection=conn)
+            job_id = await _enqueue(client, order, conn, batch)
             await tx.rollback()
             return job_id
         async with conn.transaction():
             await conn.execute(SAVE_ORDER.format(order=order))
-            job_id = await client.enqueue("confirm", {"order": order}, connection=conn)
+            job_id = await _enqueue(client, order, conn, batch)
             if outcome == "raise":
                 raise Boom
     except Boom:
@@ -51,14 +66,14 @@ async def _asyncpg(client: JobClient, dsn: str, order: str, outcome: str) -> str
     return job_id
 
 
-async def _psycopg_async(client: JobClient, dsn: str, order: str, outcome: str) -> str:
+async def _psycopg_async(client: JobClient, dsn: str, order: str, outcome: str, batch: int = 1) -> str:
     import psycopg
 
     job_id = ""
     async with await psycopg.AsyncConnection.connect(dsn) as conn:
         try:
             await conn.execute(SAVE_ORDER.format(order=order))
-            job_id = await client.enqueue("confirm", {"order": order}, connection=conn)
+            job_id = await _enqueue(client, order, conn, batch)
             if outcome == "raise":
                 raise Boom
             await (conn.commit() if outcome == "commit" else conn.rollback())
@@ -67,7 +82,8 @@ async def _psycopg_async(client: JobClient, dsn: str, order: str, outcome: str) 
     return job_id
 
 
-async def _sqlalchemy_async(client: JobClient, dsn: str, order: str, outcome: str, driver: str) -> str:
+async def _sqlalchemy_async(client: JobClient, dsn: str, order: str, outcome: str, driver: str,
+                            batch: int = 1) -> str:
     from sqlalchemy import text
     from sqlalchemy.ext.asyncio import AsyncSession, create_async_engine
     from sqlalchemy.pool import NullPool
@@ -86,7 +102,7 @@ async def _sqlalchemy_async(client: JobClient, dsn: str, order: str, outcome: st
             try:
                 async with session.begin():
                     await session.execute(text(SAVE_ORDER.format(order=order)))
-                    job_id = await client.enqueue("confirm", {"order": order}, connection=session)
+                    job_id = await _enqueue(client, order, session, batch)
                     if outcome == "raise":
                         raise Boom
                     if outcome == "rollback":
@@ -98,7 +114,7 @@ async def _sqlalchemy_async(client: JobClient, dsn: str, order: str, outcome: st
     return job_id
 
 
-def _psycopg_sync(client: SyncJobClient, dsn: str, order: str, outcome: str) -> str:
+def _psycopg_sync(client: SyncJobClient, dsn: str, order: str, outcome: str, batch: int = 1) -> str:
     import psycopg
 
     job_id = ""
@@ -106,7 +122,7 @@ def _psycopg_sync(client: SyncJobClient, dsn: str, order: str, outcome: str) -> 
         try:
             with conn.transaction():
                 conn.execute(SAVE_ORDER.format(order=order))
-                job_id = client.enqueue("confirm", {"order": order}, connection=conn)
+                job_id = _enqueue_sync(client, order, conn, batch)
                 if outcome == "raise":
                     raise Boom
                 if outcome == "rollback":
@@ -116,7 +132,7 @@ def _psycopg_sync(client: SyncJobClient, dsn: str, order: str, outcome: str) -> 
     return job_id
 
 
-def _sqlalchemy_sync(client: SyncJobClient, dsn: str, order: str, outcome: str) -> str:
+def _sqlalchemy_sync(client: SyncJobClient, dsn: str, order: str, outcome: str, batch: int = 1) -> str:
     from sqlalchemy import create_engine, text
     from sqlalchemy.orm import Session
 
@@ -127,7 +143,7 @@ def _sqlalchemy_sync(client: SyncJobClient, dsn: str, order: str, outcome: str) 
             try:
                 with session.begin():
                     session.execute(text(SAVE_ORDER.format(order=order)))
-                    job_id = client.enqueue("confirm", {"order": order}, connection=session)
+                    job_id = _enqueue_sync(client, order, session, batch)
                     if outcome == "raise":
                         raise Boom
                     if outcome == "rollback":
@@ -146,11 +162,12 @@ class Driver:
     sync: bool = False
 
     async def transact(self, client: JobClient, sync_client: Callable[[], SyncJobClient], dsn: str,
-                       order: str, outcome: str) -> str:
-        """One application transaction through this driver; the id of the job enqueued in it."""
+                       order: str, outcome: str, batch: int = 1) -> str:
+        """One application transaction through this driver; the id of the job enqueued in it
+        (with `batch`, of the first of so many enqueued in one call)."""
         if self.sync:
-            return await asyncio.to_thread(self.run, sync_client(), dsn, order, outcome)  # type: ignore[arg-type]
-        coro = self.run(client, dsn, order, outcome)
+            return await asyncio.to_thread(self.run, sync_client(), dsn, order, outcome, batch)  # type: ignore[arg-type]
+        coro = self.run(client, dsn, order, outcome, batch)
         assert isinstance(coro, Awaitable)
         return str(await coro)
 
@@ -159,7 +176,7 @@ DRIVERS = [
     Driver("asyncpg", _asyncpg),
     Driver("psycopg-async", _psycopg_async),
     Driver("psycopg-sync", _psycopg_sync, sync=True),
-    Driver("sqlalchemy-asyncsession-asyncpg", lambda c, d, o, x: _sqlalchemy_async(c, d, o, x, "asyncpg")),
-    Driver("sqlalchemy-asyncsession-psycopg", lambda c, d, o, x: _sqlalchemy_async(c, d, o, x, "psycopg")),
+    Driver("sqlalchemy-asyncsession-asyncpg", lambda c, d, o, x, n=1: _sqlalchemy_async(c, d, o, x, "asyncpg", n)),
+    Driver("sqlalchemy-asyncsession-psycopg", lambda c, d, o, x, n=1: _sqlalchemy_async(c, d, o, x, "psycopg", n)),
     Driver("sqlalchemy-session", _sqlalchemy_sync, sync=True),
 ]

@@ -10,6 +10,7 @@ import asyncpg
 import pytest
 
 from jobdesk import JobClient, SyncJobClient
+from jobdesk.store.transitions.copy_in import COPY_MIN_JOBS
 from tests.helpers import RecordsStarts, RunningWorker
 from tests.integrations.app_drivers import DRIVERS, ORDERS, Driver
 from tests.pgbouncer import PgBouncer
@@ -82,6 +83,26 @@ async def test_behind_pgbouncer_in_transaction_mode(driver: Driver, dsn: str, co
     await driver.transact(client, _sync_on(dsn, sync_clients), pooled, "b-x", "rollback")
     assert await conn.fetchval("SELECT count(*) FROM jobs WHERE type = 'confirm'") == 6
     assert await _saved(conn, "b-x") == (0, 0)
+
+
+@pytest.mark.parametrize("driver", DRIVERS, ids=lambda d: d.name)
+async def test_a_large_batch_goes_with_the_application_transaction(driver: Driver, dsn: str, conn: asyncpg.Connection,
+                                                                   client: JobClient, pgbouncer: PgBouncer,
+                                                                   sync_clients: list[SyncJobClient]) -> None:
+    """A batch large enough for COPY (`transitions.copy_in`) commits and rolls back with the
+    application's transaction on every driver, directly and behind PgBouncer."""
+    batch = COPY_MIN_JOBS + 50
+    pooled = pgbouncer.url(dsn, declared=False)
+    make = _sync_on(dsn, sync_clients)
+    for url, tag in ((dsn, "direct"), (pooled, "pooled")):
+        kept = await driver.transact(client, make, url, f"big-{tag}", "commit", batch)
+        await driver.transact(client, make, url, f"gone-{tag}", "rollback", batch)
+        await driver.transact(client, make, url, f"raised-{tag}", "raise", batch)
+        assert await _saved(conn, f"big-{tag}") == (1, batch)
+        assert kept == await conn.fetchval("SELECT id FROM jobs WHERE input_data = $1",
+                                           {"order": f"big-{tag}", "part": 0})
+        for gone in ("gone", "raised"):
+            assert await _saved(conn, f"{gone}-{tag}") == (0, 0)
 
 
 async def test_unique_keys_in_the_application_transaction(dsn: str, conn: asyncpg.Connection,

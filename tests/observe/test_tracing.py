@@ -222,3 +222,21 @@ async def test_the_trace_goes_through_pgbouncer_in_transaction_mode(spans: InMem
     await run_until(pooled, conn, job_id)
     [run] = of_job(spans.get_finished_spans(), "jobdesk.run", job_id)
     assert run.context.trace_id == request.get_span_context().trace_id
+
+
+async def test_a_large_batch_carries_the_trace_of_its_enqueue(spans: InMemorySpanExporter, client: JobClient,
+                                                              conn: asyncpg.Connection, dsn: str) -> None:
+    """A batch large enough for COPY stores every job's trace context, the batch's enqueue span's."""
+    from jobdesk.store.transitions.copy_in import COPY_MIN_JOBS
+
+    with trace.get_tracer("test").start_as_current_span("request") as request:
+        ids = await client.enqueue_many([JobCreate("trace.ok", {"n": i}) for i in range(COPY_MIN_JOBS)])
+    [enqueue] = [s for s in spans.get_finished_spans() if s.name == "jobdesk.enqueue"]
+    assert attrs(enqueue)["messaging.batch.message_count"] == COPY_MIN_JOBS
+    stored = await conn.fetch("SELECT trace_context FROM jobs WHERE id = ANY($1::text[])", ids)
+    assert len(stored) == COPY_MIN_JOBS
+    assert {r["trace_context"]["traceparent"].rsplit("-", 1)[0] for r in stored} == {
+        f"00-{request.get_span_context().trace_id:032x}-{enqueue.context.span_id:016x}"}
+    await run_until(dsn, conn, ids[0], ids[-1])
+    [run] = of_job(spans.get_finished_spans(), "jobdesk.run", ids[-1])
+    assert parent_id(run) == enqueue.context.span_id

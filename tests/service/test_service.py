@@ -98,6 +98,12 @@ async def test_a_user_bound_service_sees_and_acts_on_its_own_jobs_only(service: 
     assert (await as_alice.status_counts(JobFilter())).counts[Status.QUEUED] == 1
     assert await as_alice.cancel([mine]) == [mine]
     assert await service.get_job(theirs)  # the operator's service still sees everything
+    first = JobCreate("echo", {})
+    batch = [first, *(JobCreate("echo", {}, dependent_on_jobs=[first.id]) for _ in range(300))]
+    with pytest.raises(JobNotFound, match=f"no job with id {theirs}"):  # nor in a batch
+        await as_alice.enqueue_many([*batch, JobCreate("echo", {}, dependent_on_jobs=[first.id, theirs])])
+    assert await conn.fetchval("SELECT count(*) FROM jobs WHERE id = $1", first.id) == 0
+    assert await as_alice.enqueue_many(batch) == [j.id for j in batch]  # a parent inside the batch is its own
 
 
 async def test_worker_commands_follow_the_table(service: JobService, conn: asyncpg.Connection) -> None:

@@ -267,6 +267,22 @@ def test_ids_made_in_python_are_time_ordered_uuid7_in_canonical_form() -> None:
     assert len(set(ids)) == len(ids)
 
 
+def _id_tails(n: int) -> list[str]:
+    from jobdesk.core.models import new_job_id
+
+    return [new_job_id()[15:] for _ in range(n)]  # the random part, after the time and the version
+
+
+def test_a_forked_process_draws_other_ids() -> None:
+    """The random bits of ids are reseeded in a forked child, so parent and child never draw the
+    same ones (as they would from one generator state)."""
+    import multiprocessing
+
+    with multiprocessing.get_context("fork").Pool(1) as pool:
+        theirs = pool.apply(_id_tails, (100,))
+    assert not set(theirs) & set(_id_tails(100))
+
+
 async def claim_statements(conn: asyncpg.Connection) -> list[asyncpg.Record]:
     """How the claim statements this connection prepared were planned."""
     return await conn.fetch("SELECT generic_plans, custom_plans FROM pg_prepared_statements "

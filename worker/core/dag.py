@@ -15,13 +15,18 @@ def order_batch(jobs: Sequence[JobCreate]) -> tuple[list[JobCreate], set[str]]:
 
     Raises InvalidJob on a duplicate id, a self-dependency or a cycle within the batch.
     """
-    by_id: dict[str, JobCreate] = {}
-    for job in jobs:
-        if job.id in by_id:
-            raise InvalidJob(f"job id {job.id} appears twice in one enqueue", job_id=job.id, field="id")
-        by_id[job.id] = job
+    by_id = {job.id: job for job in jobs}
+    if len(by_id) < len(jobs):  # some id twice: name the first job that repeats one
+        seen: set[str] = set()
+        for job in jobs:
+            if job.id in seen:
+                raise InvalidJob(f"job id {job.id} appears twice in one enqueue", job_id=job.id, field="id")
+            seen.add(job.id)
     if not any(job.dependent_on_jobs for job in jobs):
         return list(jobs), set()  # independent jobs, the bulk case: already in order
+    if not any(job.id in job.dependent_on_jobs or any(d in by_id for d in job.dependent_on_jobs) for job in jobs):
+        # Every dependency outside the batch: the sort below would give the jobs in this order.
+        return list(jobs), {d for job in jobs for d in job.dependent_on_jobs}
     outside: set[str] = set()
     sorter: TopologicalSorter[str] = TopologicalSorter()
     for job in jobs:

@@ -98,8 +98,8 @@ class Enqueueing(ServiceBase):
         with tracing.enqueueing(jobs):
             async with self._writing("the job" if len(jobs) == 1 else "the jobs", connection) as conn:
                 if self.user_id is not None:
-                    await self._check_visible(conn, [d for j in jobs for d in j.dependent_on_jobs
-                                                     if d not in {x.id for x in jobs}])
+                    batch = {x.id for x in jobs}  # made once: per dependency, it made the batch quadratic
+                    await self._check_visible(conn, [d for j in jobs for d in j.dependent_on_jobs if d not in batch])
                 return await transitions.enqueue(conn, jobs)
 
     async def create_pipeline(self, jobs: Sequence[JobCreate], *, pipeline_id: str | None = None,

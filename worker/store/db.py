@@ -257,6 +257,12 @@ class _ClientTimedConnection(asyncpg.Connection):  # type: ignore[misc]
         except TimeoutError as exc:
             raise _timed_out() from exc
 
+    async def copy_to_table(self, *args: Any, **kwargs: Any) -> Any:  # noqa: ANN401 - a large enqueue's COPY
+        try:
+            return await super().copy_to_table(*args, **kwargs)
+        except TimeoutError as exc:
+            raise _timed_out() from exc
+
 
 def _timed_out() -> asyncpg.QueryCanceledError:
     return asyncpg.QueryCanceledError("canceling statement due to statement timeout")

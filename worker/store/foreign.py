@@ -4,10 +4,11 @@ transaction.
 The statements of `transitions.inserts` are written for asyncpg (`$1` parameters, asyncpg's
 errors). `AsyncpgConnection` hands them to an application's asyncpg connection as they are;
 `PsycopgConnection` gives them the part of asyncpg's connection they use (`execute`, `fetch`,
-`fetchval`, `transaction`) over a psycopg connection, sync or async: this module is the one place
-where `$n` becomes psycopg's `%(pn)s`, and where psycopg's server errors become the asyncpg errors
-the statements already turn into `InvalidJob`. So a job enqueued through the application's
-connection is checked and written by the same code as one enqueued through the pool.
+`fetchval`, `transaction`, `copy_to_table` for a large batch) over a psycopg connection, sync or
+async: this module is the one place where `$n` becomes psycopg's `%(pn)s`, and where psycopg's
+server errors become the asyncpg errors the statements already turn into `InvalidJob`. So a job
+enqueued through the application's connection is checked and written by the same code as one
+enqueued through the pool.
 
 psycopg is imported only here, and only when such a connection is used. Every psycopg statement
 runs unprepared (`prepare=False`): behind PgBouncer in transaction mode, a named prepared
@@ -18,7 +19,7 @@ from __future__ import annotations
 
 import itertools
 import re
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any, cast
 
@@ -54,7 +55,7 @@ def as_asyncpg_error(exc: BaseException) -> BaseException:
         return exc
     diag = getattr(exc, "diag", None)
     fields = {"C": sqlstate, "M": getattr(diag, "message_primary", None) or str(exc),
-              "D": getattr(diag, "message_detail", None)}
+              "D": getattr(diag, "message_detail", None), "n": getattr(diag, "constraint_name", None)}
     return cast(BaseException, asyncpg.PostgresError.new({k: v for k, v in fields.items() if v is not None}))
 
 
@@ -115,6 +116,11 @@ class AsyncpgConnection(AppConnection):
     async def fetchval(self, sql: str, *args: object) -> object:
         return await self.raw.fetchval(sql, *args)
 
+    async def copy_to_table(self, table_name: str, *, source: memoryview, columns: Sequence[str],
+                            format: str) -> str:
+        """A large batch's COPY (`transitions.copy_in`), on the application's connection."""
+        return str(await self.raw.copy_to_table(table_name, source=source, columns=columns, format=format))
+
     @asynccontextmanager
     async def _own_transaction(self) -> AsyncIterator[None]:
         async with self.raw.transaction():
@@ -164,6 +170,25 @@ class PsycopgConnection(AppConnection):
     async def fetchval(self, sql: str, *args: object) -> object:
         rows = await self._run(sql, args)
         return next(iter(rows[0].values())) if rows else None
+
+    async def copy_to_table(self, table_name: str, *, source: memoryview, columns: Sequence[str],
+                            format: str) -> str:
+        """A large batch's COPY (`transitions.copy_in`, text format) through psycopg's COPY. The
+        text goes as str: psycopg encodes it as the connection's client encoding wants."""
+        from psycopg import Error
+
+        statement = f"COPY {table_name} ({', '.join(columns)}) FROM STDIN (FORMAT {format})"
+        text = str(source, "utf-8")
+        try:
+            if self.is_async:
+                async with self.raw.cursor() as cur, cur.copy(statement) as copy:
+                    await copy.write(text)
+            else:
+                with self.raw.cursor() as cur, cur.copy(statement) as copy:
+                    copy.write(text)
+        except Error as exc:
+            raise as_asyncpg_error(exc) from exc
+        return ""
 
     @asynccontextmanager
     async def _own_transaction(self) -> AsyncIterator[None]:

@@ -1,5 +1,6 @@
-"""Enqueue: jobs inserted parents first in one statement, unique keys that stand for an unfinished
-job, and the insert audited in the same statement for a batch of several submitters.
+"""Enqueue: jobs inserted parents first in one statement (a large batch by COPY), unique keys that
+stand for an unfinished job, and the insert audited in the same statement for a batch of several
+submitters.
 """
 
 from __future__ import annotations
@@ -16,8 +17,9 @@ from jobdesk.core.dag import order_batch
 from jobdesk.core.errors import InvalidJob
 from jobdesk.core.models import JobCreate
 from jobdesk.core.rules import Actor
-from jobdesk.core.validation import check_new_job, json_text
+from jobdesk.core.validation import check_new_jobs, json_text
 from jobdesk.store.listener import JOB_CHANGES_CHANNEL, NEW_JOBS_CHANNEL
+from jobdesk.store.transitions import copy_in
 
 DEFAULT_USER_ID = 1  # created by the first migration
 
@@ -88,8 +90,7 @@ async def enqueue_detailed(conn: asyncpg.Connection, jobs: Sequence[JobCreate],
     """
     if not jobs:
         return []
-    for job in jobs:
-        check_new_job(job)
+    check_new_jobs(jobs)
     if all(j.unique_key is None for j in jobs):
         await _insert(conn, jobs)
         return [(j.id, False) for j in jobs]
@@ -200,10 +201,12 @@ async def _check_outside(conn: asyncpg.Connection, ordered: Sequence[JobCreate],
 
 @contextlib.contextmanager
 def _insert_errors(ordered: Sequence[JobCreate]) -> Iterator[None]:
-    """An insert's refusals as InvalidJob."""
+    """An insert's refusals as InvalidJob; a unique key taken since its look-up as `_KeyRace`."""
     try:
         yield
     except asyncpg.UniqueViolationError as exc:
+        if exc.constraint_name == "jobs_unique_key_idx":  # by COPY, which cannot skip the row
+            raise _KeyRace from None
         raise InvalidJob(f"a job with this id already exists ({exc.detail or exc})", field="id") from None
     except asyncpg.ForeignKeyViolationError as exc:
         users = sorted({str(j.user_id) for j in ordered if j.user_id is not None})
@@ -221,9 +224,15 @@ def _trace_texts(ordered: Sequence[JobCreate]) -> list[str | None]:
 
 async def _insert(conn: asyncpg.Connection, jobs: Sequence[JobCreate]) -> set[str] | None:
     """Insert checked jobs in one statement; the ids inserted when any has a time, a key or a
-    trace context (the plain insert, the common case with tracing off, binds none of them)."""
+    trace context (the plain insert, the common case with tracing off, binds none of them).
+    A large batch goes by COPY (see `copy_in`) when the connection has it: every job is inserted,
+    or none (a unique key taken since its look-up raises `_KeyRace`), so no ids come back."""
     ordered, outside = order_batch(jobs)
     await _check_outside(conn, ordered, outside)
+    if copy_in.copies(conn, ordered):
+        with _insert_errors(ordered):
+            await copy_in.copy_jobs(conn, ordered, DEFAULT_USER_ID)
+        return None
     full = any(j.scheduled_at is not None or j.unique_key is not None or j.trace_context is not None
                for j in ordered)
     args = _insert_args(ordered)
@@ -277,7 +286,7 @@ async def enqueue_audited(conn: asyncpg.Connection, submissions: Sequence[tuple[
     for job in jobs:
         if job.unique_key is not None:
             raise ValueError("enqueue_audited takes jobs without a unique_key")
-        check_new_job(job)
+    check_new_jobs(jobs)
     ordered, outside = order_batch(jobs)
     await _check_outside(conn, ordered, outside)
     by_actor: dict[Actor, list[str]] = {}
