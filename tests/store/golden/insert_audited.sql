@@ -1,5 +1,7 @@
 
-WITH ins AS (
+WITH later AS (
+    SELECT set_config('jobdesk.notify_after_commit', 'on', true) AS setting
+), ins AS (
 INSERT INTO jobs (id, type, user_id, pipeline_id, input_data, dependent_on_jobs, priority, scheduled_at,
                   unique_key, trace_context)
 SELECT id, type, COALESCE(user_id, $8), pipeline_id, input_data::jsonb, dependent_on_jobs::jsonb,
@@ -17,4 +19,4 @@ RETURNING *
     SELECT o, s, a, 'submit', string_to_array(i, ',')
       FROM unnest($11::text[], $12::text[], $13::text[], $14::text[]) AS t(o, s, a, i)
 )
-SELECT ins.id, to_jsonb(ins) AS job FROM ins
+SELECT ins.id, to_jsonb(ins) AS job FROM ins WHERE (SELECT setting FROM later) = 'on'
