@@ -19,12 +19,16 @@ from jobdesk.store import flow_limits, transitions, type_limits
 
 log = logging.getLogger("jobdesk.worker")
 
-# Two pumps, each on its own connection, so that one's round trip overlaps the other's. Each
-# claims only its lane of the jobs (transitions.Lane): without lanes, a claim met rows the other
-# pump had just claimed, locked them on its way past, and made the other's completions wait for
-# its commit; two pumps were then a third slower than one. With lanes they ran 20,000 no-op jobs
-# about a fifth faster than one (../shared/bench-peers, our row).
-PUMPS = 2
+# One pump: its rounds go back to back while there is work, and each carries what finished
+# during the one before. Two pumps, each on its own connection and its own lane
+# (transitions.Lane), overlapped their round trips, and were a fifth faster than one on an idle
+# machine; but each carried half as many jobs per round, and each lane's walk read the other
+# lane's rows too, which cost CPU that PostgreSQL and the worker share. With 20,000 no-op jobs,
+# 10 slots and the worker, PostgreSQL and a load of other work on 2 cores, one pump took 1,002
+# round trips instead of 1,539-1,801, 114-135 instead of 159-203 us of CPU per job, and drained
+# the jobs in 2.3-3.6 s instead of 3.3-5.5 s. The lanes and the kicks stay general: a worker
+# with more pumps claims as before.
+PUMPS = 1
 
 
 class Kicks:
