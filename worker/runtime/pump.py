@@ -8,6 +8,7 @@ import asyncio
 import logging
 import math
 import time
+from collections.abc import Callable
 from dataclasses import replace
 
 from jobdesk.core.limits import ClaimLimits, describe
@@ -29,6 +30,7 @@ log = logging.getLogger("jobdesk.worker")
 # the jobs in 2.3-3.6 s instead of 3.3-5.5 s. The lanes and the kicks stay general: a worker
 # with more pumps claims as before.
 PUMPS = 1
+FLOORS_KEPT_S = 1.0  # the longest the walk floors are kept without news (see Pumps._floors)
 
 
 class Kicks:
@@ -46,8 +48,10 @@ class Kicks:
         self._events = [asyncio.Event() for _ in range(pumps)]
         self._waiting = [False] * pumps
         self._turn = 0
+        self.news = 0  # counts the kicks other than a finished job's: new work, a resume, a stop...
 
     def set(self, *, but: int | None = None) -> None:
+        self.news += 1
         for i, event in enumerate(self._events):
             if i != but:
                 event.set()
@@ -55,6 +59,7 @@ class Kicks:
     def new_work(self) -> None:
         """New jobs were announced: wake every pump, or one when all of them wait. That one
         claims every lane (`alone`): a lone batch of jobs then costs one claim, not one per lane."""
+        self.news += 1
         if all(self._waiting):
             self.one()
         else:
@@ -100,9 +105,10 @@ class Pumps:
 
     def __init__(self, db: DbLink, execution: Execution, outcomes: Outcomes, kicks: Kicks, *, worker_id: str,
                  types: list[str], poll: float, limits: ClaimLimits, stats: dict[str, int],
-                 stop: asyncio.Event) -> None:
+                 stop: asyncio.Event, hearing: Callable[[], bool] = lambda: False) -> None:
         """`poll`: the longest a pump waits with nothing to do; `stop` is set once the worker
-        stops: from then on the pumps claim nothing, write what finishes, and return."""
+        stops: from then on the pumps claim nothing, write what finishes, and return.
+        `hearing()`: whether the worker hears the NOTIFYs of new work now."""
         self.db = db
         self.execution = execution
         self.outcomes = outcomes
@@ -122,6 +128,9 @@ class Pumps:
         self._starved = False  # a pump found every free slot reserved by another (see _pump)
         self._held: dict[str, float] = {}  # flow-controlled types held back: until when (monotonic)
         self._held_by_limits: set[str] = set()  # those held by a limit a job's end lifts (not a rate)
+        self.hearing = hearing
+        self.floors = transitions.WalkFloors()  # where each type's walk starts (see _floors)
+        self._floors_news = 0  # the kicks' news when the floors were last cleared
 
     def start(self) -> list[asyncio.Task[None]]:
         self.tasks = [asyncio.create_task(self._pump(i), name=f"jobdesk-pump-{i + 1}") for i in range(PUMPS)]
@@ -262,6 +271,18 @@ class Pumps:
             else:
                 self._held_by_limits.add(job_type)
 
+    def _floors(self) -> transitions.WalkFloors:
+        """The walk floors for the next round, cleared first when news came since they were
+        last (new work, a job back in the queue, a resume: the news names no type), before every
+        round while no NOTIFY can be heard, and once a second at least, for what no news covers
+        (see transitions.floors)."""
+        floors = self.floors
+        if (self.kicks.news != self._floors_news or not self.hearing()
+                or time.monotonic() - floors.cleared_at >= FLOORS_KEPT_S):
+            self._floors_news = self.kicks.news
+            floors.clear()
+        return floors
+
     async def _round(self, finished: list[Finished], free: int, types: list[str], limits: ClaimLimits | None,
                      limited: list[str], lane: transitions.Lane) -> list[Job]:
         """One round trip: write `finished` and claim up to `free` jobs, which start as slots allow."""
@@ -273,8 +294,12 @@ class Pumps:
             skip_free = (self._free_idle_since is not None and bool(limited) and free > 0
                          and time.monotonic() - self._free_idle_since < self.poll)
             held: dict[str, float] = {}
+            floors = self._floors()
             written, jobs = await self.db.call(lambda c: transitions.complete_and_claim(
-                c, self.worker_id, types, free, finished, limits, free_idle=skip_free, lane=lane, held=held))
+                c, self.worker_id, types, free, finished, limits, free_idle=skip_free, lane=lane, held=held,
+                floors=floors))
+            if self.kicks.news != self._floors_news:
+                floors.clear()  # news came during the round: what it claimed raises no floor
             if held:
                 self._hold(held)
             if limited and free > 0 and not skip_free:

@@ -102,7 +102,8 @@ class Worker:
         self.lease = LeaseKeeper(dsn, self.worker_id, renew_s, self.watch, self.execution.block_allowance)
         self.pumps = Pumps(self.db, self.execution, self.outcomes, self.kicks, worker_id=self.worker_id,
                            types=self.types, poll=settings.JOB_PROCESSOR_POLL_INTERVAL,
-                           limits=ClaimLimits(local=dict(type_caps or {})), stats=self.stats, stop=self._stop)
+                           limits=ClaimLimits(local=dict(type_caps or {})), stats=self.stats, stop=self._stop,
+                           hearing=lambda: self.listening is not None and self.listening.listening)
         self.type_watch = TypeWatch(self.db, self.pumps, self.refresh_limits,
                                     poll=settings.JOB_PROCESSOR_POLL_INTERVAL, stop=self._stop,
                                     listening=lambda: self.listening is not None and self.listening.listening)
