@@ -270,3 +270,21 @@ async def test_behind_a_pooler_the_floors_are_cleared_before_every_round(
     worker = await below_the_floor(conn, pgbouncer.url(dsn, declared=False), low,
                                    lambda: transitions.put_back(conn, GHOST, [low], "stopping"))
     assert not worker.worker.pumps.hearing()
+
+
+async def test_new_jobs_above_the_floor_leave_it_in_place(conn: asyncpg.Connection, dsn: str) -> None:
+    """New jobs say how low they go (sql/031): jobs enqueued while the backlog runs, each after
+    it, lower no floor, so the walks keep starting past the claimed jobs under a trickle."""
+    worker = RunningWorker(dsn, {"t": Work()}, MAX_CONCURRENT_JOBS=2)
+    try:
+        await backlog(conn)
+        await floor_passes(conn, worker, 0)
+        floors = worker.worker.pumps.floors
+        clears = floors.clears
+        for i in range(10):
+            await transitions.enqueue(conn, [JobCreate("t", {"n": BACKLOG + i})])
+            await asyncio.sleep(0.05)
+        assert floors.clears == clears, "the floors were cleared by news of jobs above them"
+        assert await conn.fetchval("SELECT count(*) > 0 FROM jobs WHERE status = 'queued'"), "the backlog ran out"
+    finally:
+        await worker.stop()

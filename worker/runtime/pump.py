@@ -50,20 +50,24 @@ class Kicks:
         self._turn = 0
         self.news = 0  # counts the kicks other than a finished job's: new work, a resume, a stop...
 
-    def set(self, *, but: int | None = None) -> None:
-        self.news += 1
+    def set(self, *, but: int | None = None, news: bool = True) -> None:
+        """Wake every pump (`but` one). `news`: the kick may mean a job below the walk floors."""
+        if news:
+            self.news += 1
         for i, event in enumerate(self._events):
             if i != but:
                 event.set()
 
-    def new_work(self) -> None:
+    def new_work(self, *, news: bool = True) -> None:
         """New jobs were announced: wake every pump, or one when all of them wait. That one
-        claims every lane (`alone`): a lone batch of jobs then costs one claim, not one per lane."""
-        self.news += 1
+        claims every lane (`alone`): a lone batch of jobs then costs one claim, not one per lane.
+        Without `news`, the announcement said where the jobs are (see Pumps.new_work)."""
+        if news:
+            self.news += 1
         if all(self._waiting):
             self.one()
         else:
-            self.set()
+            self.set(news=False)
 
     def alone(self, pump: int) -> bool:
         """Whether every other pump waits, and none was woken yet: this one's claim cannot meet
@@ -131,6 +135,7 @@ class Pumps:
         self.hearing = hearing
         self.floors = transitions.WalkFloors()  # where each type's walk starts (see _floors)
         self._floors_news = 0  # the kicks' news when the floors were last cleared
+        self._lowered: tuple[int, int] | None = None  # the lowest new jobs announced during a round
 
     def start(self) -> list[asyncio.Task[None]]:
         self.tasks = [asyncio.create_task(self._pump(i), name=f"jobdesk-pump-{i + 1}") for i in range(PUMPS)]
@@ -145,10 +150,17 @@ class Pumps:
             self._free_idle_since = None
             self.kicks.set()
 
-    def new_work(self) -> None:
-        """New jobs were announced: look for work now."""
+    def new_work(self, low: tuple[int, int] | None = None) -> None:
+        """New jobs were announced: look for work now. `low`: how low they go in walk order
+        (new jobs say it): the walk floors come down to it, instead of being cleared."""
         self._free_idle_since = None
-        self.kicks.new_work()
+        if low is None:
+            self.kicks.new_work()
+            return
+        self.floors.lower(low)
+        if self._lowered is None or (-low[0], low[1]) < (-self._lowered[0], self._lowered[1]):
+            self._lowered = low  # the round in flight raises the floors: lowered again after it
+        self.kicks.new_work(news=False)
 
     async def refresh_limits(self) -> None:
         """Learn which of this worker's types have a global limit (another worker may have set
@@ -212,7 +224,8 @@ class Pumps:
             jobs = await self._round(finished, free, types, limits, limited, lane)
             if len(jobs) < free and self._starved:
                 self._starved = False
-                self.kicks.set(but=index)  # slots this pump held and did not fill: another's lane may fill them
+                # Slots this pump held and did not fill: another's lane may fill them.
+                self.kicks.set(but=index, news=False)
             if finished:
                 await asyncio.sleep(0)  # jobs that finish in this same tick join the next round
             # Go on at once while there may be more: a full claim, or jobs finished meanwhile.
@@ -295,11 +308,14 @@ class Pumps:
                          and time.monotonic() - self._free_idle_since < self.poll)
             held: dict[str, float] = {}
             floors = self._floors()
+            self._lowered = None
             written, jobs = await self.db.call(lambda c: transitions.complete_and_claim(
                 c, self.worker_id, types, free, finished, limits, free_idle=skip_free, lane=lane, held=held,
                 floors=floors))
             if self.kicks.news != self._floors_news:
                 floors.clear()  # news came during the round: what it claimed raises no floor
+            elif self._lowered is not None:
+                floors.lower(self._lowered)  # new jobs the round's snapshot may not have seen
             if held:
                 self._hold(held)
             if limited and free > 0 and not skip_free:

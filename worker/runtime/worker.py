@@ -358,8 +358,8 @@ class Worker:
 
     # -- what the listener hears ------------------------------------------------------------
 
-    def _on_new_jobs(self, *_: object) -> None:
-        self.kick()
+    def _on_new_jobs(self, payload: str) -> None:
+        self.pumps.new_work(transitions.notice_floor(payload))
 
     def _on_control(self, payload: str) -> None:
         try:
