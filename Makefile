@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 # The core's dependencies as wheels: the suite installs the built package from here, offline.
 WHEELHOUSE := $(VENV)/wheelhouse
 
-.PHONY: run test venv bytecode venv-django worker demo db bench bench-backlog bench-trickle bench-enqueue bench-app-tx bench-console bench-dag bench-pipelines bench-bulk bench-failures bench-metrics bench-list bench-durable bench-executors bench-flow bench-progress bench-tracing bench-report lint clean screenshots dist dist-pypi schema docs docs-check
+.PHONY: run test venv bytecode venv-django worker demo db bench bench-backlog bench-claim bench-trickle bench-enqueue bench-app-tx bench-console bench-dag bench-pipelines bench-bulk bench-failures bench-metrics bench-list bench-durable bench-executors bench-flow bench-progress bench-tracing bench-report lint clean screenshots dist dist-pypi schema docs docs-check
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -61,6 +61,11 @@ bench: $(STAMP)
 ## bench-backlog: a worker's throughput behind jobs it cannot take, as shares of a clean run (prints figures)
 bench-backlog: $(STAMP)
 	$(PY) benchmarks/backlog_bench.py
+
+## bench-claim: CPU per job (worker and PostgreSQL), round trips and the claim walk's buffers of a 20,000-job drain, with vacuum free and held back (prints figures)
+bench-claim: $(STAMP)
+	$(PY) benchmarks/claim_walk_bench.py
+	$(PY) benchmarks/claim_walk_bench.py --hold
 
 ## bench-trickle: round trips per job and pickup latency of one worker under a steady trickle of jobs (prints figures)
 bench-trickle: $(STAMP)

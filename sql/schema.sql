@@ -631,22 +631,32 @@ CREATE FUNCTION public.jobdesk_notify_inserted_jobs() RETURNS trigger
     AS $$
 DECLARE
     named   integer := coalesce(nullif(current_setting('jobdesk.ids_notified', true), '')::integer, 0);
+    told    integer := nullif(current_setting('jobdesk.floor_notified', true), '')::integer;
     changed integer;
     ids     text;
+    top     integer;
+    low     bigint;
 BEGIN
-    IF named > 150 OR current_setting('jobdesk.notify_after_commit', true) = 'on' THEN
-        RETURN NULL;  -- this transaction already said '*', or its caller notifies after the commit
+    IF current_setting('jobdesk.notify_after_commit', true) = 'on' THEN
+        RETURN NULL;  -- its caller notifies after the commit
     END IF;
-    SELECT count(*), string_agg(id, ',') INTO changed, ids
-      FROM (SELECT id FROM changed_rows LIMIT 151) c;
-    IF changed = 0 THEN
+    SELECT max(priority), min(seq) INTO top, low FROM changed_rows;
+    IF top IS NULL THEN
         PERFORM pg_notify('jobdesk_new_jobs', '');
         RETURN NULL;
     END IF;
+    IF told IS NULL OR top > told THEN
+        PERFORM pg_notify('jobdesk_new_jobs', top || ':' || low),
+                set_config('jobdesk.floor_notified', top::text, true);
+    END IF;
+    IF named > 150 THEN
+        RETURN NULL;  -- this transaction already said '*'
+    END IF;
+    SELECT count(*), string_agg(id, ',') INTO changed, ids
+      FROM (SELECT id FROM changed_rows LIMIT 151) c;
     named := named + changed;
     -- NOTIFY payloads are limited to 8000 bytes: 150 ids of 36 characters fit comfortably.
     PERFORM pg_notify('jobdesk_job_changes', CASE WHEN named > 150 THEN '*' ELSE ids END),
-            pg_notify('jobdesk_new_jobs', ''),
             set_config('jobdesk.ids_notified', named::text, true);
     RETURN NULL;
 END $$;

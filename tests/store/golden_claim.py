@@ -27,6 +27,9 @@ def variants() -> dict[str, Callable[[], str]]:
         for lane, suffix in ((None, ""), (LANE, "_lane")):
             out[f"claim_{n}{suffix}"] = lambda n=n, lane=lane: claim.claim_statement(n, lane)
             out[f"exchange_{n}{suffix}"] = lambda n=n, lane=lane: claim.claim_statement(n, lane, exchange=True)
+    for n in TYPE_COUNTS:  # a worker's claim alone: every lane, from the walk floors
+        out[f"claim_{n}_floors"] = lambda n=n: claim.claim_statement(n, floors=True)
+        out[f"exchange_{n}_floors"] = lambda n=n: claim.claim_statement(n, exchange=True, floors=True)
     out["claim_limited"] = lambda: claim.claim_statement(1, limited=True)
     out["exchange_limited"] = lambda: claim.claim_statement(1, exchange=True, limited=True)
     out["complete"] = lambda: claim._COMPLETE

@@ -196,10 +196,29 @@ async def test_each_insert_statement_notifies_once_on_both_channels(conn: asyncp
         await asyncio.sleep(0.1)
     finally:
         await listener.close()
-    # executemany runs in one transaction, where PostgreSQL folds identical notifications.
-    assert heard == [("jobdesk_job_changes", "r1"), ("jobdesk_new_jobs", ""), ("jobdesk_job_changes", "r2"),
-                     ("jobdesk_job_changes", "*"), ("jobdesk_new_jobs", ""),
+    # executemany runs in one transaction: its second row comes after its first in walk order,
+    # so only the first statement says how low the new jobs go ('<priority>:<seq>', sql/031).
+    # An insert of no row says nothing of where (an empty payload).
+    assert heard == [("jobdesk_new_jobs", "0:1"), ("jobdesk_job_changes", "r1"), ("jobdesk_job_changes", "r2"),
+                     ("jobdesk_new_jobs", "0:3"), ("jobdesk_job_changes", "*"),
                      ("jobdesk_new_jobs", "")]
+
+
+async def test_a_later_insert_of_a_higher_priority_says_so_again(conn: asyncpg.Connection, dsn: str) -> None:
+    """Within a transaction, a statement whose jobs come before those already told of in walk
+    order (a higher priority) tells again; one of the same or a lower priority does not."""
+    listener = await connect(dsn)
+    heard: list[str] = []
+    await listener.add_listener("jobdesk_new_jobs", lambda *args: heard.append(args[3]))
+    try:
+        async with conn.transaction():
+            for priority in (0, 0, -3, 5, 2, 9):
+                await conn.execute("INSERT INTO jobs (type, input_data, priority) VALUES ('a', '{}', $1)", priority)
+        await wait_for(lambda: asyncio.sleep(0.05, len(heard) >= 3), what="the notifications")
+        await asyncio.sleep(0.1)
+    finally:
+        await listener.close()
+    assert heard == ["0:1", "5:4", "9:6"]
 
 
 async def test_a_transaction_of_row_by_row_inserts_notifies_like_one_batch(conn: asyncpg.Connection,
@@ -222,7 +241,7 @@ async def test_a_transaction_of_row_by_row_inserts_notifies_like_one_batch(conn:
     # The first 150 rows are named one by one, then one '*' stands for the rest of the
     # transaction; the next transaction names its rows again.
     assert changes == [f"r{i}" for i in range(150)] + ["*", "later"]
-    assert heard.count(("jobdesk_new_jobs", "")) == 2
+    assert [payload for channel, payload in heard if channel == "jobdesk_new_jobs"] == ["0:1", "0:301"]
     assert await conn.fetchval("SELECT count(*) FROM jobs") == 301
 
 

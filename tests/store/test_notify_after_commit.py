@@ -51,9 +51,11 @@ async def test_group_commit_notifies_after_its_commit_what_the_trigger_would(dsn
         assert set(rows) == {job.id for job in jobs}
         assert await conn.fetchval("SELECT count(*) FROM jobs") == 3, "committed by the statement"
         assert await heard.after(0.3) == [], "the commit sent no notification"
-        await transitions.notify_inserted(conn, [job.id for job in jobs])
+        seqs = [await conn.fetchval("SELECT seq FROM jobs WHERE id = $1", job.id) for job in jobs]
+        await transitions.notify_inserted(conn, rows)
         said = await heard.after(0.3)
-        assert sorted(said) == sorted([(JOB_CHANGES_CHANNEL, ",".join(job.id for job in jobs)), (NEW_JOBS_CHANNEL, "")])
+        assert sorted(said) == sorted([(JOB_CHANGES_CHANNEL, ",".join(job.id for job in jobs)),
+                                       (NEW_JOBS_CHANNEL, f"0:{min(seqs)}")]), "as the insert trigger says it"
         assert await conn.fetchval("SELECT current_setting('jobdesk.notify_after_commit', true)") in (None, ""), \
             "the setting was local to the statement's transaction"
 
@@ -69,10 +71,11 @@ async def test_group_commit_notifies_after_its_commit_what_the_trigger_would(dsn
 async def test_past_150_jobs_the_notice_says_star(dsn: str, conn: asyncpg.Connection) -> None:
     listener, heard = await listening(dsn)
     try:
-        jobs = [JobCreate("echo", {}) for _ in range(151)]
-        await transitions.enqueue_audited(conn, [(ACTOR, job) for job in jobs], "ins.type")
-        await transitions.notify_inserted(conn, [job.id for job in jobs])
-        assert sorted(await heard.after(0.3)) == [(JOB_CHANGES_CHANNEL, "*"), (NEW_JOBS_CHANNEL, "")]
+        jobs = [JobCreate("echo", {}, priority=i % 3) for i in range(151)]
+        rows = await transitions.enqueue_audited(conn, [(ACTOR, job) for job in jobs], "ins.type")
+        low = await conn.fetchval("SELECT min(seq) FROM jobs")
+        await transitions.notify_inserted(conn, rows)
+        assert sorted(await heard.after(0.3)) == [(JOB_CHANGES_CHANNEL, "*"), (NEW_JOBS_CHANNEL, f"2:{low}")]
     finally:
         await listener.close()
 
@@ -87,7 +90,7 @@ async def test_a_worker_hears_of_jobs_enqueued_through_the_api_at_once(dsn: str)
         [done] = await service.enqueue_batch([(ACTOR, JobCreate("echo", {"x": 1}))])
         await asyncio.wait_for(heard.news.wait(), timeout=5)
         said = await heard.after(0.2)
-        assert (NEW_JOBS_CHANNEL, "") in said
+        assert any(channel == NEW_JOBS_CHANNEL and payload.startswith("0:") for channel, payload in said)
         assert any(channel == JOB_CHANGES_CHANNEL and done.id in payload.split(",") for channel, payload in said)
     finally:
         await service.close()

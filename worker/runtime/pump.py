@@ -8,6 +8,7 @@ import asyncio
 import logging
 import math
 import time
+from collections.abc import Callable
 from dataclasses import replace
 
 from jobdesk.core.limits import ClaimLimits, describe
@@ -19,12 +20,17 @@ from jobdesk.store import flow_limits, transitions, type_limits
 
 log = logging.getLogger("jobdesk.worker")
 
-# Two pumps, each on its own connection, so that one's round trip overlaps the other's. Each
-# claims only its lane of the jobs (transitions.Lane): without lanes, a claim met rows the other
-# pump had just claimed, locked them on its way past, and made the other's completions wait for
-# its commit; two pumps were then a third slower than one. With lanes they ran 20,000 no-op jobs
-# about a fifth faster than one (../shared/bench-peers, our row).
-PUMPS = 2
+# One pump: its rounds go back to back while there is work, and each carries what finished
+# during the one before. Two pumps, each on its own connection and its own lane
+# (transitions.Lane), overlapped their round trips, and were a fifth faster than one on an idle
+# machine; but each carried half as many jobs per round, and each lane's walk read the other
+# lane's rows too, which cost CPU that PostgreSQL and the worker share. With 20,000 no-op jobs,
+# 10 slots and the worker, PostgreSQL and a load of other work on 2 cores, one pump took 1,002
+# round trips instead of 1,539-1,801, 114-135 instead of 159-203 us of CPU per job, and drained
+# the jobs in 2.3-3.6 s instead of 3.3-5.5 s. The lanes and the kicks stay general: a worker
+# with more pumps claims as before.
+PUMPS = 1
+FLOORS_KEPT_S = 1.0  # the longest the walk floors are kept without news (see Pumps._floors)
 
 
 class Kicks:
@@ -42,19 +48,26 @@ class Kicks:
         self._events = [asyncio.Event() for _ in range(pumps)]
         self._waiting = [False] * pumps
         self._turn = 0
+        self.news = 0  # counts the kicks other than a finished job's: new work, a resume, a stop...
 
-    def set(self, *, but: int | None = None) -> None:
+    def set(self, *, but: int | None = None, news: bool = True) -> None:
+        """Wake every pump (`but` one). `news`: the kick may mean a job below the walk floors."""
+        if news:
+            self.news += 1
         for i, event in enumerate(self._events):
             if i != but:
                 event.set()
 
-    def new_work(self) -> None:
+    def new_work(self, *, news: bool = True) -> None:
         """New jobs were announced: wake every pump, or one when all of them wait. That one
-        claims every lane (`alone`): a lone batch of jobs then costs one claim, not one per lane."""
+        claims every lane (`alone`): a lone batch of jobs then costs one claim, not one per lane.
+        Without `news`, the announcement said where the jobs are (see Pumps.new_work)."""
+        if news:
+            self.news += 1
         if all(self._waiting):
             self.one()
         else:
-            self.set()
+            self.set(news=False)
 
     def alone(self, pump: int) -> bool:
         """Whether every other pump waits, and none was woken yet: this one's claim cannot meet
@@ -96,9 +109,10 @@ class Pumps:
 
     def __init__(self, db: DbLink, execution: Execution, outcomes: Outcomes, kicks: Kicks, *, worker_id: str,
                  types: list[str], poll: float, limits: ClaimLimits, stats: dict[str, int],
-                 stop: asyncio.Event) -> None:
+                 stop: asyncio.Event, hearing: Callable[[], bool] = lambda: False) -> None:
         """`poll`: the longest a pump waits with nothing to do; `stop` is set once the worker
-        stops: from then on the pumps claim nothing, write what finishes, and return."""
+        stops: from then on the pumps claim nothing, write what finishes, and return.
+        `hearing()`: whether the worker hears the NOTIFYs of new work now."""
         self.db = db
         self.execution = execution
         self.outcomes = outcomes
@@ -118,6 +132,10 @@ class Pumps:
         self._starved = False  # a pump found every free slot reserved by another (see _pump)
         self._held: dict[str, float] = {}  # flow-controlled types held back: until when (monotonic)
         self._held_by_limits: set[str] = set()  # those held by a limit a job's end lifts (not a rate)
+        self.hearing = hearing
+        self.floors = transitions.WalkFloors()  # where each type's walk starts (see _floors)
+        self._floors_news = 0  # the kicks' news when the floors were last cleared
+        self._lowered: tuple[int, int] | None = None  # the lowest new jobs announced during a round
 
     def start(self) -> list[asyncio.Task[None]]:
         self.tasks = [asyncio.create_task(self._pump(i), name=f"jobdesk-pump-{i + 1}") for i in range(PUMPS)]
@@ -132,10 +150,17 @@ class Pumps:
             self._free_idle_since = None
             self.kicks.set()
 
-    def new_work(self) -> None:
-        """New jobs were announced: look for work now."""
+    def new_work(self, low: tuple[int, int] | None = None) -> None:
+        """New jobs were announced: look for work now. `low`: how low they go in walk order
+        (new jobs say it): the walk floors come down to it, instead of being cleared."""
         self._free_idle_since = None
-        self.kicks.new_work()
+        if low is None:
+            self.kicks.new_work()
+            return
+        self.floors.lower(low)
+        if self._lowered is None or (-low[0], low[1]) < (-self._lowered[0], self._lowered[1]):
+            self._lowered = low  # the round in flight raises the floors: lowered again after it
+        self.kicks.new_work(news=False)
 
     async def refresh_limits(self) -> None:
         """Learn which of this worker's types have a global limit (another worker may have set
@@ -199,7 +224,8 @@ class Pumps:
             jobs = await self._round(finished, free, types, limits, limited, lane)
             if len(jobs) < free and self._starved:
                 self._starved = False
-                self.kicks.set(but=index)  # slots this pump held and did not fill: another's lane may fill them
+                # Slots this pump held and did not fill: another's lane may fill them.
+                self.kicks.set(but=index, news=False)
             if finished:
                 await asyncio.sleep(0)  # jobs that finish in this same tick join the next round
             # Go on at once while there may be more: a full claim, or jobs finished meanwhile.
@@ -258,6 +284,18 @@ class Pumps:
             else:
                 self._held_by_limits.add(job_type)
 
+    def _floors(self) -> transitions.WalkFloors:
+        """The walk floors for the next round, cleared first when news came since they were
+        last (new work, a job back in the queue, a resume: the news names no type), before every
+        round while no NOTIFY can be heard, and once a second at least, for what no news covers
+        (see transitions.floors)."""
+        floors = self.floors
+        if (self.kicks.news != self._floors_news or not self.hearing()
+                or time.monotonic() - floors.cleared_at >= FLOORS_KEPT_S):
+            self._floors_news = self.kicks.news
+            floors.clear()
+        return floors
+
     async def _round(self, finished: list[Finished], free: int, types: list[str], limits: ClaimLimits | None,
                      limited: list[str], lane: transitions.Lane) -> list[Job]:
         """One round trip: write `finished` and claim up to `free` jobs, which start as slots allow."""
@@ -269,8 +307,15 @@ class Pumps:
             skip_free = (self._free_idle_since is not None and bool(limited) and free > 0
                          and time.monotonic() - self._free_idle_since < self.poll)
             held: dict[str, float] = {}
+            floors = self._floors()
+            self._lowered = None
             written, jobs = await self.db.call(lambda c: transitions.complete_and_claim(
-                c, self.worker_id, types, free, finished, limits, free_idle=skip_free, lane=lane, held=held))
+                c, self.worker_id, types, free, finished, limits, free_idle=skip_free, lane=lane, held=held,
+                floors=floors))
+            if self.kicks.news != self._floors_news:
+                floors.clear()  # news came during the round: what it claimed raises no floor
+            elif self._lowered is not None:
+                floors.lower(self._lowered)  # new jobs the round's snapshot may not have seen
             if held:
                 self._hold(held)
             if limited and free > 0 and not skip_free:

@@ -110,7 +110,8 @@ class Worker:
         self.lease = LeaseKeeper(dsn, self.worker_id, renew_s, self.watch, self.execution.block_allowance)
         self.pumps = Pumps(self.db, self.execution, self.outcomes, self.kicks, worker_id=self.worker_id,
                            types=self.types, poll=settings.JOB_PROCESSOR_POLL_INTERVAL,
-                           limits=ClaimLimits(local=dict(type_caps or {})), stats=self.stats, stop=self._stop)
+                           limits=ClaimLimits(local=dict(type_caps or {})), stats=self.stats, stop=self._stop,
+                           hearing=lambda: self.listening is not None and self.listening.listening)
         self.type_watch = TypeWatch(self.db, self.pumps, self.refresh_limits,
                                     poll=settings.JOB_PROCESSOR_POLL_INTERVAL, stop=self._stop,
                                     listening=lambda: self.listening is not None and self.listening.listening)
@@ -377,8 +378,8 @@ class Worker:
 
     # -- what the listener hears ------------------------------------------------------------
 
-    def _on_new_jobs(self, *_: object) -> None:
-        self.kick()
+    def _on_new_jobs(self, payload: str) -> None:
+        self.pumps.new_work(transitions.notice_floor(payload))
 
     def _on_control(self, payload: str) -> None:
         try:

@@ -55,7 +55,7 @@ class Submissions(ServiceBase):
                     rows = await transitions.enqueue_audited(conn, entries, job_document.job_object("ins"))
                     # Committed: workers and listeners hear of the jobs now, from a transaction
                     # that holds the notification lock for no flush (sql/032).
-                    await transitions.notify_inserted(conn, [job.id for job in jobs])
+                    await transitions.notify_inserted(conn, rows)
                 return [Enqueued(job.id, False, rows[job.id][1]) for job in jobs]
             debounced: set[str] = set()
             async with self.pool.acquire() as conn, conn.transaction():

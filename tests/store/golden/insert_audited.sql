@@ -19,4 +19,5 @@ RETURNING *
     SELECT o, s, a, 'submit', string_to_array(i, ',')
       FROM unnest($11::text[], $12::text[], $13::text[], $14::text[]) AS t(o, s, a, i)
 )
-SELECT ins.id, to_jsonb(ins) AS job FROM ins WHERE (SELECT setting FROM later) = 'on'
+SELECT ins.id, to_jsonb(ins) AS job, ins.priority AS notice_priority, ins.seq AS notice_seq
+  FROM ins WHERE (SELECT setting FROM later) = 'on'

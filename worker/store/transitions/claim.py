@@ -14,6 +14,7 @@ import asyncpg
 from jobdesk.core.limits import ClaimLimits
 from jobdesk.core.models import Job, ProcessorResult
 from jobdesk.core.validation import json_text
+from jobdesk.store.transitions.floors import WalkFloors
 
 # How a claim finds its jobs. Runnable jobs are in jobs_ready_idx by type, in claim order: each
 # type the worker serves is one short index walk (its own LIMIT keeps it bounded whatever the
@@ -55,21 +56,53 @@ def _lane_filter(lane: Lane) -> str:
     return f" AND (hashtext(id) & 2147483647) % {int(count)} = {int(index)}"
 
 
-def _candidates(n_types: int, lane: Lane = None) -> str:
-    """Runnable jobs of the worker's types ($2) in its lane, best first, each walk at most $4 long."""
+# Jobs made runnable for other workers (their run_at came) are below those workers' walk floors
+# (see WalkFloors): they are told, as of every other way a job becomes runnable. The final
+# statement reads `told`, so that it runs (a CTE nobody reads is not).
+_TOLD = """told AS (
+    SELECT count(pg_notify('jobdesk_new_jobs', '')) AS n FROM (SELECT FROM promoted LIMIT 1) p
+)"""
+_TOLD_READ = "(SELECT n FROM told) >= 0"
+
+
+def _walk(ready: str, of_type: str, floor: tuple[str, str] | None) -> str:
+    """One type's walk of its runnable jobs, best first, at most $4 long; with a `floor` (the
+    priority and seq it starts from, as SQL), two: the rest of the floor's priority from its seq
+    on, and every lower priority. Each is an index range, so the walk starts past the entries of
+    jobs already claimed instead of stepping over them (see WalkFloors)."""
+    walk = f"SELECT ctid AS tid, priority, seq FROM jobs WHERE {of_type} AND {ready}"
+    order = f" ORDER BY priority DESC, seq {_WALK_LIMIT}"
+    if floor is None:
+        return f"({walk}{order})"
+    priority, seq = floor
+    return (f"({walk} AND priority = {priority} AND seq >= {seq}{order})\n  UNION ALL\n  "
+            f"({walk} AND priority < {priority}{order})")
+
+
+def _candidates(n_types: int, lane: Lane = None, floors: tuple[str, str] | None = None) -> str:
+    """Runnable jobs of the worker's types ($2) in its lane, best first, each walk at most $4
+    long; with `floors` (the parameters of the floors' priorities and seqs, by type), each walk
+    starts at its type's floor."""
     ready = _READY + _lane_filter(lane)
     if n_types <= UNION_MAX_TYPES:
         walks = "\n  UNION ALL\n  ".join(
-            f"(SELECT ctid AS tid, priority, seq FROM jobs WHERE type = (SELECT ($2::text[])[{i}]) AND {ready}"
-            f" ORDER BY priority DESC, seq {_WALK_LIMIT})" for i in range(1, max(n_types, 1) + 1))
+            _walk(ready, f"type = (SELECT ($2::text[])[{i}])",
+                  None if floors is None else (f"(SELECT ({floors[0]}::int[])[{i}])",
+                                               f"(SELECT ({floors[1]}::bigint[])[{i}])"))
+            for i in range(1, max(n_types, 1) + 1))
         return f"SELECT * FROM (\n  {walks}\n) walks ORDER BY priority DESC, seq"
-    return (f"SELECT c.* FROM unnest({_TYPES}) AS t(type) CROSS JOIN LATERAL ("
-            f"SELECT ctid AS tid, priority, seq FROM jobs WHERE jobs.type = t.type AND {ready}"
-            f" ORDER BY priority DESC, seq {_WALK_LIMIT}) c ORDER BY c.priority DESC, c.seq")
+    if floors is None:
+        return (f"SELECT c.* FROM unnest({_TYPES}) AS t(type) CROSS JOIN LATERAL "
+                f"{_walk(ready, 'jobs.type = t.type', None)} c ORDER BY c.priority DESC, c.seq")
+    walk = _walk(ready, "jobs.type = t.type", ("t.floor_priority", "t.floor_seq"))
+    return (f"SELECT c.* FROM unnest({_TYPES}, (SELECT {floors[0]}::int[]), (SELECT {floors[1]}::bigint[]))"
+            f" AS t(type, floor_priority, floor_seq) CROSS JOIN LATERAL (\n  {walk}\n) c"
+            " ORDER BY c.priority DESC, c.seq")
 
 
-def _pick(n_types: int, lane: Lane, claim_limit: str) -> str:
-    """CTEs `due`, `ready`, `picked` and `promoted`: the ids to claim (`claim_limit` at most), locked."""
+def _pick(n_types: int, lane: Lane, claim_limit: str, floors: tuple[str, str] | None = None) -> str:
+    """CTEs `due`, `ready`, `picked`, `promoted` and `told`: the ids to claim (`claim_limit` at
+    most), locked."""
     return f"""due AS (
     SELECT id, type, priority, seq FROM jobs
      WHERE {_WAITING} AND run_at <= now()
@@ -77,7 +110,7 @@ def _pick(n_types: int, lane: Lane, claim_limit: str) -> str:
        FOR UPDATE SKIP LOCKED
 ), ready AS (
     SELECT r.id, c.priority, c.seq
-      FROM ({_candidates(n_types, lane)}) c
+      FROM ({_candidates(n_types, lane, floors)}) c
      CROSS JOIN LATERAL (SELECT id FROM jobs WHERE ctid = c.tid AND {_READY}
                            FOR UPDATE SKIP LOCKED) r
      {claim_limit}
@@ -90,7 +123,7 @@ def _pick(n_types: int, lane: Lane, claim_limit: str) -> str:
     UPDATE jobs SET run_at = NULL
      WHERE id = ANY(ARRAY(SELECT id FROM due EXCEPT SELECT id FROM picked))
     RETURNING id
-)"""
+), {_TOLD}"""
 
 
 _CLAIM_SET = """status = 'in_progress', worker_id = $1, attempts = j.attempts + 1, run_at = NULL,
@@ -126,11 +159,12 @@ _DONE_CTE = f"done AS ({_done('(SELECT $5::text[])', '(SELECT $6::text[])', '(SE
 _CLAIM_ALONE = f"""UPDATE jobs AS j
    SET {_CLAIM_SET}
  WHERE j.id = ANY(ARRAY(SELECT id FROM picked)) AND (SELECT setting FROM async_commit) = 'off'
+   AND {_TOLD_READ}
 RETURNING true AS claimed, {_CLAIM_RETURNING}"""
 _CLAIMED_CTE = f"""claimed AS (
     UPDATE jobs AS j
        SET {_CLAIM_SET}
-     WHERE j.id = ANY(ARRAY(SELECT id FROM picked))
+     WHERE j.id = ANY(ARRAY(SELECT id FROM picked)) AND {_TOLD_READ}
     RETURNING {_CLAIM_RETURNING}
 )"""
 _EXCHANGED = """SELECT false AS claimed, d.id, NULL::varchar AS type, NULL::jsonb AS input_data, NULL::int AS user_id,
@@ -164,7 +198,8 @@ def _room(args: str) -> str:
 
 
 @functools.lru_cache(maxsize=128)
-def claim_statement(n_types: int, lane: Lane = None, *, exchange: bool = False, limited: bool = False) -> str:
+def claim_statement(n_types: int, lane: Lane = None, *, exchange: bool = False, limited: bool = False,
+                    floors: bool = False) -> str:
     """The claim of up to $3 runnable jobs of the worker's $1 types ($2, `n_types` of them), each
     type's walk at most $4 long, in `lane` (None: every row). Parameters beyond those:
 
@@ -173,10 +208,13 @@ def claim_statement(n_types: int, lane: Lane = None, *, exchange: bool = False, 
     - `limited`: the claim of one limited type (`n_types` 1, no lane), under the lock of its
       `type_limits` row and within the room `jobdesk_type_room` gives, including the worker's own
       cap ($5 alone, $8 with `exchange`; NULL for none).
+    - `floors`: each type's walk starts at its floor (see WalkFloors), the priorities and seqs
+      by type in the last two parameters ($5 and $6 alone, $8 and $9 with `exchange`).
     """
-    if limited and (n_types != 1 or lane is not None):
-        raise ValueError("a limited claim is of one type, without a lane")
-    pick = _pick(n_types, lane, _ROOM_LIMIT if limited else _CLAIM_LIMIT)
+    if limited and (n_types != 1 or lane is not None or floors):
+        raise ValueError("a limited claim is of one type, without a lane or floors")
+    at = (("$8", "$9") if exchange else ("$5", "$6")) if floors else None
+    pick = _pick(n_types, lane, _ROOM_LIMIT if limited else _CLAIM_LIMIT, at)
     lock = [TYPE_LIMIT_LOCK, _room(_ROOM_ARGS_EXCHANGE if exchange else _ROOM_ARGS_CLAIM)] if limited else []
     if exchange:
         ctes, final = [_DONE_CTE, *lock, pick, _CLAIMED_CTE], _EXCHANGED
@@ -202,11 +240,11 @@ _FLOW_PROMOTE = f"""promoted AS (
                            ORDER BY run_at LIMIT {DUE_BATCH} FOR UPDATE SKIP LOCKED))
        AND NOT id = ANY((SELECT ids FROM pick)::text[])
     RETURNING id
-)"""
+), {_TOLD}"""
 _FLOW_CLAIMED = f"""claimed AS (
     UPDATE jobs AS j
        SET {_CLAIM_SET}
-     WHERE j.id = ANY((SELECT ids FROM pick)::text[]){{commit}}
+     WHERE j.id = ANY((SELECT ids FROM pick)::text[]) AND {_TOLD_READ}{{commit}}
     RETURNING {_CLAIM_RETURNING}
 )"""
 _FLOW_HELD = """
@@ -290,7 +328,8 @@ async def complete_and_claim(conn: asyncpg.Connection, worker_id: str, types: Se
                              finished: Sequence[tuple[Job, ProcessorResult]] = (),
                              limits: ClaimLimits | None = None, *,
                              free_idle: bool = False, lane: Lane = None,
-                             held: dict[str, float] | None = None) -> tuple[set[str], list[Job]]:
+                             held: dict[str, float] | None = None,
+                             floors: WalkFloors | None = None) -> tuple[set[str], list[Job]]:
     """Record plain results (no next jobs, no approval) and claim up to `limit` runnable jobs
     of the given types, oldest first, atomically. Returns the ids completed and the jobs claimed.
 
@@ -307,7 +346,7 @@ async def complete_and_claim(conn: asyncpg.Connection, worker_id: str, types: Se
         written: set[str] = set()
         jobs: list[Job] = []
         if free or not finished:
-            written, jobs = await complete_and_claim(conn, worker_id, free, limit, finished, lane=lane)
+            written, jobs = await complete_and_claim(conn, worker_id, free, limit, finished, lane=lane, floors=floors)
             finished = ()
         if len(jobs) < limit or finished:
             done, rows = await claim_limited(conn, worker_id, limited, limit - len(jobs), limits.local, finished,
@@ -317,14 +356,21 @@ async def complete_and_claim(conn: asyncpg.Connection, worker_id: str, types: Se
             jobs = sorted([*jobs, *more], key=lambda j: -j.priority) if jobs else more
         return written, jobs
     types = list(types)
+    if lane is not None:
+        floors = None
+    at = list(floors.args(types)) if floors is not None else []
     if finished and (limit <= 0 or not types):
         rows = await conn.fetch(_COMPLETE, worker_id, *_done_args(finished))
     elif finished:
-        rows = await conn.fetch(claim_statement(len(types), lane, exchange=True), worker_id, types, limit,
-                                _walk_limit(limit), *_done_args(finished))
+        rows = await conn.fetch(claim_statement(len(types), lane, exchange=True, floors=floors is not None),
+                                worker_id, types, limit, _walk_limit(limit), *_done_args(finished), *at)
     elif limit > 0 and types:
-        rows = await conn.fetch(claim_statement(len(types), lane), worker_id, types, limit, _walk_limit(limit))
+        rows = await conn.fetch(claim_statement(len(types), lane, floors=floors is not None),
+                                worker_id, types, limit, _walk_limit(limit), *at)
     else:
         return set(), []
     written = {r["id"] for r in rows if not r["claimed"]}
-    return written, _claimed_jobs([r for r in rows if r["claimed"]])
+    claimed = [r for r in rows if r["claimed"]]
+    if floors is not None and claimed:
+        floors.advance(claimed)
+    return written, _claimed_jobs(claimed)

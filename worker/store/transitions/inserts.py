@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import replace
 from datetime import timedelta
 
@@ -260,20 +260,27 @@ WITH later AS (
     SELECT o, s, a, 'submit', string_to_array(i, ',')
       FROM unnest($11::text[], $12::text[], $13::text[], $14::text[]) AS t(o, s, a, i)
 )
-SELECT ins.id, {returning} FROM ins WHERE (SELECT setting FROM later) = 'on'"""
+SELECT ins.id, {returning}, ins.priority AS notice_priority, ins.seq AS notice_seq
+  FROM ins WHERE (SELECT setting FROM later) = 'on'"""
 
 
-# What the insert trigger would have sent at the commit (sql/032), sent after it in a transaction
-# of its own, which writes nothing: it holds the notification queue's lock for no WAL flush.
+# What the insert trigger would have sent at the commit (sql/031, sql/032), sent after it in a
+# transaction of its own, which writes nothing: it holds the notification queue's lock for no
+# WAL flush.
 _NOTIFY_INSERTED = f"""
-SELECT pg_notify('{JOB_CHANGES_CHANNEL}', $1), pg_notify('{NEW_JOBS_CHANNEL}', '')"""
+SELECT pg_notify('{JOB_CHANGES_CHANNEL}', $1), pg_notify('{NEW_JOBS_CHANNEL}', $2)"""
 
 
-async def notify_inserted(conn: asyncpg.Connection, ids: Sequence[str]) -> None:
-    """Tell the listeners of jobs inserted by `enqueue_audited`, once its statement committed:
-    the ids on the channel of job changes (or '*' past 150, as the trigger says it), and the
-    workers of new work."""
-    await conn.execute(_NOTIFY_INSERTED, ",".join(ids) if len(ids) <= 150 else "*")
+async def notify_inserted(conn: asyncpg.Connection, rows: Mapping[str, asyncpg.Record]) -> None:
+    """Tell the listeners of the jobs `enqueue_audited` inserted (its `rows`), once its statement
+    committed, as the insert trigger tells them: the ids on the channel of job changes (or '*'
+    past 150), and the workers of new work with how low the jobs go in the claim's walk
+    ('<highest priority>:<lowest seq>', which lowers the workers' walk floors)."""
+    if not rows:
+        return
+    top = max(r["notice_priority"] for r in rows.values())
+    low = min(r["notice_seq"] for r in rows.values())
+    await conn.execute(_NOTIFY_INSERTED, ",".join(rows) if len(rows) <= 150 else "*", f"{top}:{low}")
 
 
 async def enqueue_audited(conn: asyncpg.Connection, submissions: Sequence[tuple[Actor, JobCreate]],
@@ -281,7 +288,7 @@ async def enqueue_audited(conn: asyncpg.Connection, submissions: Sequence[tuple[
     """Enqueue the jobs of several submitters and audit each one's submission, in one statement
     and one round trip; by id, a row of `returning` (SQL over the inserted row, `ins`) per job.
     For jobs without unique keys (see `enqueue_detailed` for those); refusals as `enqueue`'s.
-    The caller then calls `notify_inserted` with the ids, which the commit did not notify."""
+    The caller then calls `notify_inserted` with the rows, of which the commit notified nobody."""
     jobs = [job for _, job in submissions]
     for job in jobs:
         if job.unique_key is not None:
