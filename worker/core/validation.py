@@ -66,14 +66,20 @@ def _check_text_fields(job: JobCreate) -> None:
                              f"cannot store", job_id=job.id if field != "id" else None, field=field)
 
 
+# The lengths the table holds, which the per-job and the bulk checks both apply.
+MAX_ID = 36  # jobs.id and jobs.pipeline_id, varchar(36)
+MAX_NAME = 255  # jobs.type and jobs.unique_key, varchar(255)
+
+
 def check_new_job(job: JobCreate) -> None:
     _check_text_fields(job)
     if not isinstance(job.type, str) or not job.type.strip():
         raise InvalidJob("a job needs a non-empty type", job_id=job.id, field="type")
-    if len(job.type) > 255:
-        raise InvalidJob(f"job type is longer than 255 characters: {job.type[:40]}…", job_id=job.id, field="type")
-    if not isinstance(job.id, str) or not job.id or len(job.id) > 36:
-        raise InvalidJob(f"job id must be a string of 1 to 36 characters, got {job.id!r}", field="id")
+    if len(job.type) > MAX_NAME:
+        raise InvalidJob(f"job type is longer than {MAX_NAME} characters: {job.type[:40]}…", job_id=job.id,
+                         field="type")
+    if not isinstance(job.id, str) or not job.id or len(job.id) > MAX_ID:
+        raise InvalidJob(f"job id must be a string of 1 to {MAX_ID} characters, got {job.id!r}", field="id")
     if not isinstance(job.input_data, dict):
         raise InvalidJob(f"input_data of job {job.id} must be a JSON object", job_id=job.id,
                          field="input_data")
@@ -82,8 +88,8 @@ def check_new_job(job: JobCreate) -> None:
         raise InvalidJob(f"dependent_on_jobs of job {job.id} must be a list of job ids", job_id=job.id,
                          field="dependent_on_jobs")
     _check_integers(job)
-    if job.pipeline_id is not None and (not isinstance(job.pipeline_id, str) or len(job.pipeline_id) > 36):
-        raise InvalidJob(f"pipeline id must be a string of at most 36 characters, got {job.pipeline_id!r}",
+    if job.pipeline_id is not None and (not isinstance(job.pipeline_id, str) or len(job.pipeline_id) > MAX_ID):
+        raise InvalidJob(f"pipeline id must be a string of at most {MAX_ID} characters, got {job.pipeline_id!r}",
                          job_id=job.id, field="pipeline_id")
     if job.scheduled_at is not None:
         if not isinstance(job.scheduled_at, datetime):
@@ -93,8 +99,8 @@ def check_new_job(job: JobCreate) -> None:
         except (OverflowError, ValueError):
             raise InvalidJob(f"scheduled_at of job {job.id} is out of range", job_id=job.id,
                              field="scheduled_at") from None
-    if job.unique_key is not None and (not isinstance(job.unique_key, str) or not 1 <= len(job.unique_key) <= 255):
-        raise InvalidJob(f"unique_key of job {job.id} must be a string of 1 to 255 characters", job_id=job.id,
+    if job.unique_key is not None and (not isinstance(job.unique_key, str) or not 1 <= len(job.unique_key) <= MAX_NAME):
+        raise InvalidJob(f"unique_key of job {job.id} must be a string of 1 to {MAX_NAME} characters", job_id=job.id,
                          field="unique_key")
     if job.debounce is not None or job.debounce_max is not None:
         _check_debounce(job)
@@ -133,9 +139,9 @@ def _clears_in_bulk(jobs: Sequence[JobCreate]) -> bool:
     keys = [k for k in key_list if k is not None]
     numbers = set(priorities) | {u for u in set(user_ids) if u is not None}
     return (set(map(type, dep_ids)) <= {str}
-            and min(map(len, ids)) >= 1 and max(map(len, ids)) <= 36
-            and all(t.strip() and len(t) <= 255 for t in types) and all(len(p) <= 36 for p in pipelines)
-            and (not keys or (min(map(len, keys)) >= 1 and max(map(len, keys)) <= 255))
+            and min(map(len, ids)) >= 1 and max(map(len, ids)) <= MAX_ID
+            and all(t.strip() and len(t) <= MAX_NAME for t in types) and all(len(p) <= MAX_ID for p in pipelines)
+            and (not keys or (min(map(len, keys)) >= 1 and max(map(len, keys)) <= MAX_NAME))
             and min(numbers) in INT4 and max(numbers) in INT4
             and storable_text("".join(chain(ids, dep_ids, types, pipelines, keys))))
 
