@@ -121,12 +121,11 @@ def copy_text(ordered: Sequence[JobCreate], default_user: int, full: bool) -> st
     return _escaped(ordered, default_user, full)
 
 
-async def copy_jobs(conn: CopyConnection, ordered: Sequence[JobCreate], default_user: int) -> None:
-    """COPY checked jobs, parents first, into `jobs`; a job without a user gets `default_user`.
+async def copy_jobs(conn: CopyConnection, ordered: Sequence[JobCreate], default_user: int, *, full: bool) -> None:
+    """COPY checked jobs, parents first, into `jobs`; a job without a user gets `default_user`;
+    `full`: some job has a start time, a trace context or a unique key (the INSERT's choice too).
     The server's errors are asyncpg's, as the INSERT's are (the caller turns them into InvalidJob,
     or a lost race for a unique key)."""
-    full = any(j.scheduled_at is not None or j.trace_context is not None or j.unique_key is not None
-               for j in ordered)
     # A memoryview: asyncpg would take bytes for a file's path.
     data = memoryview(copy_text(ordered, default_user, full).encode())
     await conn.copy_to_table("jobs", source=data, columns=_FULL if full else _PLAIN, format="text")

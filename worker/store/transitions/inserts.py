@@ -229,12 +229,12 @@ async def _insert(conn: asyncpg.Connection, jobs: Sequence[JobCreate]) -> set[st
     or none (a unique key taken since its look-up raises `_KeyRace`), so no ids come back."""
     ordered, outside = order_batch(jobs)
     await _check_outside(conn, ordered, outside)
-    if copy_in.copies(conn, ordered):
-        with _insert_errors(ordered):
-            await copy_in.copy_jobs(conn, ordered, DEFAULT_USER_ID)
-        return None
     full = any(j.scheduled_at is not None or j.unique_key is not None or j.trace_context is not None
                for j in ordered)
+    if copy_in.copies(conn, ordered):
+        with _insert_errors(ordered):
+            await copy_in.copy_jobs(conn, ordered, DEFAULT_USER_ID, full=full)
+        return None
     args = _insert_args(ordered)
     with _insert_errors(ordered):
         if not full:
