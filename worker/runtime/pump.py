@@ -158,7 +158,7 @@ class Pumps:
             self.kicks.new_work()
             return
         self.floors.lower(low)
-        if self._lowered is None or (-low[0], low[1]) < (-self._lowered[0], self._lowered[1]):
+        if self._lowered is None or transitions.before_in_walk(low, self._lowered):
             self._lowered = low  # the round in flight raises the floors: lowered again after it
         self.kicks.new_work(news=False)
 

@@ -39,7 +39,7 @@ def notice_floor(payload: str) -> tuple[int, int] | None:
         return None
 
 
-def _before(a: tuple[int, int], b: tuple[int, int]) -> bool:
+def before_in_walk(a: tuple[int, int], b: tuple[int, int]) -> bool:
     """Whether `a` comes before `b` in walk order (priority descending, then seq)."""
     return (-a[0], a[1]) < (-b[0], b[1])
 
@@ -67,7 +67,7 @@ class WalkFloors:
     def lower(self, key: tuple[int, int]) -> None:
         """Bring every floor down to `key`, where new jobs may be."""
         for job_type, at in self.at.items():
-            if _before(key, at):
+            if before_in_walk(key, at):
                 self.at[job_type] = key
 
     def advance(self, claimed: Sequence[asyncpg.Record]) -> None:
@@ -76,6 +76,6 @@ class WalkFloors:
         for row in claimed:
             key = (row["priority"], row["seq"])
             known = first.get(row["type"])
-            if known is None or _before(key, known):
+            if known is None or before_in_walk(key, known):
                 first[row["type"]] = key
         self.at.update(first)
