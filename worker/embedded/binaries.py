@@ -103,11 +103,20 @@ def jobdesk_command(*args: str) -> list[str]:
 
 # -- reach, as root ---------------------------------------------------------------------------------
 
+# Prints the first folder given that the user running it cannot enter, and fails; one process for the path.
+_FIRST_CLOSED = 'for d in "$@"; do test -x "$d" || { printf "%s" "$d"; exit 1; }; done'
+
+
 def check_reachable(user: ServerUser, folder: Path) -> None:
-    """Fail with a way out when the server's user cannot enter `folder`."""
-    if not user.succeeds(["test", "-x", str(folder)]):
+    """Fail with a way out when the server's user cannot enter `folder`, naming the first folder
+    on its path that is in the way (a private parent, say), which is the one to open or avoid."""
+    path = [str(p) for p in (*reversed(folder.parents), folder)]
+    done = subprocess.run(user.wrap(["sh", "-c", _FIRST_CLOSED, "sh", *path]), capture_output=True, text=True,
+                          env=program_env())
+    if done.returncode != 0:
+        closed = done.stdout or str(folder)
         raise EmbeddedDatabaseError(
-            f"the embedded server runs as the user {SERVER_USER}, who cannot enter {folder}; "
+            f"the embedded server runs as the user {SERVER_USER}, who cannot enter {closed}; "
             f"set JOBDESK_DATA_DIR to a folder outside it")
 
 
