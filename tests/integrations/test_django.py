@@ -6,28 +6,74 @@ results are read back, a failing task's retries included (django_project/scenari
 from __future__ import annotations
 
 import subprocess
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 
+from jobdesk.embedded.server import EmbeddedServer
 from tests.helpers import cli_env, run_cli
 from tests.integrations import django_venv
 
 pytestmark = pytest.mark.timeout(600)  # the first run makes the venv
+
+PROJECT = django_venv.ROOT / "tests" / "integrations" / "django_project"
+
+
+@pytest.fixture
+def data_dir() -> Iterator[Path]:
+    """An embedded database's data folder of its own, stopped and removed after the test."""
+    folder = Path(tempfile.mkdtemp(prefix="jddj-"))
+    folder.chmod(0o755)
+    yield folder
+    EmbeddedServer(folder).stop()
+    subprocess.run(["rm", "-rf", str(folder)], check=False)
+
+
+def project_env(dsn: str | None, **extra: str) -> dict[str, str]:
+    env = cli_env(dsn, **extra)
+    env["PYTHONPATH"] = str(PROJECT)
+    return env
+
+
+def run_scenario(env: dict[str, str]) -> None:
+    out = subprocess.run([str(django_venv.ensure()), "scenario.py"], env=env, cwd=PROJECT, capture_output=True,
+                         text=True, timeout=240)
+    assert out.returncode == 0, f"{out.stdout}\n{out.stderr[-4000:]}"
+    assert "all checks passed" in out.stdout
 
 
 @pytest.mark.parametrize("through", ["direct", "pgbouncer"])
 def test_django_project_tasks_run_on_jobdesk(through: str, dsn: str, request: pytest.FixtureRequest) -> None:
     """The same project on the database itself, and behind PgBouncer in transaction mode (Django,
     the backend's reads and the worker all through it)."""
-    python = django_venv.ensure()
-    project = django_venv.ROOT / "tests" / "integrations" / "django_project"
     url = dsn if through == "direct" else request.getfixturevalue("pgbouncer").url(dsn, declared=False)
-    env = cli_env(url)
-    env["PYTHONPATH"] = str(project)
-    out = subprocess.run([str(python), "scenario.py"], env=env, cwd=project, capture_output=True, text=True,
-                         timeout=240)
-    assert out.returncode == 0, f"{out.stdout}\n{out.stderr[-4000:]}"
-    assert "all checks passed" in out.stdout
+    run_scenario(project_env(url))
+
+
+def test_the_worker_runs_on_the_database_of_djangos_settings(dsn: str, data_dir: Path) -> None:
+    """No DATABASE_URL: `jobdesk worker --django` runs on the database DATABASES names (the tasks'),
+    not on the embedded default."""
+    run_scenario(project_env(None, MYSITE_DATABASE_URL=dsn, JOBDESK_DATA_DIR=str(data_dir)))
+
+
+def test_django_on_the_embedded_database(data_dir: Path) -> None:
+    """DATABASES = {"default": embedded_database()}, as docs/django.md shows: Django, the backend
+    and the worker share the embedded server, started and migrated on demand."""
+    run_scenario(project_env(None, MYSITE_DATABASE="embedded", JOBDESK_DATA_DIR=str(data_dir)))
+
+
+def test_worker_django_refuses_a_database_url_naming_another_database(dsn: str) -> None:
+    other = urlsplit(dsn)._replace(path="/postgres").geturl()
+    out = subprocess.run([str(django_venv.ensure()), "-m", "jobdesk", "worker", "--django", "mysite.settings"],
+                         env=project_env(other, MYSITE_DATABASE_URL=dsn), cwd=PROJECT, capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 1, out.stderr
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in out.stderr, out.stderr
+    assert lines[0].startswith("jobdesk: error: DATABASE_URL names postgres on ") and "'default'" in lines[0], lines[0]
 
 
 def test_worker_django_without_django_says_so_in_one_line(dsn: str) -> None:
@@ -36,3 +82,13 @@ def test_worker_django_without_django_says_so_in_one_line(dsn: str) -> None:
     assert out.returncode != 0
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and "Django 6" in lines[0] and "Traceback" not in out.stderr, out.stderr
+
+
+def test_worker_django_refuses_a_project_without_a_jobdesk_backend(dsn: str) -> None:
+    out = subprocess.run([str(django_venv.ensure()), "-m", "jobdesk", "worker", "--django",
+                          "mysite.no_jobdesk_settings"], env=project_env(dsn), cwd=PROJECT, capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 1, out.stderr
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and "no backend in its TASKS is jobdesk.integrations.django.JobdeskBackend" in lines[0], \
+        out.stderr

@@ -4,6 +4,7 @@ resume, drain or stop one)."""
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 from jobdesk.cli.arguments import ArgumentParser, Subparsers
 from jobdesk.cli.output import print_json, print_rows
@@ -13,6 +14,9 @@ from jobdesk.core.limits import parse_type_limit
 from jobdesk.core.processor import BaseProcessor
 from jobdesk.core.rules import WORKER_COMMANDS_LEGAL_FROM
 from jobdesk.service.schema import prepare_schema
+
+if TYPE_CHECKING:
+    from jobdesk.store.db import Database
 
 
 def _limit_arg(text: str) -> dict[str, int]:
@@ -66,9 +70,11 @@ async def cmd_worker(inv: Invocation) -> int:
     modules = [*settings.JOB_PROCESSOR_MODULES, *args.processors]
     processors = instantiate(load_processor_classes(modules, settings.JOB_PROCESSOR_PATH))
     declared = declared_schedules(modules, settings.JOB_PROCESSOR_PATH)
-    if args.django:
+    if args.django:  # on the database its tasks are written to, not on DATABASE_URL's
         processors.update(_django_processors(args.django))
-    database = inv.database
+        database = _django_database(args.django, inv)
+    else:
+        database = inv.database
     caps = {name: n for limit in args.limit for name, n in limit.items()}
     worker = Worker(settings, database.dsn, processors, revive=database.revive if database.embedded else None,
                     type_caps=caps)
@@ -89,6 +95,13 @@ def _django_processors(settings_module: str) -> dict[str, BaseProcessor]:
         return django_processors(settings_module)
     except ImportError as exc:
         raise InvalidJob(f"--django {settings_module}: {exc}") from None
+
+
+def _django_database(settings_module: str, inv: Invocation) -> Database:
+    """The database of the Django project's tasks, which the worker runs on (Django set up by now)."""
+    from jobdesk.integrations.django import worker_database
+
+    return worker_database(settings_module, inv.settings)
 
 
 async def cmd_workers(inv: Invocation) -> int:

@@ -34,7 +34,7 @@ import re
 import sys
 import threading
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from django.db import close_old_connections, connections
@@ -45,12 +45,16 @@ from django.tasks.exceptions import TaskResultDoesNotExist
 from django.utils.json import normalize_json
 from django.utils.module_loading import import_string
 
-from jobdesk.core.errors import JobNotFound
+from jobdesk.core.errors import JobdeskError, JobNotFound
 from jobdesk.core.models import Job, ProcessorResult, Status
 from jobdesk.core.processor import BaseProcessor
 from jobdesk.service.jobs import JobService
 from jobdesk.service.read_models import Attempt, JobDetail
 from jobdesk.service.sync_client import SyncJobClient
+from jobdesk.store.db import Database, describe, same_database
+
+if TYPE_CHECKING:
+    from jobdesk.core.settings import Settings
 
 # jobdesk's statuses as Django's: a job queued again for a retry is READY, as Django says of a
 # task "ready to be executed again"; a cancelled task did not run to its end: FAILED.
@@ -68,9 +72,14 @@ _EXCEPTION_LINE = re.compile(r"^([A-Za-z_][\w.]*)(?::|$)")
 
 def driver_connection(connection: object) -> object | None:
     """The psycopg connection under a Django database connection (opened if it is not yet), in
-    the transaction Django has open; None when `connection` is not one."""
+    the transaction Django has open; None when `connection` is not one. `django.db.connection`,
+    a proxy to the default alias's connection of the calling thread, is that connection."""
     from django.db.backends.base.base import BaseDatabaseWrapper
+    from django.utils.connection import ConnectionProxy
 
+    if isinstance(connection, ConnectionProxy):  # a database connection's proxy has its alias
+        alias = getattr(connection, "alias", None)
+        connection = connections[alias] if isinstance(alias, str) and alias in connections.settings else None
     if not isinstance(connection, BaseDatabaseWrapper):
         return None
     connection.ensure_connection()
@@ -103,8 +112,8 @@ class JobdeskBackend(BaseTaskBackend):
         """The backend's client on the database of its alias, connected on first use."""
         with self._lock:
             if self._client is None:
-                self._client = _SyncService.connect(database_url(connections[self.database].settings_dict),
-                                                    source="django")
+                url = database_url(connections[self.database].settings_dict)
+                self._client = _SyncService.connect(_database_at(url), source="django")
             return self._client
 
     def enqueue(self, task: Task, args: Any, kwargs: Any) -> TaskResult:  # noqa: ANN401 - Django's own
@@ -184,6 +193,62 @@ def database_url(settings: dict[str, Any]) -> str:
     return f"postgresql://{auth}{host or 'localhost'}{f':{port}' if port else ''}/{name}"
 
 
+def embedded_database() -> dict[str, str]:
+    """A `DATABASES` entry for jobdesk's embedded PostgreSQL, this user's (in JOBDESK_DATA_DIR, or
+    the default data folder), started now if nobody runs it yet, as every jobdesk door starts it:
+
+        DATABASES = {"default": embedded_database()}
+    """
+    from jobdesk.embedded.server import DATABASE, PORT, embedded_server
+
+    server = embedded_server()
+    server.ensure_running()
+    return {"ENGINE": "django.db.backends.postgresql", "NAME": DATABASE, "USER": "postgres",
+            "HOST": str(server.socket_dir), "PORT": str(PORT)}
+
+
+def _database_at(url: str) -> Database | str:
+    """The embedded server when `url` is its address (so that it is started, and migrated, as
+    by every door), otherwise the URL as it is."""
+    from jobdesk.embedded.server import embedded_server
+
+    return Database.embedded_default() if same_database(url, embedded_server().dsn) else url
+
+
+def worker_database(settings_module: str, settings: Settings) -> Database:
+    """What `jobdesk worker --django` runs on: the database of the project's jobdesk task backends
+    (their `OPTIONS["DATABASE"]`), the one their tasks are written to. DATABASE_URL, when set, must
+    name that same database, and is then used as it is (with DATABASE_LISTEN_URL and the rest);
+    otherwise JobdeskError, in one line: a worker on another database would never see the tasks."""
+    from django.conf import settings as django_settings
+    from django.tasks import task_backends
+    from django.utils.connection import ConnectionDoesNotExist
+
+    backends = [task_backends[name] for name in getattr(django_settings, "TASKS", {})]
+    aliases = sorted({b.database for b in backends if isinstance(b, JobdeskBackend)})
+    if not aliases:
+        raise JobdeskError(f"--django {settings_module}: no backend in its TASKS is "
+                           f"jobdesk.integrations.django.JobdeskBackend, so it has no tasks to run here")
+    try:
+        urls = {alias: database_url(connections[alias].settings_dict) for alias in aliases}
+    except ConnectionDoesNotExist as exc:
+        raise JobdeskError(f"--django {settings_module}: TASKS names a database that DATABASES has not: "
+                           f"{exc}") from None
+    alias, url = aliases[0], urls[aliases[0]]
+    for other in aliases[1:]:
+        if not same_database(urls[other], url):
+            raise JobdeskError(f"--django {settings_module}: its jobdesk task backends write to two databases, "
+                               f"{alias!r} and {other!r}; one worker runs on one of them")
+    if settings.DATABASE_URL:
+        if not same_database(settings.DATABASE_URL, url):
+            raise JobdeskError(f"DATABASE_URL names {describe(settings.DATABASE_URL)}, but the tasks of "
+                               f"{settings_module} are written to its database {alias!r}, {describe(url)}; "
+                               f"unset DATABASE_URL, or make it name that database")
+        return Database.given(settings.DATABASE_URL, settings)
+    chosen = _database_at(url)
+    return chosen if isinstance(chosen, Database) else Database.given(chosen)
+
+
 class DjangoTaskProcessor(BaseProcessor):
     """Runs one Django task: a sync function on a thread (closing the thread's stale database
     connections around it, as Django does around a request), a coroutine function as it is."""
@@ -239,4 +304,5 @@ def django_processors(settings_module: str) -> dict[str, BaseProcessor]:
     return found
 
 
-__all__ = ["JobdeskBackend", "database_url", "django_processors", "driver_connection"]
+__all__ = ["JobdeskBackend", "database_url", "django_processors", "driver_connection", "embedded_database",
+           "worker_database"]

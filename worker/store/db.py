@@ -121,6 +121,12 @@ def describe(dsn: str) -> str:
     return f"{_database_name(dsn)} on {','.join(hosts(dsn))}"
 
 
+def same_database(a: str, b: str) -> bool:
+    """Whether two DSNs name the same database: its name, on the same host(s) and port(s),
+    whatever user, password or options each adds."""
+    return _database_name(a) == _database_name(b) and hosts(a) == hosts(b)
+
+
 def _database_name(dsn: str) -> str:
     parts = urlsplit(dsn)
     return parts.path.lstrip("/") or parts.username or "postgres"

@@ -15,12 +15,16 @@ import django
 
 django.setup()
 
-from django.db import transaction  # noqa: E402
+from django.db import connection, transaction  # noqa: E402
 from django.tasks import TaskResultStatus, default_task_backend  # noqa: E402
 from django.tasks.exceptions import TaskResultDoesNotExist  # noqa: E402
 from django.test import Client  # noqa: E402
 from django.utils import timezone  # noqa: E402
 from shop.tasks import add, always_fails, shout  # noqa: E402
+
+from jobdesk import SyncJobClient  # noqa: E402
+from jobdesk.core.errors import JobNotFound  # noqa: E402
+from jobdesk.integrations.django import database_url  # noqa: E402
 
 
 def check(what, ok):
@@ -36,6 +40,31 @@ def finished(task, result_id, timeout=60.0):
         if result.is_finished or time.monotonic() > deadline:
             return result
         time.sleep(0.1)
+
+
+class Undone(Exception):
+    pass
+
+
+def enqueue_through_djangos_connection():
+    """docs/django.md: SyncJobClient's enqueue with `connection=django.db.connection`, in a view's
+    transaction: the job exists if and only if that transaction commits."""
+    with SyncJobClient.connect(database_url(connection.settings_dict)) as jobs:
+        with transaction.atomic():
+            kept = jobs.enqueue("echo", {"n": 1}, connection=connection)
+        try:
+            with transaction.atomic():
+                undone = jobs.enqueue("echo", {"n": 2}, connection=connection)
+                raise Undone
+        except Undone:
+            pass
+        check("enqueue(..., connection=django.db.connection) writes in Django's transaction",
+              jobs.get_job(kept).status == "queued")
+        try:
+            jobs.get_job(undone)
+            check("... and a rolled-back one leaves no job", False)
+        except JobNotFound:
+            check("... and a rolled-back one leaves no job", True)
 
 
 def main():
@@ -61,6 +90,7 @@ def main():
         check("arguments that are not JSON fail at enqueue", False)
     except TypeError:
         check("arguments that are not JSON fail at enqueue (Django's TypeError)", True)
+    enqueue_through_djangos_connection()
     later = add.using(priority=50, run_after=timezone.now() + timedelta(hours=1)).enqueue(1, 2)
     failing = always_fails.enqueue("socks")
     shouted = asyncio.run(shout.aenqueue("hi"))

@@ -1,9 +1,10 @@
-"""A small Django project whose tasks run on jobdesk: its database is DATABASE_URL's."""
+"""A small Django project whose tasks run on jobdesk. Its database is MYSITE_DATABASE_URL's, or
+else DATABASE_URL's; with MYSITE_DATABASE=embedded, jobdesk's embedded PostgreSQL."""
 
 import os
 from urllib.parse import parse_qs, urlsplit
 
-_url = urlsplit(os.environ["DATABASE_URL"])
+_url = urlsplit(os.environ.get("MYSITE_DATABASE_URL") or os.environ.get("DATABASE_URL", ""))
 _query = {k: v[-1] for k, v in parse_qs(_url.query).items()}
 
 SECRET_KEY = "test-only"
@@ -24,3 +25,8 @@ DATABASES = {
     }
 }
 TASKS = {"default": {"BACKEND": "jobdesk.integrations.django.JobdeskBackend"}}
+
+if os.environ.get("MYSITE_DATABASE") == "embedded":  # as docs/django.md shows
+    from jobdesk.integrations.django import embedded_database
+
+    DATABASES = {"default": embedded_database()}
