@@ -92,3 +92,19 @@ def test_worker_django_refuses_a_project_without_a_jobdesk_backend(dsn: str) -> 
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and "no backend in its TASKS is jobdesk.integrations.django.JobdeskBackend" in lines[0], \
         out.stderr
+
+
+def test_the_documented_command_prints_the_embedded_databases_entry(data_dir: Path) -> None:
+    """docs/django.md's command prints the DATABASES entry it shows, with this data folder's socket
+    folder as HOST, and the server it names is running."""
+    page = (django_venv.ROOT / "docs" / "django.md").read_text()
+    command = page.split("```bash\n", 1)[1].split("\n```", 1)[0]
+    shown = page.split(command, 1)[1].split("```python\n", 1)[1].split("\n```", 1)[0]
+    assert command.startswith("python -c ")
+    argv = [str(django_venv.ensure()), "-c", command.split("'")[1]]
+    out = subprocess.run(argv, env=project_env(None, JOBDESK_DATA_DIR=str(data_dir)), cwd=PROJECT,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    socket_dir = data_dir / "pg" / "run"
+    assert out.stdout.strip() == shown.replace("/home/ada/.local/share/jobdesk/pg/run", str(socket_dir))
+    assert EmbeddedServer(data_dir).is_ready()
