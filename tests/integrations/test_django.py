@@ -59,6 +59,13 @@ def test_the_worker_runs_on_the_database_of_djangos_settings(dsn: str, data_dir:
     run_scenario(project_env(None, MYSITE_DATABASE_URL=dsn, JOBDESK_DATA_DIR=str(data_dir)))
 
 
+def test_database_url_may_reach_djangos_database_another_way(dsn: str, request: pytest.FixtureRequest) -> None:
+    """Django straight to PostgreSQL, DATABASE_URL through PgBouncer: two URLs, one database, as
+    the servers answer; the worker runs on DATABASE_URL."""
+    bounced = request.getfixturevalue("pgbouncer").url(dsn, declared=False)
+    run_scenario(project_env(bounced, MYSITE_DATABASE_URL=dsn))
+
+
 def test_django_on_the_embedded_database(data_dir: Path) -> None:
     """DATABASES = {"default": embedded_database()}, as docs/django.md shows: Django, the backend
     and the worker share the embedded server, started and migrated on demand."""

@@ -72,7 +72,7 @@ async def cmd_worker(inv: Invocation) -> int:
     declared = declared_schedules(modules, settings.JOB_PROCESSOR_PATH)
     if args.django:  # on the database its tasks are written to, not on DATABASE_URL's
         processors.update(_django_processors(args.django))
-        database = _django_database(args.django, inv)
+        database = await _django_database(args.django, inv)
     else:
         database = inv.database
     caps = {name: n for limit in args.limit for name, n in limit.items()}
@@ -97,11 +97,11 @@ def _django_processors(settings_module: str) -> dict[str, BaseProcessor]:
         raise InvalidJob(f"--django {settings_module}: {exc}") from None
 
 
-def _django_database(settings_module: str, inv: Invocation) -> Database:
+async def _django_database(settings_module: str, inv: Invocation) -> Database:
     """The database of the Django project's tasks, which the worker runs on (Django set up by now)."""
     from jobdesk.integrations.django import worker_database
 
-    return worker_database(settings_module, inv.settings)
+    return await worker_database(settings_module, inv.settings)
 
 
 async def cmd_workers(inv: Invocation) -> int:

@@ -51,7 +51,7 @@ from jobdesk.core.processor import BaseProcessor
 from jobdesk.service.jobs import JobService
 from jobdesk.service.read_models import Attempt, JobDetail
 from jobdesk.service.sync_client import SyncJobClient
-from jobdesk.store.db import Database, describe, same_database
+from jobdesk.store.db import Database, describe, reach_same_database, same_database
 
 if TYPE_CHECKING:
     from jobdesk.core.settings import Settings
@@ -215,11 +215,13 @@ def _database_at(url: str) -> Database | str:
     return Database.embedded_default() if same_database(url, embedded_server().dsn) else url
 
 
-def worker_database(settings_module: str, settings: Settings) -> Database:
+async def worker_database(settings_module: str, settings: Settings) -> Database:
     """What `jobdesk worker --django` runs on: the database of the project's jobdesk task backends
     (their `OPTIONS["DATABASE"]`), the one their tasks are written to. DATABASE_URL, when set, must
-    name that same database, and is then used as it is (with DATABASE_LISTEN_URL and the rest);
-    otherwise JobdeskError, in one line: a worker on another database would never see the tasks."""
+    name that same database (by its URL, or else as both servers answer: Django through PgBouncer
+    and the worker straight to PostgreSQL, say), and is then used as it is, with
+    DATABASE_LISTEN_URL and the rest; otherwise JobdeskError, in one line: a worker on another
+    database would never see the tasks."""
     from django.conf import settings as django_settings
     from django.tasks import task_backends
     from django.utils.connection import ConnectionDoesNotExist
@@ -240,7 +242,8 @@ def worker_database(settings_module: str, settings: Settings) -> Database:
             raise JobdeskError(f"--django {settings_module}: its jobdesk task backends write to two databases, "
                                f"{alias!r} and {other!r}; one worker runs on one of them")
     if settings.DATABASE_URL:
-        if not same_database(settings.DATABASE_URL, url):
+        given = settings.DATABASE_URL
+        if not (same_database(given, url) or await reach_same_database(given, url)):
             raise JobdeskError(f"DATABASE_URL names {describe(settings.DATABASE_URL)}, but the tasks of "
                                f"{settings_module} are written to its database {alias!r}, {describe(url)}; "
                                f"unset DATABASE_URL, or make it name that database")
