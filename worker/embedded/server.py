@@ -49,7 +49,8 @@ from jobdesk.embedded.status import (
 )
 
 __all__ = ["CLIENTS_SQL", "DATABASE", "KEEPER_APP", "PORT", "START_TIMEOUT_S", "STATUS_APP", "STOP_TIMEOUT_S",
-           "Client", "EmbeddedServer", "ServerStatus", "ServerUser", "embedded_server", "fetch_clients"]
+           "Client", "EmbeddedServer", "ServerStatus", "ServerUser", "dsn_at", "embedded_server", "fetch_clients",
+           "socket_dir_of"]
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +58,16 @@ DATABASE = "jobdesk"
 PORT = 5432  # only names the socket file; nothing listens on TCP
 START_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 60.0
+
+
+def socket_dir_of(data: Path | None = None) -> Path:
+    """The folder of the server's socket, in a data folder (the user's when None)."""
+    return (data or data_dir()) / "pg" / "run"
+
+
+def dsn_at(socket_dir: Path, database: str = DATABASE) -> str:
+    """The DSN of a database of the server whose socket is in `socket_dir`."""
+    return f"postgresql://postgres@/{database}?host={quote(str(socket_dir), safe='/')}&port={PORT}"
 
 
 def _read_line(stream: IO[bytes], timeout: float) -> str:
@@ -82,9 +93,9 @@ class EmbeddedServer:
 
     def __init__(self, root: Path | None = None, *, bin_dir: Path | None = None,
                  idle_stop_s: float | None = None) -> None:
-        self.root = (root or data_dir()) / "pg"
+        self.socket_dir = socket_dir_of(root)
+        self.root = self.socket_dir.parent
         self.pgdata = self.root / "data"
-        self.socket_dir = self.root / "run"
         self.log_path = self.root / "server.log"
         self.keeper_log = self.root / "keeper.log"
         self.state_path = self.root / "keeper.json"  # written by the keeper at every check
@@ -105,8 +116,7 @@ class EmbeddedServer:
         return self.dsn_for(DATABASE)
 
     def dsn_for(self, database: str) -> str:
-        return (f"postgresql://postgres@/{database}?host={quote(str(self.socket_dir), safe='/')}"
-                f"&port={PORT}")
+        return dsn_at(self.socket_dir, database)
 
     def describe(self) -> str:
         return f"embedded PostgreSQL in {self.root}"

@@ -209,10 +209,11 @@ def embedded_database() -> dict[str, str]:
 
 def _database_at(url: str) -> Database | str:
     """The embedded server when `url` is its address (so that it is started, and migrated, as
-    by every door), otherwise the URL as it is."""
-    from jobdesk.embedded.server import embedded_server
+    by every door), otherwise the URL as it is. Nothing is done to know (as root, the server's
+    user is not looked up, let alone created)."""
+    from jobdesk.embedded.server import dsn_at, socket_dir_of
 
-    return Database.embedded_default() if same_database(url, embedded_server().dsn) else url
+    return Database.embedded_default() if same_database(url, dsn_at(socket_dir_of())) else url
 
 
 async def worker_database(settings_module: str, settings: Settings) -> Database:
