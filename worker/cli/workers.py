@@ -32,7 +32,7 @@ def add_worker_parser(sub: Subparsers, common: ArgumentParser) -> None:
                    help="modules with a PROCESSOR_MAP (one or more; repeatable)")
     p.add_argument("--django", metavar="SETTINGS",
                    help="run the Django tasks of this settings module (e.g. mysite.settings) whose backend is "
-                        "jobdesk.integrations.django.JobdeskBackend")
+                        "jobdesk.integrations.django.JobdeskBackend, on the database its DATABASES names for them")
     p.add_argument("--concurrency", type=int, metavar="N", help="override MAX_CONCURRENT_JOBS")
     p.add_argument("--metrics-port", type=int, metavar="P",
                    help="serve Prometheus metrics on this port (overrides JOB_METRICS_PORT)")
