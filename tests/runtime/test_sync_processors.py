@@ -202,4 +202,4 @@ async def test_the_watchdog_names_a_processor_that_blocks_the_loop_once(
     warnings = [r.getMessage() for r in caplog.records if "blocked the event loop" in r.getMessage()]
     assert len(warnings) == 1, warnings
     assert warnings[0].startswith("processor loop.block blocked the event loop for 0.")
-    assert warnings[0].endswith(" s; make it a plain def to run it in a thread")
+    assert warnings[0].endswith(" s; make it a SyncProcessor (a plain def) to run it in a thread")
