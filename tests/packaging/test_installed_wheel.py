@@ -48,7 +48,6 @@ TYPED_PROCESSORS = '''
 from __future__ import annotations
 
 import time
-from typing import ClassVar
 
 from pydantic import BaseModel
 
@@ -60,12 +59,16 @@ class Page(BaseModel):
     url: str
 
 
+class Fetched(BaseModel):
+    n: int
+
+
 def fetch(url: str) -> str:
     return url.upper()
 
 
 class Crawl(BaseProcessor):
-    input_model: ClassVar[type[BaseModel] | None] = Page
+    input_model = Page
     timeout = 30
 
     async def process(self, job: Job) -> ProcessorResult:
@@ -83,7 +86,9 @@ class Crawl(BaseProcessor):
 
 
 class Fetch(SyncProcessor):
-    timeout = 10
+    input_model = Page
+    output_model = Fetched
+    timeout = 10.5
 
     def process(self, job: SyncJob) -> ProcessorResult:
         job.progress(0.1, "starting")
