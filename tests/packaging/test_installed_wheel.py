@@ -128,8 +128,8 @@ async def enqueue() -> str:
 
 def enqueue_sync() -> str:
     with SyncJobClient.connect() as jobs:
-        job_id: str = jobs.enqueue("fetch", {"url": "https://example.org"})
-        return job_id
+        record: JobRecord = jobs.run("fetch", {"url": "https://example.org"}, timeout=30)
+        return jobs.enqueue("render", {"from": record.id})
 '''
 
 
