@@ -163,9 +163,10 @@ docs: $(STAMP)
 	$(PY) docs/gen_api.py
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict -d site
 
-## docs-check: the generated pages are up to date, and the site builds with no broken link or page left out
+## docs-check: the generated pages are up to date, every Python example type-checks (mypy --strict), and the site builds with no broken link or page left out
 docs-check: $(STAMP)
 	$(PY) docs/gen_settings.py --check
 	$(PY) docs/gen_api.py --check
+	$(PY) docs/check_examples.py
 	@out=$$(mktemp -d) && trap 'rm -rf "$$out"' EXIT && \
 		NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet -d "$$out"

@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.harness import LoopLag  # noqa: E402
-from jobdesk import BaseProcessor, Job, ProcessorResult  # noqa: E402
+from jobdesk import BaseProcessor, Job, ProcessorResult, SyncJob, SyncProcessor  # noqa: E402
 from jobdesk.core.settings import load_settings  # noqa: E402
 from jobdesk.embedded.server import EmbeddedServer  # noqa: E402
 from jobdesk.runtime.worker import Worker  # noqa: E402
@@ -51,8 +51,8 @@ class LimitedNoop(AsyncNoop):
     timeout = 60
 
 
-class ThreadNoop(BaseProcessor):
-    def process(self, job: Job) -> ProcessorResult:  # type: ignore[override]
+class ThreadNoop(SyncProcessor):
+    def process(self, job: SyncJob) -> ProcessorResult:
         return ProcessorResult({})
 
 
@@ -70,8 +70,8 @@ async def completed(conn: asyncpg.Connection, n: int) -> float:
     return time.monotonic()
 
 
-async def on_worker(server: EmbeddedServer, processors: dict[str, BaseProcessor], jobs: list[tuple[str, str]],
-                    concurrency: int = 10) -> tuple[float, float, dict[str, Any], LoopLag]:
+async def on_worker(server: EmbeddedServer, processors: dict[str, BaseProcessor | SyncProcessor],
+                    jobs: list[tuple[str, str]], concurrency: int = 10) -> tuple[float, float, dict[str, Any], LoopLag]:
     """Enqueue `jobs` (type, input JSON) and run them on an in-process worker: (seconds from the
     enqueue to the last completion, CPU seconds of this process, the results by type, loop lag)."""
     dsn = await pg.create_test_database(server.dsn)
@@ -113,7 +113,7 @@ async def bench_blocking(server: EmbeddedServer) -> None:
 async def bench_cost(server: EmbeddedServer, n: int, n_process: int) -> None:
     print(f"COST: no-op jobs on each path, MAX_CONCURRENT_JOBS=10 ({n:,} jobs; {n_process:,} in processes)",
           flush=True)
-    paths: list[tuple[str, BaseProcessor, int]] = [
+    paths: list[tuple[str, BaseProcessor | SyncProcessor, int]] = [
         ("async def (fast path)", AsyncNoop(), n), ("async def, timeout=60", LimitedNoop(), n),
         ("plain def (thread)", ThreadNoop(), n), ('executor = "process"', ProcessNoop(), n_process)]
     for label, processor, count in paths:

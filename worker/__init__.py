@@ -4,8 +4,9 @@ The public Python API is what `__all__` names, importable from here:
 
 - the backend clients: `JobClient` (enqueue, read, wait for and act on jobs) and `SyncJobClient`
   (the same, as plain calls, for code without an event loop);
-- the processor API: `BaseProcessor`, `Job`, `ProcessorResult`, `JobCreate`, `Schedule`,
-  `PermanentJobError`;
+- the processor API: `BaseProcessor` (an `async def process`, given a `Job`) and
+  `SyncProcessor` (a plain `def process`, given a `SyncJob`), `ProcessorResult`, `JobCreate`,
+  `Schedule`, `PermanentJobError`;
 - the models a client reads: `JobRecord`, `Status`;
 - the errors it may raise: `JobdeskError` (the base of them all), `JobNotFound`, `InvalidJob`,
   `IllegalTransition`, `JobWaitTimeout`, `NoJobResult`, `DatabaseUnavailable` (the database
@@ -14,6 +15,8 @@ The public Python API is what `__all__` names, importable from here:
 - `__version__`.
 
     from jobdesk import BaseProcessor, Job, JobClient, JobCreate, PermanentJobError, ProcessorResult, SyncJobClient
+
+The package ships a `py.typed` marker: type checkers read these names' types from it.
 
 The console is `jobdesk.console`. Everything else, the subpackages (`jobdesk.core`, `jobdesk.store`, `jobdesk.runtime`,
 `jobdesk.service`, `jobdesk.api`, `jobdesk.cli`, ...) included, is internal: it may change from one
@@ -45,8 +48,9 @@ if TYPE_CHECKING:  # what the names below are, for type checkers; at run time ea
         StepError,
     )
     from jobdesk.core.models import Job, JobCreate, JobRecord, ProcessorResult, Status
-    from jobdesk.core.processor import BaseProcessor
+    from jobdesk.core.processor import BaseProcessor, SyncProcessor
     from jobdesk.core.schedules import Schedule
+    from jobdesk.core.sync_job import SyncJob
     from jobdesk.service.client import JobClient
     from jobdesk.service.sync_client import SyncJobClient
 
@@ -57,7 +61,8 @@ _EXPORTS = {
                      "JobNotFound", "JobWaitTimeout", "NoJobResult", "PermanentJobError", "StepError"),
                     "jobdesk.core.errors"),
     **dict.fromkeys(("Job", "JobCreate", "JobRecord", "ProcessorResult", "Status"), "jobdesk.core.models"),
-    "BaseProcessor": "jobdesk.core.processor",
+    **dict.fromkeys(("BaseProcessor", "SyncProcessor"), "jobdesk.core.processor"),
+    "SyncJob": "jobdesk.core.sync_job",
     "Schedule": "jobdesk.core.schedules",
     "JobClient": "jobdesk.service.client",
     "SyncJobClient": "jobdesk.service.sync_client",
@@ -67,7 +72,8 @@ __all__ = [
     # the backend clients
     "JobClient", "SyncJobClient",
     # the processor API
-    "BaseProcessor", "Job", "JobCreate", "PermanentJobError", "ProcessorResult", "Schedule",
+    "BaseProcessor", "Job", "JobCreate", "PermanentJobError", "ProcessorResult", "Schedule", "SyncJob",
+    "SyncProcessor",
     # what a client reads
     "JobRecord", "Status",
     # errors

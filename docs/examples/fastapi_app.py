@@ -35,7 +35,8 @@ app = FastAPI(lifespan=lifespan)
 
 
 def get_jobs(request: Request) -> JobClient:
-    return request.app.state.jobs
+    jobs: JobClient = request.app.state.jobs
+    return jobs
 
 
 Jobs = Annotated[JobClient, Depends(get_jobs)]

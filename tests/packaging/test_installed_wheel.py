@@ -42,6 +42,97 @@ PROCESSOR_MAP = {"myproject.shout": Shout}
 '''
 
 
+# A user's module with an async processor, a thread processor and a process processor, each using
+# the job's methods: it must pass `mypy --strict` against the installed wheel, with no ignores.
+TYPED_PROCESSORS = '''
+from __future__ import annotations
+
+import time
+
+from pydantic import BaseModel
+
+from jobdesk import (BaseProcessor, Job, JobClient, JobCreate, JobRecord, PermanentJobError, ProcessorResult,
+                     Schedule, SyncJob, SyncJobClient, SyncProcessor)
+
+
+class Page(BaseModel):
+    url: str
+
+
+class Fetched(BaseModel):
+    n: int
+
+
+def fetch(url: str) -> str:
+    return url.upper()
+
+
+class Crawl(BaseProcessor):
+    input_model = Page
+    timeout = 30
+
+    async def process(self, job: Job) -> ProcessorResult:
+        if job.cancelled:
+            raise PermanentJobError("cancelled")
+        await job.progress(0.5, "half")
+        job.log("a line")
+        body = await job.step("fetch", fetch, job.input_data["url"])
+        ids = await job.spawn([JobCreate("render", {"body": body})])
+        done: list[JobRecord] = await job.wait_for_jobs(ids, timeout=60)
+        payload = await job.wait_for_event("approved")
+        first: bool = await job.emit_event("crawled", {"id": job.id})
+        await job.sleep(1)
+        return ProcessorResult({"done": len(done), "payload": payload, "first": first})
+
+
+class Fetch(SyncProcessor):
+    input_model = Page
+    output_model = Fetched
+    timeout = 10.5
+
+    def process(self, job: SyncJob) -> ProcessorResult:
+        job.progress(0.1, "starting")
+        job.log("from a thread", "WARNING")
+        body = job.step("fetch", fetch, job.input_data["url"])
+        ids: list[str] = job.spawn([JobCreate("render", {"body": body})])
+        records: list[JobRecord] = job.wait_for_jobs(ids)
+        event = job.wait_for_event("approved", timeout=5)
+        job.sleep(0.5)
+        sent: bool = job.emit_event("fetched")
+        return ProcessorResult({"n": len(records), "event": event, "sent": sent, "attempt": job.attempt,
+                                "cancelled": job.cancelled, "user": job.user_id, "pipeline": job.pipeline_id})
+
+
+class Render(SyncProcessor):
+    executor = "process"
+
+    def process(self, job: SyncJob) -> ProcessorResult:
+        total = 0
+        for i in range(1000):
+            if job.cancelled:
+                break
+            total += i
+            job.progress(i / 1000)
+        job.log(f"rendered {total} in {time.monotonic()}")
+        return ProcessorResult({"total": total, "type": job.type, "retries": job.retry_count})
+
+
+PROCESSOR_MAP = {"crawl": Crawl, "fetch": Fetch, "render": Render}
+SCHEDULES = [Schedule(name="nightly", type="crawl", cron="0 2 * * *", input_data={"url": "x"})]
+
+
+async def enqueue() -> str:
+    async with await JobClient.connect() as jobs:
+        return await jobs.enqueue("crawl", {"url": "https://example.org"})
+
+
+def enqueue_sync() -> str:
+    with SyncJobClient.connect() as jobs:
+        record: JobRecord = jobs.run("fetch", {"url": "https://example.org"}, timeout=30)
+        return jobs.enqueue("render", {"from": record.id})
+'''
+
+
 def _run(argv: list[str], **kw: object) -> subprocess.CompletedProcess[str]:
     return subprocess.run(argv, capture_output=True, text=True, timeout=240, check=False, **kw)  # type: ignore[call-overload]
 
@@ -209,3 +300,15 @@ async def test_migrate_without_migration_files_fails_in_one_line(installed: Path
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and "no migration files found" in lines[0], done.stderr
     assert "up to date" not in done.stdout
+
+
+def test_a_users_processors_pass_mypy_strict_against_the_installed_wheel(installed: Path, tmp_path: Path) -> None:
+    """The wheel ships py.typed and typed processor APIs: `class Fetch(BaseProcessor)` is no
+    subclass of Any, a plain def process is a SyncProcessor's, and its job's calls are plain."""
+    (tmp_path / "procs.py").write_text(TYPED_PROCESSORS)
+    (tmp_path / "mypy.ini").write_text("[mypy]\n")  # the defaults, whatever a home folder says
+    checked = _run([sys.executable, "-m", "mypy", "--strict", "--config-file", "mypy.ini", "--cache-dir", ".cache",
+                    "--python-executable", str(installed / "python"), "procs.py"],
+                   cwd=tmp_path, env=_project_env(None, tmp_path))
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert checked.stdout.startswith("Success: no issues found in 1 source file"), checked.stdout

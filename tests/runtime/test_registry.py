@@ -63,7 +63,7 @@ def test_entry_point_group_is_loaded(plugin_dir: Path) -> None:
 
 
 @pytest.mark.parametrize(("body", "message"), [
-    ("PROCESSOR_MAP = {'x': int}\n", "not a BaseProcessor subclass"),
+    ("PROCESSOR_MAP = {'x': int}\n", "not a BaseProcessor or SyncProcessor subclass"),
     ("PROCESSOR_MAP = ['x']\n", "has no PROCESSOR_MAP dict"),
     ("raise RuntimeError('half-written module')\n", "failed to load: RuntimeError: half-written module"),
 ])

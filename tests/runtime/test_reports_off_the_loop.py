@@ -11,7 +11,7 @@ import asyncpg
 from opentelemetry import trace
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from jobdesk import BaseProcessor, Job, JobClient, ProcessorResult
+from jobdesk import BaseProcessor, Job, JobClient, ProcessorResult, SyncProcessor
 from jobdesk.core.models import JobCreate
 from jobdesk.store import transitions
 from tests.helpers import RunningWorker, wait_for
@@ -23,7 +23,7 @@ async def _done(conn: asyncpg.Connection, job_id: str) -> bool:
     return await conn.fetchval("SELECT status = 'completed' FROM jobs WHERE id = $1", job_id)
 
 
-async def _run(conn: asyncpg.Connection, dsn: str, job_type: str, processor: BaseProcessor) -> str:
+async def _run(conn: asyncpg.Connection, dsn: str, job_type: str, processor: BaseProcessor | SyncProcessor) -> str:
     [job_id] = await transitions.enqueue(conn, [JobCreate(job_type, {})])
     worker = RunningWorker(dsn, {job_type: processor})
     try:

@@ -15,7 +15,7 @@ import pytest
 
 from jobdesk.core.errors import ProcessorLoadError
 from jobdesk.core.models import JobCreate
-from jobdesk.core.processor import BaseProcessor, executor_of
+from jobdesk.core.processor import BaseProcessor, SyncProcessor, executor_of
 from jobdesk.runtime.registry import instantiate
 from jobdesk.store import transitions
 from tests.helpers import RunningWorker, wait_for
@@ -116,7 +116,7 @@ async def test_a_plain_step_function_runs_off_the_loop(conn: asyncpg.Connection,
 @pytest.mark.parametrize("processor", [procs.WaitsForCancel, procs.AsyncWaitsForCancel,
                                        procs.WaitsForCancelInProcess])
 async def test_job_cancelled_turns_true_in_every_executor(conn: asyncpg.Connection, dsn: str, tmp_path: Path,
-                                                          processor: type[BaseProcessor]) -> None:
+                                                          processor: type[BaseProcessor | SyncProcessor]) -> None:
     flag = tmp_path / "flag"
     job = JobCreate("waits", {"flag": str(flag), "runs": str(tmp_path / "runs")})
     await transitions.enqueue(conn, [job])
@@ -202,4 +202,4 @@ async def test_the_watchdog_names_a_processor_that_blocks_the_loop_once(
     warnings = [r.getMessage() for r in caplog.records if "blocked the event loop" in r.getMessage()]
     assert len(warnings) == 1, warnings
     assert warnings[0].startswith("processor loop.block blocked the event loop for 0.")
-    assert warnings[0].endswith(" s; make it a plain def to run it in a thread")
+    assert warnings[0].endswith(" s; make it a SyncProcessor (a plain def) to run it in a thread")

@@ -13,7 +13,7 @@ from pydantic import BaseModel, ValidationError
 
 from jobdesk.core.errors import InvalidJob, PermanentJobError
 from jobdesk.core.models import Job
-from jobdesk.core.processor import BaseProcessor
+from jobdesk.core.processor import AnyProcessor
 
 Validator = Callable[[str, dict[str, Any]], None]
 
@@ -56,7 +56,7 @@ def field_errors(model: type[BaseModel], input_data: object) -> list[tuple[str, 
 
 
 def validate_input(job_type: str, input_data: dict[str, Any],
-                   processor: type[BaseProcessor] | BaseProcessor) -> None:
+                   processor: type[AnyProcessor] | AnyProcessor) -> None:
     """Raise InvalidInput unless `input_data` fits the processor's `input_model` (if it has one)."""
     model = processor.input_model
     if model is None:
@@ -66,7 +66,7 @@ def validate_input(job_type: str, input_data: dict[str, Any],
         raise InvalidInput(job_type, errors)
 
 
-def make_validator(processors: Mapping[str, type[BaseProcessor] | BaseProcessor]) -> Validator:
+def make_validator(processors: Mapping[str, type[AnyProcessor] | AnyProcessor]) -> Validator:
     """`validate(type, input_data)` for the loaded processors: raises InvalidInput on a mismatch;
     a type without a loaded processor, or without an `input_model`, passes unchecked."""
     known = dict(processors)
@@ -79,7 +79,7 @@ def make_validator(processors: Mapping[str, type[BaseProcessor] | BaseProcessor]
     return validate
 
 
-def check_job_input(processor: BaseProcessor, job: Job) -> None:
+def check_job_input(processor: AnyProcessor, job: Job) -> None:
     """The worker's check before `process`: a mismatch is a PermanentJobError (no retries)."""
     try:
         validate_input(job.type, job.input_data, processor)

@@ -23,14 +23,16 @@ import threading
 from multiprocessing.connection import Connection
 from typing import Any
 
+from jobdesk.core.sync_job import AwaitableReports, SyncJob
+
 # The fields of a Job a child gets as they are (the rest live in the worker).
 JOB_FIELDS = ("id", "type", "input_data", "user_id", "pipeline_id", "retry_count", "attempt", "priority")
 
 
-class ChildJob:
-    """The `Job` of a processor run in a separate process: its data, `cancelled`, and every
-    method (`progress`, `log`...) forwarded to the worker, where it is called on the job itself;
-    the call waits for its result, so an error it raises there is raised here."""
+class ChildJob(SyncJob):
+    """The job of a processor run in a separate process: a SyncJob with its data, `cancelled`,
+    and every method (`progress`, `log`...) forwarded to the worker, where it is called on the
+    job itself; the call waits for its result, so an error it raises there is raised here."""
 
     def __init__(self, fields: dict[str, Any], pipe: Connection) -> None:
         self.__dict__.update(fields)
@@ -45,17 +47,17 @@ class ChildJob:
         """True once the job has been cancelled: stop early, and return or raise."""
         return self._cancelled.is_set()
 
-    def __getattr__(self, name: str) -> Any:  # noqa: ANN401 - any method of the worker's Job
+    def __getattr__(self, name: str) -> Any:  # noqa: ANN401 - any other method of the worker's Job
         if name.startswith("_"):
             raise AttributeError(name)
 
         def forwarded(*args: Any, **kwargs: Any) -> Any:  # noqa: ANN401
-            return self._call(name, args, kwargs)
+            return self._call(name, *args, **kwargs)
 
         forwarded.__name__ = name
         return forwarded
 
-    def _call(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:  # noqa: ANN401
+    def _call(self, name: str, *args: object, **kwargs: object) -> Any:  # noqa: ANN401
         answer: queue.SimpleQueue[tuple[bool, Any]] = queue.SimpleQueue()
         with self._send_lock:
             self._seq += 1
@@ -143,7 +145,11 @@ def main(pipe: Connection, module: str, qualname: str, fields: dict[str, Any], l
     root.setLevel(log_level)
     try:
         processor = load_class(module, qualname)()
-        result = processor.process(job)
+        # Loaded already, by the processor's module: a SyncProcessor gets the SyncJob, and a
+        # BaseProcessor the job as it always has (`await job.progress(...)` works there).
+        from jobdesk.core.processor import SyncProcessor
+
+        result = processor.process(job if isinstance(processor, SyncProcessor) else AwaitableReports(job))
         if inspect.isawaitable(result):
             result = asyncio.run(_awaited(result))
     except BaseException as exc:  # noqa: BLE001 - the worker records it as the attempt's error

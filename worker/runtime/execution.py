@@ -10,7 +10,7 @@ import logging
 import time
 from collections import deque
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from pydantic import BaseModel, ValidationError
 
@@ -19,7 +19,16 @@ from jobdesk.core.durable import Suspension
 from jobdesk.core.errors import InvalidJob, JobTimedOut, PermanentJobError
 from jobdesk.core.input_validation import check_job_input
 from jobdesk.core.models import Job, JobCreate, ProcessorResult
-from jobdesk.core.processor import BaseProcessor, Executor, executor_of, seconds_text, timeout_text
+from jobdesk.core.processor import (
+    AnyProcessor,
+    BaseProcessor,
+    Executor,
+    SyncProcessor,
+    executor_of,
+    seconds_text,
+    timeout_text,
+)
+from jobdesk.core.sync_job import AwaitableReports
 from jobdesk.runtime.job_reports import Reports, current_job
 from jobdesk.runtime.outcomes import Outcomes
 from jobdesk.runtime.threads import JobThreads, ThreadJob
@@ -78,7 +87,7 @@ def check_output(model: type[BaseModel], result: ProcessorResult) -> None:
         raise InvalidResult(f"result_data does not match {model.__name__}: {fields}") from None
 
 
-def time_limit(job_type: str, processor: BaseProcessor, type_timeouts: Mapping[str, float],
+def time_limit(job_type: str, processor: AnyProcessor, type_timeouts: Mapping[str, float],
                default: float | None) -> float | None:
     """A type's time limit in seconds: JOB_TYPE_TIMEOUTS, else the processor's `timeout`, else
     JOB_TIMEOUT; None for no limit."""
@@ -87,10 +96,13 @@ def time_limit(job_type: str, processor: BaseProcessor, type_timeouts: Mapping[s
     return processor.timeout if processor.timeout is not None else default
 
 
-def _in_thread(processor: BaseProcessor, job: Job, loop: asyncio.AbstractEventLoop) -> object:
-    """A processor's `process`, in a thread: a coroutine (an async def told to run in a thread)
-    runs to its end on a loop of the thread's own."""
-    result: object = processor.process(ThreadJob(job, loop))  # type: ignore[arg-type]
+def _in_thread(processor: AnyProcessor, job: Job, loop: asyncio.AbstractEventLoop) -> object:
+    """A processor's `process`, in a thread: a SyncProcessor's with a SyncJob; a BaseProcessor's
+    (a plain def, or an async def told to run in a thread, which runs to its end on a loop of the
+    thread's own) with the same job, whose `progress` and `log` may be awaited as a Job's."""
+    if isinstance(processor, SyncProcessor):
+        return processor.process(ThreadJob(job, loop))
+    result: object = processor.process(cast(Job, AwaitableReports(ThreadJob(job, loop))))  # its names, not its type
     if inspect.iscoroutine(result):
         result = asyncio.run(result)
     return result
@@ -100,7 +112,7 @@ class Execution:
     """The jobs a worker runs (`running`, at most `concurrency`) and those claimed that wait for
     a slot (`ready`). A job that ends hands its outcome to `outcomes` and wakes a pump."""
 
-    def __init__(self, processors: Mapping[str, BaseProcessor], concurrency: int, outcomes: Outcomes,
+    def __init__(self, processors: Mapping[str, AnyProcessor], concurrency: int, outcomes: Outcomes,
                  kicks: Kicks, stop: asyncio.Event, metrics: WorkerMetrics | None,
                  durability: Durability | None = None, reports: Reports | None = None, *,
                  threads: JobThreads | None = None, type_timeouts: Mapping[str, float] | None = None,
@@ -245,14 +257,15 @@ class Execution:
         self._side_writes.add(task)
         task.add_done_callback(self._side_writes.discard)
 
-    async def _call(self, processor: BaseProcessor, job: Job) -> ProcessorResult:
+    async def _call(self, processor: AnyProcessor, job: Job) -> ProcessorResult:
         """The processor's run, its input and result checked; its log records go to the job's report."""
         began = time.monotonic()
         token = current_job.set(job)
         try:
             check_job_input(processor, job)  # a mismatch is permanent: no retry can fix the input
             plan = self.plans.get(job.type)
-            returned = await (processor.process(job) if plan is None else self._run_planned(job, processor, *plan))
+            returned = await (cast(BaseProcessor, processor).process(job) if plan is None  # plan None: async
+                              else self._run_planned(job, processor, *plan))
             result = check_result(job, returned)
             if processor.output_model is not None:
                 check_output(processor.output_model, result)
@@ -310,7 +323,7 @@ class Execution:
         self.outcomes.finished(job, result)
         return "waiting_approval" if result.requires_approval else "completed"
 
-    async def _run_planned(self, job: Job, processor: BaseProcessor, executor: Executor,
+    async def _run_planned(self, job: Job, processor: AnyProcessor, executor: Executor,
                            limit: float | None) -> object:
         """`process` off the fast path: in a thread or a process, or under a time limit. Past
         the limit, an async run is cancelled, a process killed, and a thread abandoned (nothing
@@ -323,7 +336,7 @@ class Execution:
                     from jobdesk.runtime.processes import run_in_process  # loaded with the first (see __init__)
 
                     return await run_in_process(job, processor, self.threads)
-                return await processor.process(job)
+                return await cast(BaseProcessor, processor).process(job)  # "async": a BaseProcessor's
         except TimeoutError:
             if not deadline.expired() or limit is None:
                 raise  # the processor's own TimeoutError

@@ -25,7 +25,7 @@ from multiprocessing.context import SpawnContext
 from typing import Any, cast
 
 from jobdesk.core.models import Job
-from jobdesk.core.processor import BaseProcessor
+from jobdesk.core.processor import AnyProcessor
 from jobdesk.runtime import child
 from jobdesk.runtime.threads import JobThreads
 
@@ -68,7 +68,7 @@ class ChildDied(Exception):
     """The process running a job ended without sending its outcome."""
 
 
-async def run_in_process(job: Job, processor: BaseProcessor, threads: JobThreads) -> Any:  # noqa: ANN401
+async def run_in_process(job: Job, processor: AnyProcessor, threads: JobThreads) -> Any:  # noqa: ANN401
     """Run `processor.process(job)` in a child process; return its result or raise its error."""
     cls = type(processor)
     fields = {name: getattr(job, name) for name in child.JOB_FIELDS}

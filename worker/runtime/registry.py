@@ -12,7 +12,7 @@ from types import ModuleType
 from typing import Any
 
 from jobdesk.core.errors import JobdeskError, ProcessorLoadError
-from jobdesk.core.processor import BaseProcessor, executor_of
+from jobdesk.core.processor import PROCESSOR_BASES, AnyProcessor, executor_of
 from jobdesk.core.schedules import Schedule
 
 log = logging.getLogger(__name__)
@@ -21,15 +21,16 @@ ENTRY_POINT_GROUP = "jobdesk.processors"
 BUILTIN_MODULES = ("jobdesk.processors.builtin", "jobdesk.processors.demo_video")
 
 
-def _map_of(module: ModuleType, origin: str) -> dict[str, type[BaseProcessor]]:
+def _map_of(module: ModuleType, origin: str) -> dict[str, type[AnyProcessor]]:
     mapping = getattr(module, "PROCESSOR_MAP", None)
     if not isinstance(mapping, dict):
         raise ProcessorLoadError(f"{origin} has no PROCESSOR_MAP dict")
     for job_type, cls in mapping.items():
         if not isinstance(job_type, str) or not job_type:
             raise ProcessorLoadError(f"{origin}: PROCESSOR_MAP keys must be job type names, got {job_type!r}")
-        if not (isinstance(cls, type) and issubclass(cls, BaseProcessor)):
-            raise ProcessorLoadError(f"{origin}: PROCESSOR_MAP[{job_type!r}] is not a BaseProcessor subclass")
+        if not (isinstance(cls, type) and issubclass(cls, PROCESSOR_BASES)):
+            raise ProcessorLoadError(f"{origin}: PROCESSOR_MAP[{job_type!r}] is not a BaseProcessor or SyncProcessor "
+                                     "subclass")
     return dict(mapping)
 
 
@@ -44,10 +45,10 @@ def _import(name: str, origin: str) -> ModuleType:
 
 
 def load_processor_classes(modules: Iterable[str] = (), paths: Iterable[str] = (),
-                           *, builtins: bool = True) -> dict[str, type[BaseProcessor]]:
+                           *, builtins: bool = True) -> dict[str, type[AnyProcessor]]:
     """Merge PROCESSOR_MAPs: built-ins, then entry points, then the named modules (last wins)."""
     _on_import_path(paths)
-    found: dict[str, type[BaseProcessor]] = {}
+    found: dict[str, type[AnyProcessor]] = {}
     if builtins:
         for name in BUILTIN_MODULES:
             found.update(_map_of(_import(name, "built-in"), name))
@@ -82,9 +83,9 @@ def _named_modules(modules: Iterable[str]) -> list[tuple[ModuleType, str]]:
     return [(_import(name, "--processors"), name) for name in names]
 
 
-def instantiate(classes: dict[str, type[BaseProcessor]]) -> dict[str, BaseProcessor]:
+def instantiate(classes: dict[str, type[AnyProcessor]]) -> dict[str, AnyProcessor]:
     """One instance per class, shared by every type that maps to it."""
-    made: dict[type[BaseProcessor], BaseProcessor] = {}
+    made: dict[type[AnyProcessor], AnyProcessor] = {}
     out = {}
     for job_type, cls in classes.items():
         if cls not in made:
@@ -125,12 +126,12 @@ def declared_schedules(modules: Iterable[str] = (), paths: Iterable[str] = ()) -
     return found
 
 
-def input_schema(processor: type[BaseProcessor] | BaseProcessor) -> dict[str, Any] | None:
+def input_schema(processor: type[AnyProcessor] | AnyProcessor) -> dict[str, Any] | None:
     """The JSON schema of a processor's `input_model`, or None when it declares none."""
     model = processor.input_model
     return None if model is None else model.model_json_schema()
 
 
-def input_schemas(processors: Mapping[str, type[BaseProcessor] | BaseProcessor]) -> dict[str, dict[str, Any] | None]:
+def input_schemas(processors: Mapping[str, type[AnyProcessor] | AnyProcessor]) -> dict[str, dict[str, Any] | None]:
     """Per job type, the JSON schema of its input (None: any JSON object), e.g. to prefill a form."""
     return {job_type: input_schema(p) for job_type, p in sorted(processors.items())}

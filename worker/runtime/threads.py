@@ -21,6 +21,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from jobdesk.core.models import Job
+from jobdesk.core.sync_job import SyncJob
 
 log = logging.getLogger("jobdesk.worker")
 
@@ -126,19 +127,16 @@ def call_on_loop(loop: asyncio.AbstractEventLoop, fn: Callable[..., Any], *args:
     return asyncio.run_coroutine_threadsafe(call(), loop).result()
 
 
-# Job methods that record at once from any thread (jobdesk.core.job_report): a thread calls them
-# itself, rather than wait a turn of the event loop for each report of a tight loop.
-_THREAD_SAFE = frozenset({"progress", "log"})
-
-
-class ThreadJob:
-    """The `Job` a plain `def` processor gets in its thread: the same names, without `await`.
+class ThreadJob(SyncJob):
+    """The job a processor's plain `def process` gets in its thread: a SyncJob, the same names
+    as a Job without `await`.
 
     Data (`id`, `input_data`, `attempt`...) and `cancelled` are read from the job itself;
-    `progress` and `log`, which record from any thread at once, are called right here; any other
-    method (`step`, `sleep`, `spawn`...) is called on the event loop and its result awaited there,
-    and the thread gets that result. A plain function given to `job.step` runs in a thread of its
-    own, as from an async processor."""
+    `progress` and `log`, which record from any thread at once, are called right here, rather
+    than wait a turn of the event loop for each report of a tight loop; any other method (`step`,
+    `sleep`, `spawn`...) is called on the event loop and its result awaited there, and the thread
+    gets that result. A plain function given to `job.step` runs in a thread of its own, as from
+    an async processor."""
 
     __slots__ = ("_job", "_loop")
 
@@ -151,9 +149,20 @@ class ThreadJob:
         """True once an operator has cancelled this job: stop early, and return or raise."""
         return self._job.cancelled
 
+    def progress(self, fraction: float, message: str | None = None) -> None:
+        self._job.progress(fraction, message)
+
+    def log(self, message: str, level: str = "INFO") -> None:
+        self._job.log(message, level)
+
+    def _call(self, name: str, *args: object, **kwargs: object) -> Any:  # noqa: ANN401 - what the Job's method gives
+        return call_on_loop(self._loop, getattr(self._job, name), *args, **kwargs)
+
     def __getattr__(self, name: str) -> Any:  # noqa: ANN401 - whatever the Job has
+        # The data, and any other name of the Job (for a BaseProcessor's plain def, which gets
+        # this same object): read from the job, or its method called on the event loop.
         value = getattr(self._job, name)
-        if name.startswith("_") or name in _THREAD_SAFE or not callable(value):
+        if name.startswith("_") or not callable(value):
             return value
 
         def forwarded(*args: Any, **kwargs: Any) -> Any:  # noqa: ANN401

@@ -88,5 +88,5 @@ class LoopWatch:
         if culprit is None:
             log.warning("the event loop was blocked for %s, by no job's processor", span)
         else:
-            log.warning("processor %s blocked the event loop for %s; make it a plain def to run it in a thread",
-                        culprit, span)
+            log.warning("processor %s blocked the event loop for %s; make it a SyncProcessor (a plain def) "
+                        "to run it in a thread", culprit, span)

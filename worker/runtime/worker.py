@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, TypeVar
 import asyncpg
 
 from jobdesk.core.limits import ClaimLimits, flow_configs
-from jobdesk.core.processor import BaseProcessor
+from jobdesk.core.processor import AnyProcessor
 from jobdesk.core.settings import Settings
 from jobdesk.observe.alerts import Alert, AlertSender
 from jobdesk.runtime import scheduler
@@ -69,7 +69,7 @@ async def together(*steps: Awaitable[object]) -> None:
 class Worker:
     """One worker process's engine. `run()` returns after a stop request, once drained."""
 
-    def __init__(self, settings: Settings, dsn: str, processors: dict[str, BaseProcessor],
+    def __init__(self, settings: Settings, dsn: str, processors: Mapping[str, AnyProcessor],
                  *, worker_id: str | None = None, revive: Callable[[], bool] | None = None,
                  type_caps: Mapping[str, int] | None = None) -> None:
         """`revive`, given for the embedded database, starts it again when it is gone;
