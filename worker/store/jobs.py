@@ -149,12 +149,12 @@ def _when(value: datetime) -> str:
 _FILTER_WORDS: dict[str, Callable[[Any], list[str]]] = {
     "statuses": lambda v: ["status " + " or ".join(str(s) for s in sorted(v))],
     "type": lambda v: [f"type {v}"],
-    "type_pattern": lambda v: [f"type matching {v}"],
+    "type_pattern": lambda v: [f"type {v}"],  # the glob shows itself: type video.*
     "pipeline_id": lambda v: [f"pipeline {v}"],
     "user_id": lambda v: [f"user {v}"],
     "created_from": lambda v: [f"created since {_when(v)}"],
     "created_to": lambda v: [f"created before {_when(v)}"],
-    "search": lambda v: [f"matching “{v.strip()}”"],
+    "search": lambda v: [f"text “{v.strip()}”"],
     "error": lambda v: [f"error containing “{v.strip()}”"],
     "fingerprint": lambda v: [f"error “{v}”"],
     "input_terms": lambda v: [term.describe() for term in v],
