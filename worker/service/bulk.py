@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
+from jobdesk.service.access import acts
 from jobdesk.service.base import ServiceBase
 from jobdesk.service.read_models import BULK_COUNT_CAP, BulkCount, BulkResult
 from jobdesk.store import transitions
@@ -32,6 +33,7 @@ class BulkActions(ServiceBase):
             return BulkCount(action, filt, cap, True, None)
         return BulkCount(action, filt, n, False, row["last"])
 
+    @acts
     async def bulk_apply(self, action: str, filt: JobFilter, *, after_seq: int = 0, upto_seq: int | None = None,
                          limit: int = transitions.BULK_CHUNK, reason: str | None = None) -> transitions.BulkChunk:
         """One chunk of a bulk action: apply it to the next `limit` (at most 1,000) jobs matching

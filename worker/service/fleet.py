@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from jobdesk.core.errors import InvalidJob
 from jobdesk.core.limits import LimitUse
 from jobdesk.runtime import retention
+from jobdesk.service.access import acts
 from jobdesk.service.base import ServiceBase
 from jobdesk.service.read_models import WorkersView
 from jobdesk.store import fleet, flow_limits
@@ -41,11 +42,13 @@ class FleetControl(ServiceBase):
                 unserved = await fleet.unserved_types(conn, lease_timeout_s)
         return WorkersView(workers, served, unserved)
 
+    @acts
     async def worker_command(self, worker_id: str, command: str) -> WorkerRecord:
         """Ask a worker to pause, resume, drain or stop; the worker acts on it at once."""
         async with self.pool.acquire() as conn:
             return await fleet.request(conn, worker_id, command)
 
+    @acts
     async def prune(self, *, dry_run: bool = False, older_than: float | None = None,
                     statuses: Sequence[str] = ()) -> retention.PruneResult:
         """Prune now, as a worker's pruner does: finished jobs past their retention (or past
