@@ -126,7 +126,8 @@ async def test_cli_search_picks_what_the_console_search_would(dsn: str, conn: as
     await fill(conn, 4, "failed", type="video.encode", prefix="v")
     await fill(conn, 2, "failed", type="video.thumb", prefix="t")
     await fill(conn, 3, "failed", type="mail", prefix="m")
-    await conn.execute("UPDATE jobs SET error_message = 'timeout after 30 s' WHERE id IN ('v-00001', 'v-00002', 't-00001')")
+    await conn.execute("UPDATE jobs SET error_message = 'timeout after 30 s' "
+                       "WHERE id IN ('v-00001', 'v-00002', 't-00001')")
     query = 'type:video.* error:"timeout after"'
     dry = run_cli("retry", "--all", "--search", query, "--dry-run", dsn=dsn)
     assert dry.returncode == 0, dry.stderr

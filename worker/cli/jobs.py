@@ -303,6 +303,9 @@ async def cmd_show(inv: Invocation) -> int:
     return 0
 
 
+PAST = {"cancel": "cancelled", "retry": "queued again", "approve": "approved", "reject": "rejected"}
+
+
 def bulk_filter(args: argparse.Namespace) -> JobFilter:
     """The filter of `--all`: its options, then the `--search` terms, as the console's search box
     narrows the job table."""
@@ -323,7 +326,7 @@ async def cmd_bulk(inv: Invocation) -> int:
     elif result.dry_run:
         print(f"would {args.command} {count} job(s) matching {filt.describe()}")
     else:
-        done = {"retry": "queued again", "cancel": "cancelled", "approve": "approved", "reject": "rejected"}[args.command]
+        done = PAST[args.command]
         extra = result.changed - result.count
         more = f" (and {extra:,} dependant job(s))" if extra > 0 else ""
         print(f"{done}: {count} job(s) matching {filt.describe()}{more}, in {result.chunks} transaction(s)")
@@ -349,7 +352,7 @@ async def cmd_action(inv: Invocation) -> int:
     again = "queued again from scratch" if getattr(args, "fresh", False) else "queued again"
     if getattr(args, "input", None) is not None:
         again += " with the new input"
-    past = {"cancel": "cancelled", "retry": again, "approve": "approved", "reject": "rejected"}
+    past = {**PAST, "retry": again}
     if args.json:
         print_json({"action": args.command, "jobs": changed})
     else:
