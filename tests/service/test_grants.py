@@ -185,3 +185,17 @@ async def test_the_api_on_a_viewer_role_answers_403(dsn: str, conn: asyncpg.Conn
             assert refused.json()["error"] == {"code": "read_only",
                                                "message": f"read-only: role {viewer} cannot change jobs"}
     assert await conn.fetchval("SELECT status FROM jobs WHERE id = 'f1'") == "failed"
+
+
+async def test_write_refusal_names_read_only_sessions(dsn: str, conn: asyncpg.Connection) -> None:
+    settings = load_settings(DATABASE_URL=dsn)
+    async with await JobService.connect(dsn, settings=settings, pool_size=1) as jobs:
+        assert await jobs.write_refusal() is None
+    database = await conn.fetchval("SELECT current_database()")
+    await conn.execute(f"ALTER DATABASE {database} SET default_transaction_read_only = on")
+    try:
+        async with await JobService.connect(dsn, settings=settings, pool_size=1) as jobs:
+            assert await jobs.write_refusal() == "the database's sessions are read-only (default_transaction_read_only)"
+    finally:
+        await conn.execute("SET default_transaction_read_only = off")
+        await conn.execute(f"ALTER DATABASE {database} RESET default_transaction_read_only")

@@ -1,4 +1,5 @@
-"""The fleet: workers, their commands, the limits on their claims, pruning, and whether this role may write."""
+"""The fleet: workers, their commands, the limits on their claims, and pruning. (Whether this role may
+write is `access.write_refusal`.)"""
 
 from __future__ import annotations
 
@@ -68,9 +69,3 @@ class FleetControl(ServiceBase):
                 running = await retention.lease_holder(conn)
             raise retention.PruneBusy(f"another pruner is running ({running or 'a worker'}); try again shortly")
         return result
-
-    async def can_write(self) -> bool:
-        """Whether this database role may act on jobs here (not a replica, not read-only)."""
-        return bool(await self.pool.fetchval(
-            "SELECT has_table_privilege(current_user, 'jobs', 'UPDATE') "
-            "AND NOT pg_is_in_recovery() AND current_setting('transaction_read_only') = 'off'"))
