@@ -39,6 +39,7 @@ RELISTEN_MAX_S = 60.0  # a deaf listener is tried again after a pause that doubl
 # After an action or a notification, how long the console waits for the read replica to replay
 # the change before it reads the primary instead.
 FENCE_WAIT_S = 0.5
+FORCED_READ_ONLY = "opened read-only (--read-only, or the connection's profile)"
 
 
 class ConsoleConnection(QObject):
@@ -57,6 +58,9 @@ class ConsoleConnection(QObject):
         self.forced_read_only = read_only
         self.client: JobService | None = None
         self.writable = False
+        # Why nothing can be changed here, in a few words ("role viewer cannot change jobs"); None
+        # while the console may act. Every disabled action's tooltip says it.
+        self.read_only_reason: str | None = None
         self.is_connected = False
         self._listen: ListenerSupervisor | None = None  # while connected
         self._pending: set[str] = set()
@@ -171,7 +175,9 @@ class ConsoleConnection(QObject):
                                                  plan_each_call=True, read_replica=True)
         try:
             await self._start_listening(self.client)
-            self.writable = not self.forced_read_only and await self.client.can_write()
+            self.read_only_reason = (FORCED_READ_ONLY if self.forced_read_only
+                                     else await self.client.write_refusal())
+            self.writable = self.read_only_reason is None
         except BaseException:
             await self._drop()
             raise

@@ -52,7 +52,8 @@ class MainWindow(QMainWindow):
         self.production = production
         self.font_size = FontSize(self)  # first: the tables below take their widths from the font
         self.resize(1280, 800)
-        self.setStatusBar(StatusBar())  # passing messages beside the permanent labels, not over them
+        self.status_bar = StatusBar()  # passing messages beside the permanent labels; the read-only sign
+        self.setStatusBar(self.status_bar)
         self.setWindowIcon(icon("jobdesk"))
 
         self.jobs = JobsTab(connection)
@@ -85,7 +86,6 @@ class MainWindow(QMainWindow):
                                    (self.workers.launch_action, self.workers.dock_action))
         self.addToolBar(self.toolbar)
         self.new_job_action = self.toolbar.new_job_action
-        self.read_only_action = self.toolbar.read_only_action  # shown while the database is read-only
         self.tabs = self._build_tabs()
         self.pane.show_beside((self.jobs, self.pipelines, self.failures))
         self.pane.follow_tab(self.tabs.currentWidget())
@@ -212,12 +212,16 @@ class MainWindow(QMainWindow):
                 self.table_size, self.replica_lag]
 
     def _on_writable(self, writable: bool) -> None:
-        self.job_actions.set_read_only(not writable)
+        """Read-only or not: every action stays in sight, and while the console cannot act each
+        is disabled with a tooltip that says why; so does the status bar's "read-only" sign."""
+        reason = self.connection.read_only_reason
+        self.job_actions.set_read_only(reason)
         self.pipelines.update_enabled()
         self.schedules.set_active(self.connection.is_connected)
-        self.bulk.set_state(writable=writable)
-        self.toolbar.set_writable(writable)
-        self.failures.set_writable(writable)
+        self.bulk.set_read_only(reason)
+        self.toolbar.set_read_only(reason)
+        self.failures.set_read_only(reason)
+        self.status_bar.show_read_only(reason)
         self._update_new_job()
         title = self.windowTitle().removesuffix(" (read-only)")
         self.setWindowTitle(title + ("" if writable else " (read-only)"))
@@ -305,7 +309,7 @@ class MainWindow(QMainWindow):
         self.about_dialog.show()
 
     def _update_new_job(self) -> None:
-        self.new_job_action.setEnabled(self.connection.is_connected and self.connection.writable)
+        self.toolbar.update_new_job(self.connection.is_connected, self.connection.read_only_reason)
 
     def new_job(self) -> None:
         if not self.new_job_action.isEnabled():

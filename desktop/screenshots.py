@@ -5,7 +5,8 @@
 It starts a private embedded PostgreSQL, fills it with `worker.showcase` (the demo pipelines and
 a few failing jobs run through a real worker), then opens the console on that database and
 saves one picture per view, style and window size: `console-light.png` at 1280×900, and
-`console-light-1920x1080.png` at 1920×1080.
+`console-light-1920x1080.png` at 1920×1080; and the console on a viewer's connection,
+`console-read-only-light.png` and `-dark.png`, at 1280×900.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ os.environ.setdefault("QT_API", "pyside6")
 import qasync
 from PySide6.QtWidgets import QApplication
 
-from jobdesk.cli.showcase import metrics_history, showcase
+from jobdesk.cli.showcase import demo_viewer, metrics_history, showcase
 from jobdesk.console.connection import ConsoleConnection
 from jobdesk.console.main_window import MainWindow
 from jobdesk.console.theme import apply_style
@@ -45,6 +46,9 @@ async def shoot(app: QApplication, dsn: str, out: Path) -> list[Path]:
     for size in SIZES:
         for dark in (False, True):
             saved.extend(await shoot_window(app, dsn, out, dark, size))
+    viewer = await demo_viewer(dsn)
+    for dark in (False, True):
+        saved.append(await shoot_read_only(app, viewer, dark, out / name("console-read-only", dark, SIZES[0])))
     await metrics_history(dsn)  # after the other pictures, which it would change
     for size in SIZES:
         for dark in (False, True):
@@ -122,6 +126,29 @@ async def shoot_metrics(app: QApplication, dsn: str, dark: bool, path: Path, siz
             break
         await asyncio.sleep(0.05)
     await asyncio.sleep(0.8)
+    window.grab().save(str(path))
+    await connection.close()
+    window.close()
+    return path
+
+
+async def shoot_read_only(app: QApplication, dsn: str, dark: bool, path: Path) -> Path:
+    """The console on a viewer's connection: "read-only" in the status bar, every action off."""
+    apply_style(app, dark)
+    connection = ConsoleConnection(dsn, load_settings(DATABASE_URL=dsn, JOBDESK_AUTOSTART_WORKER=False),
+                                   embedded=False)  # a URL with the viewer's role
+    window = MainWindow(connection)
+    window.resize(*SIZES[0])
+    window.show()
+    connection.start()
+    for _ in range(200):
+        if window.model.rowCount() > 0 and window.status_bar.read_only.isVisible():
+            break
+        await asyncio.sleep(0.05)
+    failed = next((i for i in range(window.model.rowCount())
+                   if window.model.row_at(i).status.value == "failed"), 0)  # type: ignore[union-attr]
+    window.jobs.table.selectRow(failed)
+    await asyncio.sleep(1.0)
     window.grab().save(str(path))
     await connection.close()
     window.close()

@@ -11,6 +11,8 @@ from PySide6.QtCore import Qt, QTimer
 from PySide6.QtGui import QResizeEvent
 from PySide6.QtWidgets import QLabel, QSizePolicy, QStatusBar
 
+from jobdesk.console.access import read_only_tip
+
 
 class ElidedLabel(QLabel):
     """One line of plain text, elided at the right to the label's width."""
@@ -36,15 +38,25 @@ class ElidedLabel(QLabel):
 
 
 class StatusBar(QStatusBar):
-    """`showMessage` puts the text in its own label, which the permanent widgets sit beside."""
+    """`showMessage` puts the text in its own label, which the permanent widgets sit beside. At
+    its left, the "read-only" sign while the console cannot act, its tooltip saying why."""
 
     def __init__(self) -> None:
         super().__init__()
+        self.read_only = QLabel("read-only")
+        self.read_only.setObjectName("readOnly")
+        self.read_only.setVisible(False)
+        self.addWidget(self.read_only)
         self.message = ElidedLabel()
         self.message.setObjectName("statusMessage")
         self.addWidget(self.message, 1)
         self._clear = QTimer(self, singleShot=True)
         self._clear.timeout.connect(self.clearMessage)
+
+    def show_read_only(self, reason: str | None) -> None:
+        """The read-only sign, saying why in its tooltip; hidden with None."""
+        self.read_only.setVisible(reason is not None)
+        self.read_only.setToolTip(f"{read_only_tip(reason)}; every action is off" if reason is not None else "")
 
     def showMessage(self, text: str, timeout: int | None = 0) -> None:  # noqa: N802
         self.message.set_full_text(text)

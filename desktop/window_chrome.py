@@ -1,5 +1,5 @@
 """The console window's fixed parts around the tabs: the connection banner, the toolbar of actions
-(with the read-only sign) and the layout that puts the tabs beside the detail pane.
+and the layout that puts the tabs beside the detail pane.
 
 The main window builds these once and keeps its signals in `MainWindow._connect`; they hold no
 state beyond what they show."""
@@ -21,6 +21,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from jobdesk.console.access import gate
 from jobdesk.console.theme import icon
 
 
@@ -41,20 +42,17 @@ class Banner(QLabel):
 
 
 class MainToolbar(QToolBar):
-    """New job, the selected jobs' actions, All matching, Refresh, Connect, Launch worker, the
-    Workers panel's switch and the read-only sign. Its actions belong to `window`, whose signals
-    they are connected to there."""
+    """New job, the selected jobs' actions, All matching, Refresh, Connect, Launch worker and the
+    Workers panel's switch. Its actions belong to `window`, whose signals they are connected to
+    there."""
 
     def __init__(self, window: QWidget, job_actions: Iterable[QAction], bulk_actions: Iterable[QAction],
                  worker_actions: Iterable[QAction]) -> None:
         super().__init__("Actions")
-        self.read_only_label = QLabel("read-only")
-        self.read_only_label.setObjectName("readOnly")
         self.setMovable(False)
         self.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
         self.new_job_action = QAction(icon("jobdesk"), "New job…", window)
         self.new_job_action.setShortcut(QKeySequence("Ctrl+N"))
-        self.new_job_action.setToolTip("Submit a job (Ctrl+N)")
         self.new_job_action.setEnabled(False)
         self.addAction(self.new_job_action)
         self.addSeparator()
@@ -62,7 +60,6 @@ class MainToolbar(QToolBar):
             self.addAction(action)
         self.bulk_button = QToolButton()
         self.bulk_button.setText("All matching")
-        self.bulk_button.setToolTip("Retry or cancel every job that matches the job table's filter")
         self.bulk_button.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
         bulk_menu = QMenu(self.bulk_button)
         bulk_menu.addActions(list(bulk_actions))
@@ -78,13 +75,14 @@ class MainToolbar(QToolBar):
         self.addAction(self.connect_action)
         for action in worker_actions:
             self.addAction(action)
-        self.read_only_action = self.addWidget(self.read_only_label)
-        self.read_only_action.setVisible(False)
+        self.set_read_only(None)
 
-    def set_writable(self, writable: bool) -> None:
-        """All matching shows where jobs can be changed, the read-only sign where they cannot."""
-        self.bulk_tool_action.setVisible(writable)
-        self.read_only_action.setVisible(not writable)
+    def set_read_only(self, reason: str | None) -> None:
+        """All matching stays in sight where jobs cannot be changed, disabled, saying why."""
+        gate(self.bulk_button, True, reason, "Retry or cancel every job that matches the job table's filter")
+
+    def update_new_job(self, connected: bool, reason: str | None) -> None:
+        gate(self.new_job_action, connected, reason, "Submit a job (Ctrl+N)")
 
 
 def central_widget(banner: QLabel, tabs: QTabWidget, pane: QWidget) -> QWidget:

@@ -22,6 +22,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from jobdesk.console.access import gate
 from jobdesk.console.connection import ConsoleConnection
 from jobdesk.console.errors import EXPECTED, reason
 from jobdesk.console.failures.failure_model import COL_ERROR, FailureGroupModel
@@ -37,6 +38,8 @@ log = logging.getLogger("jobdesk.console")
 COLUMN_WIDTHS = (80, 115, 120, 75, 75, 300)
 REFRESH_MS = 3000  # while shown, live changes refresh the groups at most this often
 
+RETRY_TIP = "Retry every failed job of this group, 1,000 per transaction"
+
 
 class FailuresTab(QWidget):
     jobs_requested = Signal(object)  # a JobFilter: show these jobs in the job table
@@ -49,6 +52,7 @@ class FailuresTab(QWidget):
         self.connection = connection
         self.active = False
         self.writable = False
+        self.read_only_reason: str | None = None
         self.model = FailureGroupModel()
         self.table = list_table(self.model, COLUMN_WIDTHS)
         self.table.selectionModel().selectionChanged.connect(lambda *_: self._selected())
@@ -78,7 +82,6 @@ class FailuresTab(QWidget):
         self.show_button.setToolTip("Show this group's jobs in the job table (or double-click the group)")
         self.show_button.clicked.connect(self.show_jobs)
         self.retry_button = QPushButton("Retry group…")
-        self.retry_button.setToolTip("Retry every failed job of this group, 1,000 per transaction")
         self.retry_button.clicked.connect(self.retry_group)
         buttons = QHBoxLayout()
         buttons.addWidget(self.sample_label, 1)
@@ -111,8 +114,10 @@ class FailuresTab(QWidget):
         if active and self.isVisible():
             self.reload()
 
-    def set_writable(self, writable: bool) -> None:
-        self.writable = writable
+    def set_read_only(self, reason: str | None) -> None:
+        """Read-only for `reason` (Retry group stays, disabled, and says why), or writable with None."""
+        self.read_only_reason = reason
+        self.writable = reason is None
         self.update_enabled()
 
     def showEvent(self, event: QShowEvent) -> None:  # noqa: N802
@@ -169,8 +174,8 @@ class FailuresTab(QWidget):
     def update_enabled(self) -> None:
         group = self.selected_group()
         self.show_button.setEnabled(group is not None)
-        self.retry_button.setEnabled(group is not None and group.failed_jobs > 0 and self.writable)
-        self.retry_button.setVisible(self.writable)
+        gate(self.retry_button, group is not None and group.failed_jobs > 0 and self.writable, self.read_only_reason,
+             RETRY_TIP)
 
     def _selected(self) -> None:
         self.update_enabled()

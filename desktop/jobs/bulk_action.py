@@ -24,6 +24,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from jobdesk.console.access import gate
 from jobdesk.console.connection import ConsoleConnection
 from jobdesk.console.errors import EXPECTED, reason
 from jobdesk.console.tasks import spawn
@@ -176,28 +177,31 @@ class BulkActions(QObject):
         self.writable = False
         self.confirm_box: QMessageBox | None = None
         self.run: BulkRun | None = None
+        self.read_only_reason: str | None = None  # why the console cannot act, for the tooltips
         self.actions: dict[str, QAction] = {}
         for name in VERBS:
             action = QAction(icon(name), matching_label(name, None, JobFilter()), parent)
-            action.setToolTip(f"{VERBS[name][0]} every job that matches the job table's filter, not only the selection")
             action.triggered.connect(lambda _checked=False, n=name: self.ask(n))
             self.actions[name] = action
         self.update_enabled()
 
-    def set_state(self, *, connected: bool | None = None, writable: bool | None = None) -> None:
-        if connected is not None:
-            self.connected = connected
-        if writable is not None:
-            self.writable = writable
+    def set_state(self, *, connected: bool) -> None:
+        self.connected = connected
+        self.update_enabled()
+
+    def set_read_only(self, reason: str | None) -> None:
+        """Read-only for `reason` (the actions stay, disabled, and say why), or writable with None."""
+        self.read_only_reason = reason
+        self.writable = reason is None
         self.update_enabled()
 
     def busy(self) -> bool:
         return self.run is not None and self.run.outcome is None
 
     def update_enabled(self) -> None:
-        for action in self.actions.values():
-            action.setEnabled(self.connected and self.writable and not self.busy())
-            action.setVisible(self.writable or not self.connected)
+        for name, action in self.actions.items():
+            gate(action, self.connected and self.writable and not self.busy(), self.read_only_reason,
+                 f"{VERBS[name][0]} every job that matches the job table's filter, not only the selection")
 
     def set_counts(self, counts: StatusCounts) -> None:
         filt = self.current_filter()

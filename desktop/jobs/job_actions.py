@@ -13,6 +13,7 @@ from PySide6.QtCore import QObject, Signal
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import QInputDialog, QMessageBox, QWidget
 
+from jobdesk.console.access import gate
 from jobdesk.console.errors import attempt
 from jobdesk.console.jobs.type_actions import (
     TYPE_ACTIONS,
@@ -74,18 +75,20 @@ class JobActions(QObject):
         self._run = run
         self.selection: list[Selected] = []
         self.read_only = False
+        self.read_only_reason: str | None = None  # why the console cannot act, for the tooltips
+        self.tips: dict[str, str] = {}  # each action's own tooltip
         self.connected = False
         self.busy = False
         self.actions: dict[str, QAction] = {}
         for name, (label, shortcut, _) in ACTIONS.items():
             action = QAction(icon(RULES.get(name, name)), label, parent)
             action.setShortcut(QKeySequence(shortcut))
-            action.setToolTip(TOOLTIPS.get(name, f"{label.rstrip('…')} the selected jobs") + f" ({shortcut})")
+            self.tips[name] = TOOLTIPS.get(name, f"{label.rstrip('…')} the selected jobs") + f" ({shortcut})"
             action.triggered.connect(lambda _checked=False, n=name: self.trigger(n))
             self.actions[name] = action
         for name, (label, tip) in TYPE_ACTIONS.items():
             action = QAction(label, parent)
-            action.setToolTip(tip)
+            self.tips[name] = tip
             action.triggered.connect(lambda _checked=False, n=name: self.trigger(n))
             self.actions[name] = action
         self.update_enabled()
@@ -94,10 +97,11 @@ class JobActions(QObject):
         self.selection = list(rows)
         self.update_enabled()
 
-    def set_read_only(self, read_only: bool) -> None:
-        self.read_only = read_only
-        for action in self.actions.values():
-            action.setVisible(not read_only)
+    def set_read_only(self, reason: str | None) -> None:
+        """Read-only for `reason` (the actions stay in sight, disabled, their tooltips say why),
+        or writable again with None."""
+        self.read_only = reason is not None
+        self.read_only_reason = reason
         self.update_enabled()
 
     def set_connected(self, connected: bool) -> None:
@@ -118,7 +122,7 @@ class JobActions(QObject):
 
     def update_enabled(self) -> None:
         for name, action in self.actions.items():
-            action.setEnabled(self.legal(name))
+            gate(action, self.legal(name), self.read_only_reason, self.tips[name])
 
     def trigger(self, name: str, rows: Sequence[Selected] | None = None) -> None:
         """Ask what needs asking, then run `name` on `rows` (the table's selection by default).

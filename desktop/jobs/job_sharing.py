@@ -120,6 +120,7 @@ class JobSharing(QObject):
         """Every action on the selected jobs (each enabled where legal), Pause type and Resume type,
         the copies, Export… and Save view…"""
         menu = QMenu(self.window)
+        menu.setToolTipsVisible(True)  # a disabled action says why (read-only, say)
         for name in ACTIONS:
             menu.addAction(self.window.job_actions.actions[name])
         menu.addSeparator()

@@ -19,6 +19,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from jobdesk.console.access import gate, gate_menu
 from jobdesk.console.connection import ConsoleConnection
 from jobdesk.console.errors import EXPECTED
 from jobdesk.console.jobs.job_actions import ACTIONS, RULES, JobActions, action_is_legal
@@ -41,7 +42,7 @@ from jobdesk.store.pipelines import (
 
 log = logging.getLogger("jobdesk.console")
 PLAN_SHOWN = 15  # jobs listed by name in the "retry failed and downstream" question
-
+CANCEL_PIPELINE_TIP = "Cancel every unfinished job of the pipeline shown"
 
 
 class PipelinesTab(QWidget):
@@ -285,8 +286,8 @@ class PipelinesTab(QWidget):
     def update_enabled(self) -> None:
         unfinished = any(n.status in (Status.QUEUED, Status.IN_PROGRESS, Status.WAITING_APPROVAL)
                          for n in self.graph)
-        self.cancel_pipeline_action.setEnabled(self.job_actions.can_act() and unfinished)
-        self.cancel_pipeline_action.setVisible(not self.job_actions.read_only)
+        gate(self.cancel_pipeline_action, self.job_actions.can_act() and unfinished,
+             self.job_actions.read_only_reason, CANCEL_PIPELINE_TIP)
 
     def node_menu(self, job_id: str) -> QMenu:
         """The context menu of a node: the job's own actions, then pipeline-wide ones."""
@@ -295,17 +296,20 @@ class PipelinesTab(QWidget):
         if node is None:
             return menu
         writable = self.job_actions.can_act()
+        acts: list[QAction] = []
+        allowed: list[bool] = []
         for name, (label, _shortcut, _question) in ACTIONS.items():
-            action = menu.addAction(icon(RULES.get(name, name)), label)
-            action.setEnabled(writable and action_is_legal(name, node.status))
-            action.triggered.connect(lambda _c=False, n=name: self.job_actions.trigger(n, [node]))
+            acts.append(menu.addAction(icon(RULES.get(name, name)), label))
+            allowed.append(writable and action_is_legal(name, node.status))
+            acts[-1].triggered.connect(lambda _c=False, n=name: self.job_actions.trigger(n, [node]))
         menu.addSeparator()
         retry = menu.addAction(icon("retry"), "Retry failed and downstream…")
-        retry.setEnabled(writable and is_legal("retry", node.status))
         retry.triggered.connect(lambda: spawn(self.retry_downstream(job_id), "retry-downstream"))
         cancel = menu.addAction(icon("cancel"), "Cancel pipeline…")
-        cancel.setEnabled(self.cancel_pipeline_action.isEnabled())
         cancel.triggered.connect(self._ask_cancel_pipeline)
+        gate_menu(menu, [*acts, retry, cancel],
+                  [*allowed, writable and is_legal("retry", node.status), self.cancel_pipeline_action.isEnabled()],
+                  self.job_actions.read_only_reason)
         menu.addSeparator()
         menu.addAction("Show in job table").triggered.connect(lambda: self.job_activated.emit(job_id))
         if self.extend_node_menu is not None:  # Copy ID, input, result, error (`JobSharing`)
@@ -320,11 +324,12 @@ class PipelinesTab(QWidget):
         record = self.model.row_at(row) if row is not None else None
         writable = self.job_actions.can_act()
         retry = menu.addAction(icon("retry"), "Retry failed and downstream…")
-        retry.setEnabled(writable and record is not None and record.failed + record.cancelled > 0)
         retry.triggered.connect(lambda: spawn(self.retry_pipeline(pipeline_id), "retry-pipeline"))
         cancel = menu.addAction(icon("cancel"), "Cancel pipeline…")
-        cancel.setEnabled(writable and record is not None and not record.finished)
         cancel.triggered.connect(self._ask_cancel_pipeline)
+        gate_menu(menu, [retry, cancel], [writable and record is not None and record.failed + record.cancelled > 0,
+                                          writable and record is not None and not record.finished],
+                  self.job_actions.read_only_reason)
         menu.addSeparator()
         menu.addAction("Show its jobs in the job table").triggered.connect(
             lambda: self.pipeline_jobs_requested.emit(pipeline_id))

@@ -9,6 +9,7 @@ from __future__ import annotations
 from PySide6.QtCore import QModelIndex, Qt, QTimer, Signal
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QSplitter, QVBoxLayout, QWidget
 
+from jobdesk.console.access import gate
 from jobdesk.console.connection import ConsoleConnection
 from jobdesk.console.errors import EXPECTED, reason
 from jobdesk.console.jobs.status_delegate import StatusChipDelegate
@@ -36,8 +37,6 @@ class SchedulesTab(QWidget):
         self.tick_table.doubleClicked.connect(self._tick_activated)
         self.pause_button = QPushButton("Pause")
         self.resume_button = QPushButton("Resume")
-        self.pause_button.setToolTip("No jobs from this schedule until it is resumed")
-        self.resume_button.setToolTip("Go on from the next tick; ticks passed while paused are not run")
         self.pause_button.clicked.connect(lambda: spawn(self.set_paused(True), "schedule-pause"))
         self.resume_button.clicked.connect(lambda: spawn(self.set_paused(False), "schedule-resume"))
         self.summary = QLabel()
@@ -163,9 +162,12 @@ class SchedulesTab(QWidget):
 
     def _update_buttons(self) -> None:
         record = self.selected()
-        writable = self.connection.is_connected and self.connection.writable and not self._busy
-        self.pause_button.setEnabled(writable and record is not None and not record.paused)
-        self.resume_button.setEnabled(writable and record is not None and record.paused)
+        can = self.connection.is_connected and not self._busy
+        why = self.connection.read_only_reason
+        gate(self.pause_button, can and record is not None and not record.paused, why,
+             "No jobs from this schedule until it is resumed")
+        gate(self.resume_button, can and record is not None and record.paused, why,
+             "Go on from the next tick; ticks passed while paused are not run")
 
     async def set_paused(self, paused: bool) -> bool:
         record = self.selected()

@@ -26,6 +26,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from jobdesk.console.access import gate
 from jobdesk.console.connection import ConsoleConnection
 from jobdesk.console.errors import EXPECTED
 from jobdesk.console.jobs.type_actions import TYPE_ACTIONS, ask_reason, done_text, run_type_action
@@ -131,11 +132,12 @@ class TypeLimitsView(QWidget):
         self.table.itemSelectionChanged.connect(self.update_buttons)
         self.table.doubleClicked.connect(lambda _i: self.edit_clicked())
         self.buttons: dict[str, QPushButton] = {}
+        self.tips: dict[str, str] = {}  # each button's own tooltip
         row = QHBoxLayout()
         for name, (label, tip) in (*TYPE_ACTIONS.items(), ("edit", ("Edit limits…", "Set this type's limits "
                                                                     "and rates at run time"))):
             button = QPushButton(label.replace("the selected job's type", "the selected type"))
-            button.setToolTip(tip.replace("the selected job's type", "the selected type"))
+            self.tips[name] = tip.replace("the selected job's type", "the selected type")
             button.clicked.connect(lambda _c=False, n=name: self.edit_clicked() if n == "edit" else self.clicked(n))
             self.buttons[name] = button
             row.addWidget(button)
@@ -203,10 +205,10 @@ class TypeLimitsView(QWidget):
         return False
 
     def update_buttons(self) -> None:
-        can = (self.selected_type() is not None and self.connection.is_connected and self.connection.writable
-               and not self.busy)
-        for button in self.buttons.values():
-            button.setEnabled(can)
+        can = self.selected_type() is not None and self.connection.is_connected and not self.busy
+        why = self.connection.read_only_reason if self.connection.is_connected else None
+        for name, button in self.buttons.items():
+            gate(button, can, why, self.tips[name])
 
     def clicked(self, name: str) -> None:
         job_type = self.selected_type()

@@ -10,6 +10,7 @@ from PySide6.QtCore import QObject, Qt, Signal
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import QDockWidget, QMainWindow, QMessageBox
 
+from jobdesk.console.access import gate
 from jobdesk.console.column_prefs import console_settings
 from jobdesk.console.connection import ConsoleConnection
 from jobdesk.console.tasks import spawn
@@ -103,11 +104,8 @@ class WorkersController(QObject):
         self.log_dock.raise_()
 
     def _update_action(self) -> None:
-        writable = self.connection.is_connected and self.connection.writable
-        self.launch_action.setEnabled(writable)
-        self.launch_action.setToolTip(
-            "Start `jobdesk worker` on this database, as a child of the console (Ctrl+Shift+W)" if writable
-            else "Launching workers needs a read-write connection")
+        gate(self.launch_action, self.connection.is_connected, self.connection.read_only_reason,
+             "Start `jobdesk worker` on this database, as a child of the console (Ctrl+Shift+W)")
 
     def _workers_loaded(self, workers: list[WorkerRecord]) -> None:
         """Once per connection: on the embedded default with no live worker, start one."""

@@ -22,6 +22,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from jobdesk.console.access import gate
 from jobdesk.console.connection import ConsoleConnection
 from jobdesk.console.errors import EXPECTED
 from jobdesk.console.list_table import list_table
@@ -276,10 +277,9 @@ class WorkersPanel(QWidget):
                 and worker_command_is_legal(command, worker.state) and not self.model.is_lost(worker))
 
     def update_buttons(self) -> None:
-        read_only = self.connection.is_connected and not self.connection.writable
+        why = self.connection.read_only_reason if self.connection.is_connected else None
         for command, button in self.command_buttons.items():
-            button.setEnabled(self.allowed(command))
-            button.setToolTip("Read-only: worker commands are off" if read_only else COMMANDS[command][1])
+            gate(button, self.allowed(command), why, COMMANDS[command][1])
 
     def _command_clicked(self, command: str) -> None:
         worker = self.selected_worker()

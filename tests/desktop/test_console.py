@@ -116,9 +116,11 @@ def test_read_only_mode_disables_actions(qapp: QApplication, qtbot, test_db: str
         await until(lambda: ids_shown(window) == ["f"], what="rows")
         window.select_job("f")
         await until(lambda: window.job_actions.selection)
-        assert not any(a.isEnabled() or a.isVisible() for a in window.job_actions.actions.values())
+        reason = "Read-only: opened read-only (--read-only, or the connection's profile)"
+        assert all(a.isVisible() and not a.isEnabled() and a.toolTip() == reason
+                   for a in window.job_actions.actions.values())
         assert "read-only" in window.windowTitle()
-        assert window.read_only_action.isVisible()
+        assert window.status_bar.read_only.isVisible()
         await conn.close()
         window.close()
         await window.connection.close()

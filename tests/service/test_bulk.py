@@ -1,4 +1,4 @@
-"""Bulk retry and cancel by filter: dry-run counts, chunks of at most 1,000 with one audit row
+"""Bulk retry, cancel, approve and reject by filter: dry-run counts, chunks of at most 1,000 with one audit row
 each, keyset order while the table changes, and the CLI's `--all`."""
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ async def test_dry_run_counts_only_jobs_the_action_is_legal_for(service: JobServ
     assert (capped.count, capped.capped, capped.describe()) == (6, True, "6+")
     assert await conn.fetchval("SELECT count(*) FROM audit_log") == 0, "a dry run changes nothing"
     with pytest.raises(InvalidJob):
-        await service.bulk_count("approve", JobFilter())
+        await service.bulk_count("edit_input", JobFilter())
     with pytest.raises(InvalidJob):
         await service.bulk_apply("retry", JobFilter(), limit=1001)
 
@@ -122,7 +122,47 @@ async def test_cli_retry_and_cancel_all(dsn: str, conn: asyncpg.Connection) -> N
     assert proc.returncode == 2
 
 
+async def test_cli_search_picks_what_the_console_search_would(dsn: str, conn: asyncpg.Connection) -> None:
+    await fill(conn, 4, "failed", type="video.encode", prefix="v")
+    await fill(conn, 2, "failed", type="video.thumb", prefix="t")
+    await fill(conn, 3, "failed", type="mail", prefix="m")
+    await conn.execute("UPDATE jobs SET error_message = 'timeout after 30 s' "
+                       "WHERE id IN ('v-00001', 'v-00002', 't-00001')")
+    query = 'type:video.* error:"timeout after"'
+    dry = run_cli("retry", "--all", "--search", query, "--dry-run", dsn=dsn)
+    assert dry.returncode == 0, dry.stderr
+    assert dry.stdout.strip() == "would retry 3 job(s) matching type video.*, error containing “timeout after”"
+    done = json.loads(run_cli("retry", "--all", "--search", query, "--json", dsn=dsn).stdout)
+    assert (done["count"], done["filter"]) == (3, "type video.*, error containing “timeout after”")
+    queued = await conn.fetch("SELECT id FROM jobs WHERE status = 'queued' ORDER BY id")
+    assert [r["id"] for r in queued] == ["t-00001", "v-00001", "v-00002"]
+    note = await conn.fetchval("SELECT reason FROM audit_log WHERE action = 'retry'")
+    assert note == "bulk: type video.*, error containing “timeout after”"
+
+
+async def test_cli_approve_and_reject_all(dsn: str, conn: asyncpg.Connection) -> None:
+    await fill(conn, 3, "waiting_approval", type="review.draft", prefix="a")
+    await fill(conn, 2, "waiting_approval", type="review.final", prefix="b")
+    await fill(conn, 2, "failed", type="review.draft", prefix="f")
+    dry = run_cli("approve", "--all", "--search", "type:review.draft", "--dry-run", dsn=dsn)
+    assert dry.stdout.strip() == "would approve 3 job(s) matching type review.draft"
+    approved = run_cli("approve", "--all", "--search", "type:review.draft", dsn=dsn)
+    assert approved.stdout.strip() == "approved: 3 job(s) matching type review.draft, in 1 transaction(s)"
+    rejected = run_cli("reject", "--all", "--search", "review.final", "--reason", "too late", dsn=dsn)
+    assert rejected.returncode == 0, rejected.stderr
+    assert rejected.stdout.strip() == "rejected: 2 job(s) matching text “review.final”, in 1 transaction(s)"
+    rows = await conn.fetch("SELECT id, status, error_message FROM jobs ORDER BY id")
+    assert {r["id"]: r["status"] for r in rows} == {
+        "a-00001": "completed", "a-00002": "completed", "a-00003": "completed",
+        "b-00001": "failed", "b-00002": "failed", "f-00001": "failed", "f-00002": "failed"}
+    assert {r["error_message"] for r in rows if r["id"].startswith("b")} == {"rejected: too late"}
+    audit = await conn.fetchval("SELECT reason FROM audit_log WHERE action = 'reject'")
+    assert audit == "too late (bulk: text “review.final”)"
+
+
 @pytest.mark.parametrize("args", [["cancel"], ["retry", "--type", "pdf", "j-00001"],
+                                  ["approve", "--search", "type:x", "j-00001"], ["reject", "--all"],
+                                  ["cancel", "--all", "--search", "status:bogus"],
                                   ["retry", "--all", "--downstream"], ["cancel", "--all", "--status", "bogus"]])
 def test_cli_refuses_malformed_bulk_commands(args: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exit_info:

@@ -13,7 +13,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 from starlette.routing import Match
 
-from jobdesk.core.errors import DatabaseUnavailable, IllegalTransition, InvalidJob, JobNotFound
+from jobdesk.core.errors import DatabaseUnavailable, IllegalTransition, InvalidJob, JobNotFound, ReadOnlyRole
 from jobdesk.store.db import CONNECTION_ERRORS
 from jobdesk.store.idempotency import IdempotencyConflict
 from jobdesk.store.outage import reason
@@ -91,6 +91,11 @@ async def _on_illegal(_: Request, exc: Exception) -> JSONResponse:
     return error_response(409, "illegal_transition", str(exc))
 
 
+async def _on_read_only_role(_: Request, exc: Exception) -> JSONResponse:
+    # The API's own database role cannot change jobs (`jobdesk grant viewer`): nothing was changed.
+    return error_response(403, "read_only", str(exc))
+
+
 async def _on_idempotency(_: Request, exc: Exception) -> JSONResponse:
     return error_response(409, "idempotency_conflict", str(exc))
 
@@ -140,6 +145,7 @@ def install(app: FastAPI) -> None:
     app.add_exception_handler(RequestValidationError, _on_validation)
     app.add_exception_handler(JobNotFound, _on_not_found)
     app.add_exception_handler(IllegalTransition, _on_illegal)
+    app.add_exception_handler(ReadOnlyRole, _on_read_only_role)
     app.add_exception_handler(IdempotencyConflict, _on_idempotency)
     app.add_exception_handler(InvalidJob, _on_invalid)
     app.add_exception_handler(asyncpg.DataError, _on_data_error)

@@ -102,9 +102,10 @@ def add_parsers(sub: Subparsers, common: ArgumentParser) -> None:
 
     for name, what in (("cancel", "cancel jobs and their dependants"),
                        ("retry", "put failed or cancelled jobs back in the queue"),
-                       ("approve", "approve jobs waiting for approval")):
+                       ("approve", "approve jobs waiting for approval"),
+                       ("reject", "reject jobs waiting for approval")):
         p = sub.add_parser(name, parents=[common], help=what)
-        p.add_argument("ids", nargs="*" if name in BULK_ACTIONS else "+", metavar="ID")
+        p.add_argument("ids", nargs="*", metavar="ID")
         if name == "retry":
             p.add_argument("--downstream", action="store_true",
                            help="also retry every failed or cancelled job downstream of them")
@@ -116,11 +117,9 @@ def add_parsers(sub: Subparsers, common: ArgumentParser) -> None:
                                 "is kept in the audit log")
             p.add_argument("--processors", action="extend", nargs="+", default=[], metavar="MODULE",
                            help="with --input: modules with a PROCESSOR_MAP whose input models check it")
-        if name in BULK_ACTIONS:
-            _add_bulk_options(p, name)
-    p = sub.add_parser("reject", parents=[common], help="reject jobs waiting for approval")
-    p.add_argument("ids", nargs="+", metavar="ID")
-    p.add_argument("--reason", required=True, metavar="TEXT")
+        if name == "reject":
+            p.add_argument("--reason", required=True, metavar="TEXT")
+        _add_bulk_options(p, name)
 
 
 def _add_bulk_options(p: ArgumentParser, name: str) -> None:
@@ -131,15 +130,20 @@ def _add_bulk_options(p: ArgumentParser, name: str) -> None:
                    help="with --all: only jobs in this status (repeatable)")
     p.add_argument("--type", help="with --all: only jobs of this type")
     p.add_argument("--pipeline", metavar="P", help="with --all: only jobs of this pipeline")
+    p.add_argument("--search", type=search_arg, metavar="QUERY",
+                   help="with --all: only jobs matching the console's search, like 'type:video.* error:\"timeout\"' "
+                        "(its terms override --status, --type and --pipeline)")
     p.add_argument("--dry-run", action="store_true", help="with --all: count, change nothing")
 
 
 def check_bulk_args(parser: ArgumentParser, args: argparse.Namespace) -> None:
-    """`retry`/`cancel` take ids, or --all with filter options; never both (exit 2)."""
+    """`retry`, `cancel`, `approve` and `reject` take ids, or --all with filter options; never
+    both (exit 2)."""
     if args.command not in BULK_ACTIONS:
         return
     options = [flag for flag, value in (("--status", args.status), ("--type", args.type),
-                                        ("--pipeline", args.pipeline), ("--dry-run", args.dry_run)) if value]
+                                        ("--pipeline", args.pipeline), ("--search", args.search),
+                                        ("--dry-run", args.dry_run)) if value]
     if args.all and args.ids:
         parser.error(f"{args.command}: give job ids or --all with a filter, not both")
     if args.all and getattr(args, "downstream", False):
@@ -299,11 +303,21 @@ async def cmd_show(inv: Invocation) -> int:
     return 0
 
 
+PAST = {"cancel": "cancelled", "retry": "queued again", "approve": "approved", "reject": "rejected"}
+
+
+def bulk_filter(args: argparse.Namespace) -> JobFilter:
+    """The filter of `--all`: its options, then the `--search` terms, as the console's search box
+    narrows the job table."""
+    base = JobFilter(statuses=frozenset(args.status), type=args.type, pipeline_id=args.pipeline)
+    return parse_search(args.search, base).filter if args.search else base
+
+
 async def cmd_bulk(inv: Invocation) -> int:
     args = inv.args
-    filt = JobFilter(statuses=frozenset(args.status), type=args.type, pipeline_id=args.pipeline)
+    filt = bulk_filter(args)
     async with inv.service() as jobs:
-        result = await jobs.bulk(args.command, filt, dry_run=args.dry_run)
+        result = await jobs.bulk(args.command, filt, dry_run=args.dry_run, reason=getattr(args, "reason", None))
     count = f"{result.count:,}{'+' if result.capped else ''}"
     if args.json:
         print_json({"action": args.command, "filter": filt.describe(), "dry_run": result.dry_run,
@@ -312,7 +326,7 @@ async def cmd_bulk(inv: Invocation) -> int:
     elif result.dry_run:
         print(f"would {args.command} {count} job(s) matching {filt.describe()}")
     else:
-        done = {"retry": "queued again", "cancel": "cancelled"}[args.command]
+        done = PAST[args.command]
         extra = result.changed - result.count
         more = f" (and {extra:,} dependant job(s))" if extra > 0 else ""
         print(f"{done}: {count} job(s) matching {filt.describe()}{more}, in {result.chunks} transaction(s)")
@@ -338,7 +352,7 @@ async def cmd_action(inv: Invocation) -> int:
     again = "queued again from scratch" if getattr(args, "fresh", False) else "queued again"
     if getattr(args, "input", None) is not None:
         again += " with the new input"
-    past = {"cancel": "cancelled", "retry": again, "approve": "approved", "reject": "rejected"}
+    past = {**PAST, "retry": again}
     if args.json:
         print_json({"action": args.command, "jobs": changed})
     else:

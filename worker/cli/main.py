@@ -17,7 +17,7 @@ import asyncpg
 
 from jobdesk.cli.arguments import EXIT_ERROR, ArgumentParser, Subparsers
 from jobdesk.cli.session import Command, Invocation
-from jobdesk.core.errors import JobdeskError
+from jobdesk.core.errors import JobdeskError, ReadOnlyRole
 from jobdesk.core.extras import MissingExtra
 from jobdesk.core.settings import load_settings
 from jobdesk.core.version import __version__
@@ -38,6 +38,7 @@ GROUPS: dict[str, tuple[str, ...]] = {
     "doctor": ("doctor",),
     "sharing": ("export", "open"),
     "logs": ("logs",),
+    "grants": ("grant",),
 }
 GROUP_OF = {command: group for group, commands in GROUPS.items() for command in commands}
 
@@ -47,7 +48,7 @@ PARSERS: tuple[tuple[str, str], ...] = (
     ("logs", "add_parsers"), ("sharing", "add_parsers"), ("workers", "add_fleet_parser"),
     ("pipelines", "add_parsers"), ("database", "add_upkeep_parsers"), ("workers", "add_control_parser"),
     ("api", "add_parsers"), ("schedules", "add_parsers"), ("types", "add_parsers"), ("events", "add_parsers"),
-    ("doctor", "add_parsers"))
+    ("doctor", "add_parsers"), ("grants", "add_parsers"))
 
 
 def group_module(group: str) -> ModuleType:
@@ -112,7 +113,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     debug = bool(os.environ.get("JOBDESK_DEBUG"))
     try:
         return run_command(args)
-    except MissingExtra as exc:  # its message is the whole line, with the pip command
+    except (MissingExtra, ReadOnlyRole) as exc:  # its message is the whole line
         print(exc, file=sys.stderr)
         return EXIT_ERROR
     except JobdeskError as exc:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from urllib.parse import urlsplit, urlunsplit
 
 from jobdesk.core.models import Job, JobCreate, ProcessorResult, Status
 from jobdesk.core.processor import BaseProcessor
@@ -146,3 +147,21 @@ async def metrics_history(dsn: str) -> None:
             ON CONFLICT (status, bucket) DO UPDATE SET n = EXCLUDED.n""", list(stats_rollup.QUEUE_STATUSES))
     finally:
         await conn.close()
+
+
+DEMO_VIEWER = "jobdesk_demo_viewer"
+
+
+async def demo_viewer(dsn: str) -> str:
+    """A LOGIN role made a viewer (`jobdesk grant viewer`), for the read-only pictures: the URL of
+    `dsn` as that role."""
+    conn = await connect(dsn)
+    try:
+        await conn.execute(f"DO $$ BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = '{DEMO_VIEWER}') "
+                           f"THEN CREATE ROLE {DEMO_VIEWER} LOGIN; END IF; END $$")
+    finally:
+        await conn.close()
+    async with await JobService.connect(dsn, settings=load_settings(DATABASE_URL=dsn), pool_size=1) as jobs:
+        await jobs.grant_role("viewer", DEMO_VIEWER)
+    parts = urlsplit(dsn)
+    return urlunsplit(parts._replace(netloc=f"{DEMO_VIEWER}@{parts.netloc.rsplit('@', 1)[-1]}"))

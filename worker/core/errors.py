@@ -86,3 +86,17 @@ class JobTimedOut(JobdeskError):
     """A run passed its time limit (a processor's `timeout`, JOB_TYPE_TIMEOUTS or JOB_TIMEOUT).
     Its message alone is the attempt's error, `timed out after 30 s`, and the job is retried as
     after any other error."""
+
+
+class ReadOnlyRole(JobdeskError):
+    """The database role of this connection cannot change jobs (a viewer, `jobdesk grant viewer`):
+    an action was refused before it changed anything. Its message is the whole line."""
+
+    def __init__(self, role: str) -> None:
+        super().__init__(f"read-only: role {role} cannot change jobs")
+        self.role = role
+
+
+class MissingGrant(JobdeskError):
+    """The role can change jobs but was refused another table, most likely one a later migration
+    added after its grants: nothing was changed, and the message says how to grant it."""

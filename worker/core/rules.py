@@ -47,7 +47,7 @@ def is_legal(action: str, status: Status | str) -> bool:
 
 
 # The operator actions that may be applied to every job a filter matches.
-BULK_ACTIONS = ("retry", "cancel")
+BULK_ACTIONS = ("retry", "cancel", "approve", "reject")
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,7 @@ from typing import Any
 
 from jobdesk.core.errors import JobNotFound
 from jobdesk.core.input_validation import Validator
+from jobdesk.service.access import acts
 from jobdesk.service.base import ServiceBase
 from jobdesk.store import pipelines as pipeline_queries
 from jobdesk.store import transitions
@@ -16,12 +17,14 @@ from jobdesk.store.jobs import fetch_records
 class OperatorActions(ServiceBase):
     """Actions on chosen jobs and pipelines."""
 
+    @acts
     async def cancel(self, job_ids: Sequence[str]) -> list[str]:
         """Cancel jobs and everything downstream; return every id cancelled."""
         async with self.pool.acquire() as conn:
             await self._check_visible(conn, job_ids)
             return await transitions.cancel(conn, job_ids, self.actor)
 
+    @acts
     async def retry(self, job_ids: Sequence[str], *, fresh: bool = False) -> list[str]:
         """Put failed or cancelled jobs back in the queue. A durable processor's completed steps
         are kept, so it goes on from where it failed; `fresh` forgets them (retry from scratch)."""
@@ -29,6 +32,7 @@ class OperatorActions(ServiceBase):
             await self._check_visible(conn, job_ids)
             return await transitions.retry(conn, job_ids, self.actor, fresh=fresh)
 
+    @acts
     async def retry_with_input(self, job_id: str, input_data: dict[str, Any], *, fresh: bool = False,
                                validate: Validator | None = None) -> list[str]:
         """Retry a failed or cancelled job with a new input (the old one kept in the audit log).
@@ -44,11 +48,13 @@ class OperatorActions(ServiceBase):
                 validate(record.type, input_data)
             return await transitions.retry_with_input(conn, job_id, input_data, self.actor, fresh=fresh)
 
+    @acts
     async def approve(self, job_ids: Sequence[str]) -> list[str]:
         async with self.pool.acquire() as conn:
             await self._check_visible(conn, job_ids)
             return await transitions.approve(conn, job_ids, self.actor)
 
+    @acts
     async def reject(self, job_ids: Sequence[str], reason: str) -> list[str]:
         async with self.pool.acquire() as conn:
             await self._check_visible(conn, job_ids)
@@ -60,16 +66,19 @@ class OperatorActions(ServiceBase):
             await self._check_visible(conn, job_ids)
             return [dict(r) for r in await transitions.retry_plan(conn, job_ids)]
 
+    @acts
     async def retry_downstream(self, job_ids: Sequence[str]) -> list[str]:
         async with self.pool.acquire() as conn:
             await self._check_visible(conn, job_ids)
             return await transitions.retry_downstream(conn, job_ids, self.actor)
 
+    @acts
     async def cancel_pipeline(self, pipeline_id: str) -> list[str]:
         async with self.pool.acquire() as conn:
             await self._check_pipeline_visible(conn, pipeline_id)
             return await transitions.cancel_pipeline(conn, pipeline_id, self.actor)
 
+    @acts
     async def retry_pipeline(self, pipeline_id: str) -> list[str]:
         """Retry every failed or cancelled job of a pipeline and what follows them."""
         async with self.pool.acquire() as conn:

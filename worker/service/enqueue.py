@@ -13,6 +13,7 @@ import asyncpg
 
 from jobdesk.core import tracing
 from jobdesk.core.models import JobCreate
+from jobdesk.service.access import writes
 from jobdesk.service.base import WRITE_FAILURES, ServiceBase
 from jobdesk.service.foreign import async_writer
 from jobdesk.store import transitions
@@ -43,6 +44,7 @@ class Enqueueing(ServiceBase):
             job.id = id
         return (await self.place(job, connection=connection))[0]
 
+    @writes
     async def place(self, job: JobCreate, *, connection: object | None = None) -> tuple[str, str]:
         """Enqueue one job; return the id that stands for it and what happened: `created`,
         `duplicate` (an unfinished job holds its unique key; nothing changed) or `debounced`
@@ -85,6 +87,7 @@ class Enqueueing(ServiceBase):
         except WRITE_FAILURES as exc:
             raise await self._write_failed(exc, reached=reached, what=what) from exc
 
+    @writes
     async def enqueue_many(self, jobs: Sequence[JobCreate], *, connection: object | None = None) -> list[str]:
         """Enqueue jobs (which may depend on each other) atomically; return their ids.
         `connection`: as `enqueue`'s, the application's, whose transaction they commit with.
@@ -102,6 +105,7 @@ class Enqueueing(ServiceBase):
                     await self._check_visible(conn, [d for j in jobs for d in j.dependent_on_jobs if d not in batch])
                 return await transitions.enqueue(conn, jobs)
 
+    @writes
     async def create_pipeline(self, jobs: Sequence[JobCreate], *, pipeline_id: str | None = None,
                               connection: object | None = None) -> str:
         """Enqueue a DAG of jobs as one pipeline; return the pipeline id. `connection`: as `enqueue`'s."""

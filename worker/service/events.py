@@ -8,6 +8,7 @@ import json
 from jobdesk.core.errors import InvalidJob
 from jobdesk.core.json_value import JsonValue
 from jobdesk.core.validation import json_text
+from jobdesk.service.access import acts
 from jobdesk.service.base import ServiceBase
 from jobdesk.store import durable
 
@@ -33,6 +34,7 @@ def check_event(key: object, payload: object) -> str:
 class Events(ServiceBase):
     """Emitting events."""
 
+    @acts
     async def emit_event(self, key: str, payload: JsonValue = None) -> bool:
         """Emit event `key` with a JSON `payload`: every job waiting on it wakes, and a job that
         waits on it later finds it at once. The first emit of a key wins; True if this was it

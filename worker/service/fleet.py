@@ -1,4 +1,5 @@
-"""The fleet: workers, their commands, the limits on their claims, pruning, and whether this role may write."""
+"""The fleet: workers, their commands, the limits on their claims, and pruning. (Whether this role may
+write is `access.write_refusal`.)"""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from collections.abc import Sequence
 from jobdesk.core.errors import InvalidJob
 from jobdesk.core.limits import LimitUse
 from jobdesk.runtime import retention
+from jobdesk.service.access import acts
 from jobdesk.service.base import ServiceBase
 from jobdesk.service.read_models import WorkersView
 from jobdesk.store import fleet, flow_limits
@@ -41,11 +43,13 @@ class FleetControl(ServiceBase):
                 unserved = await fleet.unserved_types(conn, lease_timeout_s)
         return WorkersView(workers, served, unserved)
 
+    @acts
     async def worker_command(self, worker_id: str, command: str) -> WorkerRecord:
         """Ask a worker to pause, resume, drain or stop; the worker acts on it at once."""
         async with self.pool.acquire() as conn:
             return await fleet.request(conn, worker_id, command)
 
+    @acts
     async def prune(self, *, dry_run: bool = False, older_than: float | None = None,
                     statuses: Sequence[str] = ()) -> retention.PruneResult:
         """Prune now, as a worker's pruner does: finished jobs past their retention (or past
@@ -65,9 +69,3 @@ class FleetControl(ServiceBase):
                 running = await retention.lease_holder(conn)
             raise retention.PruneBusy(f"another pruner is running ({running or 'a worker'}); try again shortly")
         return result
-
-    async def can_write(self) -> bool:
-        """Whether this database role may act on jobs here (not a replica, not read-only)."""
-        return bool(await self.pool.fetchval(
-            "SELECT has_table_privilege(current_user, 'jobs', 'UPDATE') "
-            "AND NOT pg_is_in_recovery() AND current_setting('transaction_read_only') = 'off'"))

@@ -14,12 +14,14 @@ a user's token sees and acts on that user's jobs only, and another user's job is
 (`client`) is the first of them: `base` (the pool, the actor, the user scope), `enqueue`, the
 record lookups of `job_reads`, `actions` and `waiting`. The service adds `submissions` (the HTTP
 API's enqueueing), the rest of `job_reads`, `pipelines`, `bulk`, `fleet`, `schedules`, `stats`,
-`tokens`, `export` and `types` (job types paused and limited across the fleet); its read models are
+`tokens`, `export`, `types` (job types paused and limited across the fleet) and `access` (grants,
+and the refusal of actions on a role that cannot change jobs); its read models are
 in `read_models`, the schema checks in `schema`.
 """
 
 from __future__ import annotations
 
+from jobdesk.service.access import AccessControl
 from jobdesk.service.bulk import BulkActions
 from jobdesk.service.client import JobClient
 from jobdesk.service.export import JobExport
@@ -48,7 +50,7 @@ from jobdesk.service.types import TypeControls
 
 
 class JobService(JobClient, Submissions, StatsReads, PipelineReads, BulkActions, FleetControl, ScheduleControl,
-                 TokenStore, JobExport, TypeControls, JobLogReads):
+                 TokenStore, JobExport, TypeControls, JobLogReads, AccessControl):
     """Reads and actions on jobs, pipelines and workers, over one pool: everything a `JobClient`
     does, and what the console, the CLI and the HTTP API read and do besides."""
 

@@ -9,6 +9,7 @@ import asyncpg
 from jobdesk.core.schedules import Schedule
 from jobdesk.runtime import scheduler
 from jobdesk.runtime.scheduler import ScheduledJob, ScheduleRecord
+from jobdesk.service.access import acts
 from jobdesk.service.base import ServiceBase
 from jobdesk.store import transitions
 
@@ -32,20 +33,24 @@ class ScheduleControl(ServiceBase):
         async with (await self._read_pool()).acquire() as conn:
             return await scheduler.jobs_of(conn, name, limit=limit)
 
+    @acts
     async def add_schedule(self, schedule: Schedule) -> ScheduleRecord:
         async with self.pool.acquire() as conn, conn.transaction():
             record = await scheduler.add(conn, schedule, source=self.actor.source)
             await transitions.audit(conn, self.actor, "add-schedule", schedule.name)
         return record
 
+    @acts
     async def declare_schedules(self, declared: Sequence[tuple[Schedule, str]]) -> None:
         """Upsert the SCHEDULES processor modules declare (a worker does this as it starts)."""
         async with self.pool.acquire() as conn:
             await upsert_declared(conn, declared)
 
+    @acts
     async def pause_schedule(self, name: str) -> ScheduleRecord:
         return await self._set_paused(name, True)
 
+    @acts
     async def resume_schedule(self, name: str) -> ScheduleRecord:
         return await self._set_paused(name, False)
 
@@ -55,6 +60,7 @@ class ScheduleControl(ServiceBase):
             await transitions.audit(conn, self.actor, "pause-schedule" if paused else "resume-schedule", name)
         return record
 
+    @acts
     async def remove_schedule(self, name: str) -> None:
         async with self.pool.acquire() as conn, conn.transaction():
             await scheduler.remove(conn, name)

@@ -11,6 +11,7 @@ import asyncpg
 from jobdesk.core import tracing
 from jobdesk.core.errors import InvalidJob
 from jobdesk.core.models import JobCreate, JobRecord
+from jobdesk.service.access import writes
 from jobdesk.service.base import ServiceBase
 from jobdesk.service.read_models import Enqueued, Submitted
 from jobdesk.store import idempotency, job_document, transitions
@@ -19,6 +20,7 @@ from jobdesk.store import idempotency, job_document, transitions
 class Submissions(ServiceBase):
     """Enqueueing for the HTTP API and the CLI: audited, idempotent, in groups."""
 
+    @writes
     async def enqueue_records(self, jobs: Sequence[JobCreate]) -> list[JobRecord]:
         """Enqueue jobs atomically (audited as `submit`); return their records, in the order given."""
         with tracing.enqueueing(jobs):
@@ -35,6 +37,7 @@ class Submissions(ServiceBase):
         await transitions.audit_submissions(conn, [(self.actor, [i for i, dup in out if not dup])])
         return await self._records(conn, [i for i, _ in out])
 
+    @writes
     async def enqueue_batch(self, entries: Sequence[tuple[transitions.Actor, JobCreate]]
                             ) -> list[Enqueued | InvalidJob]:
         """Enqueue independent jobs of several callers in one statement and one commit (group
@@ -82,6 +85,7 @@ class Submissions(ServiceBase):
                 out.append(exc)
         return out
 
+    @writes
     async def enqueue_once(self, owner: str, key: str, fingerprint: str, jobs: Sequence[JobCreate],
                            render: Callable[[list[JobRecord]], Any]) -> Submitted:
         """Enqueue under an idempotency key: the first request with it enqueues and stores its

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from jobdesk.service.access import acts
 from jobdesk.service.base import ServiceBase
 from jobdesk.store import tokens
 from jobdesk.store.tokens import TokenRecord
@@ -10,6 +11,7 @@ from jobdesk.store.tokens import TokenRecord
 class TokenStore(ServiceBase):
     """The HTTP API's tokens."""
 
+    @acts
     async def create_token(self, name: str, *, user_id: int | None = None, scopes: list[str] | None = None) -> str:
         async with self.pool.acquire() as conn:
             return await tokens.create(conn, name, user_id=user_id, scopes=scopes)
@@ -18,6 +20,7 @@ class TokenStore(ServiceBase):
         async with self.pool.acquire() as conn:
             return await tokens.list_live(conn)
 
+    @acts
     async def revoke_token(self, name: str) -> None:
         async with self.pool.acquire() as conn:
             await tokens.revoke(conn, name)

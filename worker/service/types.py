@@ -8,6 +8,7 @@ from collections.abc import Mapping
 
 from jobdesk.core.errors import InvalidJob
 from jobdesk.core.type_controls import TypeControl, check_type_name, parse_limit_changes
+from jobdesk.service.access import acts
 from jobdesk.service.base import ServiceBase
 from jobdesk.store import type_controls
 
@@ -28,6 +29,7 @@ class TypeControls(ServiceBase):
             found = await type_controls.list_types(conn, job_type)
         return found[0] if found else TypeControl(job_type)
 
+    @acts
     async def pause_type(self, job_type: str, reason: str | None = None) -> TypeControl:
         """Pause a type across the fleet: its jobs stay queued, every worker stops claiming it
         within a poll interval, running jobs finish. Audited with the reason and the actor."""
@@ -41,6 +43,7 @@ class TypeControls(ServiceBase):
             await type_controls.pause(conn, job_type, self.actor, reason)
         return await self.type_control(job_type)
 
+    @acts
     async def resume_type(self, job_type: str) -> TypeControl:
         """Resume a paused type: workers claim it again at once. Audited."""
         job_type = check_type_name(job_type)
@@ -48,6 +51,7 @@ class TypeControls(ServiceBase):
             await type_controls.resume(conn, job_type, self.actor)
         return await self.type_control(job_type)
 
+    @acts
     async def set_type_limits(self, job_type: str, changes: Mapping[str, object], *,
                               clear: bool = False) -> TypeControl:
         """Set a type's limits at run time, by name (`limit`, `rate`, `user_limit`, `user_rate`;

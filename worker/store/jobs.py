@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Collection, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass, field, fields
 from datetime import datetime
 from typing import Any
 
@@ -127,26 +127,38 @@ class JobFilter:
         return " AND ".join(clauses) or "true"
 
     def describe(self) -> str:
-        """The filter in words, for confirmations and the audit log: "status failed, type pdf"."""
+        """The filter in words, for confirmations and the audit log: "status failed, type pdf".
+
+        It walks the dataclass's fields, so that no field is left out of the words: a field
+        without a wording in `_FILTER_WORDS` is named by its name (and tests/store fail)."""
         parts: list[str] = []
-        if self.statuses:
-            parts.append("status " + " or ".join(str(s) for s in sorted(self.statuses)))
-        if self.type:
-            parts.append(f"type {self.type}")
-        if self.pipeline_id:
-            parts.append(f"pipeline {self.pipeline_id}")
-        if self.user_id is not None:
-            parts.append(f"user {self.user_id}")
-        if self.created_from:
-            parts.append(f"created since {self.created_from:%Y-%m-%d %H:%M} UTC")
-        if self.created_to:
-            parts.append(f"created before {self.created_to:%Y-%m-%d %H:%M} UTC")
-        if self.search and self.search.strip():
-            parts.append(f"matching “{self.search.strip()}”")
-        parts.extend(term.describe() for term in self.input_terms)
-        if self.fingerprint:
-            parts.append(f"error “{self.fingerprint}”")
+        for spec in fields(self):
+            value = getattr(self, spec.name)
+            if value is None or value == () or value == frozenset() or (isinstance(value, str) and not value.strip()):
+                continue
+            words = _FILTER_WORDS.get(spec.name)
+            parts.extend(words(value) if words is not None else [f"{spec.name} {value}"])
         return ", ".join(parts) or "all jobs"
+
+
+def _when(value: datetime) -> str:
+    return f"{value:%Y-%m-%d %H:%M} UTC"
+
+
+# How each field of JobFilter is said, in the order of the fields; each gives its phrases.
+_FILTER_WORDS: dict[str, Callable[[Any], list[str]]] = {
+    "statuses": lambda v: ["status " + " or ".join(str(s) for s in sorted(v))],
+    "type": lambda v: [f"type {v}"],
+    "type_pattern": lambda v: [f"type {v}"],  # the glob shows itself: type video.*
+    "pipeline_id": lambda v: [f"pipeline {v}"],
+    "user_id": lambda v: [f"user {v}"],
+    "created_from": lambda v: [f"created since {_when(v)}"],
+    "created_to": lambda v: [f"created before {_when(v)}"],
+    "search": lambda v: [f"text “{v.strip()}”"],
+    "error": lambda v: [f"error containing “{v.strip()}”"],
+    "fingerprint": lambda v: [f"error “{v}”"],
+    "input_terms": lambda v: [term.describe() for term in v],
+}
 
 
 def escape_like(text: str) -> str:

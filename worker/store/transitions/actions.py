@@ -183,8 +183,10 @@ async def cancel_pipeline(conn: asyncpg.Connection, pipeline_id: str, actor: Act
         return await cancel(conn, [r["id"] for r in rows], actor)
 
 
-async def approve(conn: asyncpg.Connection, job_ids: Sequence[str], actor: Actor) -> list[str]:
-    """Complete jobs held for approval, release their dependants and create their next jobs."""
+async def approve(conn: asyncpg.Connection, job_ids: Sequence[str], actor: Actor, *,
+                  reason: str | None = None) -> list[str]:
+    """Complete jobs held for approval, release their dependants and create their next jobs;
+    `reason` goes to the audit log (a bulk approval's filter)."""
     async with conn.transaction():
         rows = await _lock_and_check(conn, "approve", job_ids)
         ids = [r["id"] for r in rows]
@@ -195,12 +197,14 @@ async def approve(conn: asyncpg.Connection, job_ids: Sequence[str], actor: Actor
         children = [JobCreate.from_json(c) for r in rows for c in (r["pending_next_jobs"] or [])]
         if children:
             await enqueue(conn, children)
-        await _audit(conn, actor, "approve", ids)
+        await _audit(conn, actor, "approve", ids, reason)
     return ids
 
 
-async def reject(conn: asyncpg.Connection, job_ids: Sequence[str], reason: str, actor: Actor) -> list[str]:
-    """Fail jobs held for approval, with the reason as their error."""
+async def reject(conn: asyncpg.Connection, job_ids: Sequence[str], reason: str, actor: Actor, *,
+                 note: str | None = None) -> list[str]:
+    """Fail jobs held for approval, with the reason as their error; `note` follows the reason in
+    the audit log (a bulk rejection's filter)."""
     if not reason or not reason.strip():
         raise InvalidJob("a rejection needs a reason")
     error = f"rejected: {reason.strip()}"
@@ -211,5 +215,5 @@ async def reject(conn: asyncpg.Connection, job_ids: Sequence[str], reason: str, 
             UPDATE jobs SET status = 'failed', error_message = $2, error_fingerprint = $3, updated_at = now(),
                             pending_next_jobs = NULL
              WHERE id = ANY($1::text[])""", ids, error, fingerprint(error))
-        await _audit(conn, actor, "reject", ids, reason.strip())
+        await _audit(conn, actor, "reject", ids, reason.strip() + (f" ({note})" if note else ""))
     return ids
