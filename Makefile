@@ -6,6 +6,18 @@ STAMP  := $(VENV)/.installed
 # The core's dependencies as wheels: the suite installs the built package from here, offline.
 WHEELHOUSE := $(VENV)/wheelhouse
 
+# The checkout's links, `jobdesk` -> worker and `worker/console` -> ../desktop: the type check and the
+# import contracts read the package through them. A clone without them (git on Windows without Developer
+# Mode, or core.symlinks=false) still installs and builds (setup.py maps the real folders), but cannot lint.
+LINKED_GOALS := lint test
+ifneq ($(filter $(LINKED_GOALS),$(MAKECMDGOALS)),)
+ifneq ($(shell test -L jobdesk && test -L worker/console && echo linked),linked)
+$(error the links jobdesk -> worker and worker/console -> ../desktop are plain files in this checkout: \
+restore them with `git config core.symlinks true && git checkout -- jobdesk worker/console` (on Windows, turn on Developer Mode first); \
+`make dist-pypi` and `make dist` build without them)
+endif
+endif
+
 .PHONY: run test venv bytecode venv-django worker demo db bench bench-backlog bench-claim bench-trickle bench-enqueue bench-app-tx bench-console bench-dag bench-pipelines bench-bulk bench-failures bench-metrics bench-list bench-durable bench-executors bench-flow bench-progress bench-tracing bench-report lint clean screenshots dist dist-pypi schema docs docs-check
 
 $(STAMP): pyproject.toml

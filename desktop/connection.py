@@ -23,7 +23,7 @@ from jobdesk.core.errors import DatabaseUnavailable, JobdeskError
 from jobdesk.core.settings import Settings
 from jobdesk.service.jobs import JobService, prepare_schema
 from jobdesk.store.db import CONNECTION_ERRORS, Database, describe, is_starting_up
-from jobdesk.store.listen_supervisor import ListenerSupervisor
+from jobdesk.store.listen_supervisor import ListenerSupervisor, ListenTiming, ListenWording
 from jobdesk.store.listener import JOB_CHANGES_CHANNEL, listen_dsn
 
 log = logging.getLogger("jobdesk.console")
@@ -192,9 +192,10 @@ class ConsoleConnection(QObject):
         self._listen = ListenerSupervisor(
             listen_dsn(self.dsn, self.settings), {JOB_CHANGES_CHANNEL: self._on_notify},
             on_listening=self._missed, on_polling=lambda _why: self._missed(), send=client.notify,
-            heartbeat_interval=self.settings.JOB_LISTEN_HEARTBEAT_INTERVAL, check_interval=POLL_S,
-            retry_max=RETRY_MAX_S, relisten_max=RELISTEN_MAX_S, logger=log, subject="live updates",
-            meanwhile=f"polling for changes every {POLL_S:.0f} s", name="console-listener")
+            timing=ListenTiming(heartbeat_interval=self.settings.JOB_LISTEN_HEARTBEAT_INTERVAL, check_interval=POLL_S,
+                                retry_max=RETRY_MAX_S, relisten_max=RELISTEN_MAX_S),
+            wording=ListenWording(subject="live updates", logger=log, name="console-listener",
+                                  meanwhile=f"polling for changes every {POLL_S:.0f} s"))
         await self._listen.start()
 
     def _missed(self) -> None:

@@ -8,12 +8,13 @@ task (the loop's exception handler, and `jobdesk.console.tasks.spawn`)."""
 from __future__ import annotations
 
 import asyncio
+import enum
 import logging
 import sys
 import traceback
 from collections.abc import Awaitable, Callable
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from jobdesk.core.errors import JobdeskError
 from jobdesk.store.db import EXPECTED_DB_ERRORS
@@ -33,6 +34,26 @@ def reason(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
+class Refused(enum.Enum):
+    """What `await_or_refuse` gives for work that failed as expected (its own None is a value)."""
+
+    REFUSED = "refused"
+
+
+REFUSED = Refused.REFUSED
+
+
+async def await_or_refuse(work: Awaitable[T], refused: Callable[[BaseException], None]) -> T | Literal[Refused.REFUSED]:
+    """Await `work` (a read or an action) and give what it gives. An expected failure goes to
+    `refused`, which shows it where the work was asked for, and gives REFUSED; a bug goes on to
+    the error hook, and a cancellation (a newer load taking over) ends the caller as well."""
+    try:
+        return await work
+    except EXPECTED as exc:
+        refused(exc)
+        return REFUSED
+
+
 async def attempt(work: Awaitable[T], busy: Callable[[bool], None],
                   refused: Callable[[BaseException], None]) -> T | None:
     """Await `work` (an action whose result is never None) between `busy(True)` and
@@ -40,12 +61,10 @@ async def attempt(work: Awaitable[T], busy: Callable[[bool], None],
     the action was asked for, and gives None; a bug goes on to the error hook."""
     busy(True)
     try:
-        return await work
-    except EXPECTED as exc:
-        refused(exc)
-        return None
+        done = await await_or_refuse(work, refused)
     finally:
         busy(False)
+    return None if done is REFUSED else done
 
 
 def report_bug(exc: BaseException, where: str = "") -> None:

@@ -2,7 +2,7 @@
 
     python -m jobdesk.console.screenshots [OUTPUT_FOLDER]
 
-It starts a private embedded PostgreSQL, fills it with `worker.showcase` (the demo pipelines and
+It starts a private embedded PostgreSQL, fills it with `jobdesk.cli.showcase` (the demo pipelines and
 a few failing jobs run through a real worker), then opens the console on that database and
 saves one picture per view, style and window size: `console-light.png` at 1280×900, and
 `console-light-1920x1080.png` at 1920×1080; and the console on a viewer's connection,
@@ -16,6 +16,7 @@ import os
 import shutil
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
@@ -33,6 +34,28 @@ from jobdesk.embedded.server import EmbeddedServer
 from jobdesk.service.jobs import migrate_database
 
 SIZES = [(1280, 900), (1920, 1080)]
+POLL_S = 0.05
+
+
+async def until(condition: Callable[[], object], tries: int = 200) -> None:
+    """Wait until `condition()` holds, checking every POLL_S, for at most `tries` checks: past
+    them the picture is taken as the view then is."""
+    for _ in range(tries):
+        if condition():
+            return
+        await asyncio.sleep(POLL_S)
+
+
+def open_window(app: QApplication, dsn: str, dark: bool, size: tuple[int, int]) -> tuple[MainWindow, ConsoleConnection]:
+    """A console window on `dsn`, in the given style and size, shown and connecting."""
+    apply_style(app, dark)
+    connection = ConsoleConnection(dsn, load_settings(DATABASE_URL=dsn, JOBDESK_AUTOSTART_WORKER=False),
+                                   embedded=True)
+    window = MainWindow(connection)
+    window.resize(*size)
+    window.show()
+    connection.start()
+    return window, connection
 
 
 def name(view: str, dark: bool, size: tuple[int, int]) -> str:
@@ -59,17 +82,8 @@ async def shoot(app: QApplication, dsn: str, out: Path) -> list[Path]:
 async def shoot_window(app: QApplication, dsn: str, out: Path, dark: bool, size: tuple[int, int]) -> list[Path]:
     """Every view but Metrics, in one window."""
     saved = []
-    apply_style(app, dark)
-    settings = load_settings(DATABASE_URL=dsn, JOBDESK_AUTOSTART_WORKER=False)
-    connection = ConsoleConnection(dsn, settings, embedded=True)
-    window = MainWindow(connection)
-    window.resize(*size)
-    window.show()
-    connection.start()
-    for _ in range(200):
-        if window.model.rowCount() > 0:
-            break
-        await asyncio.sleep(0.05)
+    window, connection = open_window(app, dsn, dark, size)
+    await until(lambda: window.model.rowCount() > 0)
     await window.refresh_counts()
     failed = next((i for i in range(window.model.rowCount())
                    if window.model.row_at(i).status.value == "failed"), 0)  # type: ignore[union-attr]
@@ -101,10 +115,7 @@ async def shoot_workers(window: MainWindow, path: Path) -> Path:
     """The whole window with the Workers dock opened from the toolbar (it is closed by default)."""
     window.tabs.setCurrentWidget(window.jobs)
     window.workers.dock_action.trigger()
-    for _ in range(100):
-        if window.workers.panel.model.rowCount() > 0:
-            break
-        await asyncio.sleep(0.05)
+    await until(lambda: window.workers.panel.model.rowCount() > 0, tries=100)
     await asyncio.sleep(0.5)
     window.grab().save(str(path))
     window.workers.dock_action.trigger()
@@ -113,18 +124,9 @@ async def shoot_workers(window: MainWindow, path: Path) -> Path:
 
 async def shoot_metrics(app: QApplication, dsn: str, dark: bool, path: Path, size: tuple[int, int]) -> Path:
     """The Metrics tab over the last hour."""
-    apply_style(app, dark)
-    connection = ConsoleConnection(dsn, load_settings(DATABASE_URL=dsn, JOBDESK_AUTOSTART_WORKER=False),
-                                   embedded=True)
-    window = MainWindow(connection)
-    window.resize(*size)
-    window.show()
-    connection.start()
+    window, connection = open_window(app, dsn, dark, size)
     window.tabs.setCurrentWidget(window.metrics)
-    for _ in range(200):
-        if window.metrics.metrics is not None:
-            break
-        await asyncio.sleep(0.05)
+    await until(lambda: window.metrics.metrics is not None)
     await asyncio.sleep(0.8)
     window.grab().save(str(path))
     await connection.close()
@@ -159,19 +161,13 @@ async def shoot_pipelines(window: MainWindow, path: Path) -> Path:
     """The Pipelines tab with a pipeline's DAG open, preferring one that needs attention."""
     tab = window.pipelines
     window.tabs.setCurrentWidget(tab)
-    for _ in range(200):
-        if tab.model.rowCount() > 0:
-            break
-        await asyncio.sleep(0.05)
+    await until(lambda: tab.model.rowCount() > 0)
     rows = [tab.model.row_at(i) for i in range(tab.model.rowCount())]
     wanted = ("waiting_approval", "failed", "running", "completed")
     pick = min(range(len(rows)), key=lambda i: wanted.index(rows[i].status.value)  # type: ignore[union-attr]
                if rows[i].status.value in wanted else len(wanted))  # type: ignore[union-attr]
     tab.table.selectRow(pick)
-    for _ in range(200):
-        if tab.dag.nodes:
-            break
-        await asyncio.sleep(0.05)
+    await until(lambda: tab.dag.nodes)
     await asyncio.sleep(0.5)
     tab.dag.fit()
     focus = tab.dag.focus_node()
@@ -186,14 +182,8 @@ async def shoot_schedules(window: MainWindow, path: Path) -> Path:
     """The Schedules tab with the every-second schedule selected, its jobs below."""
     tab = window.schedules
     window.tabs.setCurrentWidget(tab)
-    for _ in range(200):
-        if tab.model.rowCount() > 0 and tab.select("heartbeat"):
-            break
-        await asyncio.sleep(0.05)
-    for _ in range(100):
-        if tab.ticks.rowCount() > 0:
-            break
-        await asyncio.sleep(0.05)
+    await until(lambda: tab.model.rowCount() > 0 and tab.select("heartbeat"))
+    await until(lambda: tab.ticks.rowCount() > 0, tries=100)
     await asyncio.sleep(0.3)
     window.grab().save(str(path))
     return path
@@ -203,10 +193,8 @@ async def shoot_approvals(window: MainWindow, path: Path) -> Path:
     """The Approvals tab with its first job and that job's result."""
     tab = window.approvals
     window.tabs.setCurrentWidget(tab)
-    for _ in range(200):
-        if tab.model.rowCount() > 0 and tab.selected_rows() and tab.result_view.raw.toPlainText() != "(none)":
-            break
-        await asyncio.sleep(0.05)
+    await until(lambda: tab.model.rowCount() > 0 and tab.selected_rows()
+                and tab.result_view.raw.toPlainText() != "(none)")
     await asyncio.sleep(0.5)
     window.grab().save(str(path))
     return path
@@ -216,15 +204,9 @@ async def shoot_failures(window: MainWindow, path: Path) -> Path:
     """The Failures tab with its largest group selected, showing the sample traceback."""
     tab = window.failures
     window.tabs.setCurrentWidget(tab)
-    for _ in range(200):
-        if tab.model.rowCount() > 0:
-            break
-        await asyncio.sleep(0.05)
+    await until(lambda: tab.model.rowCount() > 0)
     tab.table.selectRow(0)
-    for _ in range(100):
-        if tab.traceback_view.toPlainText():
-            break
-        await asyncio.sleep(0.05)
+    await until(lambda: tab.traceback_view.toPlainText(), tries=100)
     await asyncio.sleep(0.5)
     window.grab().save(str(path))
     return path
@@ -236,10 +218,7 @@ async def shoot_new_job(window: MainWindow, path: Path) -> Path:
     window.new_job()
     dialog = window.new_job_dialog
     assert dialog is not None
-    for _ in range(100):
-        if dialog.type_combo.count() > 0:
-            break
-        await asyncio.sleep(0.05)
+    await until(lambda: dialog.type_combo.count() > 0, tries=100)
     dialog.type_combo.setCurrentText("echo")
     dialog.input_edit.setPlainText('{\n  "hello": "world",\n  "count": 3\n}')
     dialog.priority.setValue(5)

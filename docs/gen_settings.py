@@ -58,10 +58,8 @@ These are read outside the settings above:
 
 
 def settings_class() -> type:
-    try:
-        from jobdesk.core.settings import Settings
-    except ImportError:
-        from worker.settings import Settings  # type: ignore[no-redef]
+    from jobdesk.core.settings import Settings
+
     return Settings
 
 

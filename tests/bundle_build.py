@@ -6,6 +6,9 @@ the bundle's tests (moved to the end of the run) find it built.
 
 On several processes (pytest-xdist), the controller builds once, and each worker waits for that
 build through the folder named in WORKSPACE_ENV: where the build's exit code appears when it ends.
+
+It builds from a clone whose links are plain files (`git clone -c core.symlinks=false`, as on Windows
+without Developer Mode): jobdesk.spec reads the real folders, worker/ and desktop/.
 """
 
 from __future__ import annotations
@@ -19,7 +22,8 @@ import threading
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.packaging.source_tree import clone_without_links
+
 BUILD_TIMEOUT_S = 480
 WORKSPACE_ENV = "JOBDESK_TEST_BUNDLE_WORKSPACE"
 EXIT_CODE = "exit-code"  # written into the workspace when the build ends
@@ -33,17 +37,19 @@ class BundleBuild:
         self.workspace = Path(tempfile.mkdtemp(prefix="jdbundle-"))
         self.workspace.chmod(0o755)
         self.log = self.workspace / "build.log"
+        source = clone_without_links(self.workspace / "source")
         with open(self.log, "w") as out:
             self.proc = subprocess.Popen(
                 ["nice", "-n", "10", sys.executable, "-m", "PyInstaller", "--noconfirm", "--log-level", "WARN",
                  "--distpath", str(self.workspace / "dist"), "--workpath", str(self.workspace / "build"),
-                 str(ROOT / "jobdesk.spec")], cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
+                 str(source / "jobdesk.spec")], cwd=source, stdout=out, stderr=subprocess.STDOUT)
         threading.Thread(target=self._record_exit, name="bundle-build", daemon=True).start()
 
     def _record_exit(self) -> None:
         code = self.proc.wait()
         if code == 0:
             shutil.rmtree(self.workspace / "build", ignore_errors=True)
+            shutil.rmtree(self.workspace / "source", ignore_errors=True)
         (self.workspace / EXIT_CODE).write_text(str(code))
 
     def wait(self) -> Path:

@@ -13,7 +13,7 @@ from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QSplitter, QToolButton, QVBoxLayout, QWidget
 
 from jobdesk.console.connection import ConsoleConnection
-from jobdesk.console.errors import EXPECTED
+from jobdesk.console.errors import EXPECTED, REFUSED, await_or_refuse
 from jobdesk.console.jobs.job_actions import JobActions
 from jobdesk.console.jobs.job_detail import JsonView
 from jobdesk.console.jobs.job_table_model import COL_CREATED, COL_ID, COL_PIPELINE, COL_TYPE, COLUMNS, JobTableModel
@@ -163,11 +163,7 @@ class ApprovalsTab(QWidget):
         self._result_task = spawn(self._load_result(row.id), "approval-result")
 
     async def _load_result(self, job_id: str) -> None:
-        try:
-            detail = await self.connection.run(lambda jobs: jobs.job_detail(job_id))
-        except asyncio.CancelledError:
-            raise
-        except EXPECTED as exc:  # expected failures are messages; bugs reach the error hook
-            self.heading.setText(f"cannot load job {short_id(job_id)}: {exc}")
-            return
-        self.result_view.show_value(detail.job.result_data)
+        detail = await await_or_refuse(self.connection.run(lambda jobs: jobs.job_detail(job_id)), lambda exc:
+                                       self.heading.setText(f"cannot load job {short_id(job_id)}: {exc}"))
+        if detail is not REFUSED:
+            self.result_view.show_value(detail.job.result_data)

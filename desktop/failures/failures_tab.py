@@ -24,7 +24,7 @@ from PySide6.QtWidgets import (
 
 from jobdesk.console.access import gate
 from jobdesk.console.connection import ConsoleConnection
-from jobdesk.console.errors import EXPECTED, reason
+from jobdesk.console.errors import REFUSED, await_or_refuse, reason
 from jobdesk.console.failures.failure_model import COL_ERROR, FailureGroupModel
 from jobdesk.console.jobs.job_detail import monospace
 from jobdesk.console.list_table import list_table
@@ -142,10 +142,9 @@ class FailuresTab(QWidget):
     async def load(self) -> None:
         """Fetch the groups and show them, keeping the selected group selected."""
         selected = self.selected_group()
-        try:
-            groups = await self.connection.run(lambda jobs: jobs.failure_groups())
-        except EXPECTED as exc:  # expected failures are messages; bugs reach the error hook
-            self.message.emit(f"cannot load the failures: {reason(exc)}")
+        groups = await await_or_refuse(self.connection.run(lambda jobs: jobs.failure_groups()), lambda exc:
+                                       self.message.emit(f"cannot load the failures: {reason(exc)}"))
+        if groups is REFUSED:
             return
         self.model.set_groups(groups)
         total = sum(g.failed_jobs for g in groups)
@@ -191,12 +190,9 @@ class FailuresTab(QWidget):
     _sample_fingerprint: str | None = None
 
     async def _load_sample(self, fingerprint: str) -> None:
-        try:
-            sample = await self.connection.run(lambda jobs: jobs.failure_sample(fingerprint))
-        except asyncio.CancelledError:
-            raise
-        except EXPECTED as exc:  # expected failures are messages; bugs reach the error hook
-            self.message.emit(f"cannot load the group's newest failure: {reason(exc)}")
+        sample = await await_or_refuse(self.connection.run(lambda jobs: jobs.failure_sample(fingerprint)), lambda exc:
+                                       self.message.emit(f"cannot load the group's newest failure: {reason(exc)}"))
+        if sample is REFUSED:
             return
         self.sample, self._sample_fingerprint = sample, fingerprint
         if sample is None:

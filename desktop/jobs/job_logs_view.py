@@ -14,7 +14,7 @@ from PySide6.QtCore import QTimer
 from PySide6.QtGui import QFontDatabase, QTextCursor
 from PySide6.QtWidgets import QLabel, QPlainTextEdit, QVBoxLayout, QWidget
 
-from jobdesk.console.errors import EXPECTED
+from jobdesk.console.errors import REFUSED, await_or_refuse
 from jobdesk.console.table_model import Query
 from jobdesk.console.tasks import spawn
 from jobdesk.core.job_report import LOGS_FINISHED, JobLogLine
@@ -109,16 +109,13 @@ class JobLogsView(QWidget):
         assert self.query is not None
         after = self.after
         try:
-            lines: list[JobLogLine] = await self.query(
-                lambda jobs: jobs.job_logs(job_id, after=after, limit=READ_LIMIT))
-        except asyncio.CancelledError:
-            raise
-        except EXPECTED as exc:
-            self._tell(f"cannot read the log lines: {exc}")
-            return
+            lines = await await_or_refuse(self.query(lambda jobs: jobs.job_logs(job_id, after=after, limit=READ_LIMIT)),
+                                          lambda exc: self._tell(f"cannot read the log lines: {exc}"))
         finally:
             if self._reading is asyncio.current_task():
                 self._reading = None
+        if lines is REFUSED:
+            return
         if job_id != self.job_id:
             return
         self._append(lines)

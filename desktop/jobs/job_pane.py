@@ -15,7 +15,7 @@ from PySide6.QtCore import QObject, Signal
 from PySide6.QtWidgets import QScrollArea, QWidget
 
 from jobdesk.console.connection import ConsoleConnection
-from jobdesk.console.errors import EXPECTED
+from jobdesk.console.errors import REFUSED, await_or_refuse
 from jobdesk.console.jobs.job_detail import JobDetail
 from jobdesk.console.tasks import spawn
 from jobdesk.core.models import short_id
@@ -90,14 +90,12 @@ class JobPane(QObject):
 
     async def _fetch(self, job_id: str) -> None:
         try:
-            detail = await self.connection.run(lambda jobs: jobs.job_detail(job_id))
-        except asyncio.CancelledError:
-            raise
-        except EXPECTED as exc:  # expected failures are messages; bugs reach the error hook
-            self.message.emit(f"cannot load job {short_id(job_id)}: {exc}")
-            return
+            detail = await await_or_refuse(self.connection.run(lambda jobs: jobs.job_detail(job_id)), lambda exc:
+                                           self.message.emit(f"cannot load job {short_id(job_id)}: {exc}"))
         finally:
             if self.loading == job_id:
                 self.loading = None
+        if detail is REFUSED:
+            return
         self.detail.show_job(detail)
         self.shown_job.emit()

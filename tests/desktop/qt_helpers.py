@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import time
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
 import qasync
+from PySide6.QtCore import QCoreApplication, QThread
 from PySide6.QtWidgets import QApplication
 
 T = TypeVar("T")
@@ -42,6 +44,32 @@ def run_qasync(app: QApplication, coro: Coroutine[Any, Any, T], timeout: float =
         if pending:
             _loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
         asyncio.set_event_loop(previous)
+
+
+def close_loop() -> None:
+    """Close the shared loop at the end of the run. That ends the threads of its default executor
+    (qasync's QThreadExecutor, started by the first `run_in_executor`, such as a worker's stop of its
+    lease thread): left running, Qt says `QThread: Destroyed while thread '' is still running` as the
+    process exits."""
+    global _loop
+    if _loop is not None:
+        _loop.close()
+        _loop = None
+
+
+def running_qthreads() -> list[QThread]:
+    """The QThreads made from Python that still run (the application's own thread aside)."""
+    app = QCoreApplication.instance()
+    main = app.thread() if app is not None else None
+    found = []
+    for obj in gc.get_objects():
+        if isinstance(obj, QThread) and obj is not main:
+            try:
+                if obj.isRunning():
+                    found.append(obj)
+            except RuntimeError:  # its Qt object is already deleted
+                continue
+    return found
 
 
 async def until(predicate: Callable[[], Any], timeout: float = 10.0, what: str = "condition") -> Any:

@@ -73,3 +73,17 @@ def test_a_bug_in_a_qt_slot_reaches_the_same_hook(qapp: QApplication, monkeypatc
     [box] = bug_dialogs()
     assert "KeyError" in box.text() and "selected_row" in box.text()
     close_dialogs()
+
+
+async def test_a_read_gives_its_value_none_included_or_refused_after_reporting_an_expected_failure() -> None:
+    told: list[str] = []
+
+    async def nothing() -> None:
+        return None
+
+    assert await errors.await_or_refuse(nothing(), lambda exc: told.append(str(exc))) is None  # a value, not a refusal
+    assert await errors.await_or_refuse(unreachable(), lambda exc: told.append(errors.reason(exc))) is errors.REFUSED
+    assert told == ["cannot connect to PostgreSQL at jobs on db:5432: refused"]
+    with pytest.raises(RuntimeError, match="off by one"):  # a bug goes on to the error hook
+        await errors.await_or_refuse(boom(), told.append)
+    assert len(told) == 1

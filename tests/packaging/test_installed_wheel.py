@@ -1,5 +1,7 @@
 """jobdesk as a backend developer gets it: the built wheel, core extra only, in a virtual
-environment of its own outside the checkout, used from an empty folder of their project."""
+environment of its own outside the checkout, used from an empty folder of their project. The wheel
+is built from a clone whose links are plain files (`git clone -c core.symlinks=false`, as on Windows
+without Developer Mode): the build reads the real folders, worker/ and desktop/."""
 
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ import pytest
 
 from jobdesk.embedded.server import EmbeddedServer
 from tests import pg
-from tests.packaging.source_tree import copy_source
+from tests.packaging.source_tree import clone_without_links
 
 WHEELHOUSE = Path(sys.prefix) / "wheelhouse"  # filled by `make test` (pip download .)
 
@@ -139,9 +141,10 @@ def _run(argv: list[str], **kw: object) -> subprocess.CompletedProcess[str]:
 
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """A fresh virtual environment with the wheel built from this checkout, core extra only."""
+    """A fresh virtual environment with the wheel built from this checkout, cloned without its
+    links, core extra only."""
     work = tmp_path_factory.mktemp("wheel")
-    source = copy_source(work / "source")
+    source = clone_without_links(work / "source")
     if not WHEELHOUSE.is_dir():
         done = _run([sys.executable, "-m", "pip", "download", "--quiet", "--dest", str(WHEELHOUSE), str(source)])
         assert done.returncode == 0, done.stderr

@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator
 import asyncpg
 import pytest
 
-from jobdesk.store.listen_supervisor import Cause, ListenerSupervisor, Polling
+from jobdesk.store.listen_supervisor import Cause, ListenerSupervisor, ListenTiming, ListenWording, Polling
 from jobdesk.store.listener import NO_LISTEN_REASON, Listener, Sender
 from tests import pg
 from tests.helpers import wait_for
@@ -37,10 +37,11 @@ class Owner:
     def supervisor(self, dsn: str | None, *, send: Sender | None = None,
                    cls: type[ListenerSupervisor] = ListenerSupervisor) -> ListenerSupervisor:
         return cls(dsn, {CHANNEL: self.payloads.append}, on_listening=self.listening,
-                                  on_polling=self.polling, send=send, heartbeat_interval=0.3,
-                                  check_interval=0.05, retry_min=0.05, retry_max=0.2, relisten_max=0.6,
-                                  logger=logging.getLogger(LOGGER), subject="test changes",
-                                  meanwhile="polling every 0.1 s", name="test-listener")
+                   on_polling=self.polling, send=send,
+                   timing=ListenTiming(heartbeat_interval=0.3, check_interval=0.05, retry_min=0.05, retry_max=0.2,
+                                       relisten_max=0.6),
+                   wording=ListenWording(subject="test changes", meanwhile="polling every 0.1 s",
+                                         logger=logging.getLogger(LOGGER), name="test-listener"))
 
     @property
     def causes(self) -> list[str | Cause]:

@@ -15,7 +15,7 @@ from datetime import datetime
 from jobdesk.core.settings import Settings
 from jobdesk.store.job_waiters import JobWaiters
 from jobdesk.store.jobs import JobRow
-from jobdesk.store.listen_supervisor import ListenerSupervisor
+from jobdesk.store.listen_supervisor import ListenerSupervisor, ListenTiming, ListenWording
 from jobdesk.store.listener import JOB_CHANGES_CHANNEL, Sender, listen_dsn
 
 log = logging.getLogger("jobdesk.api.events")
@@ -61,9 +61,11 @@ class ChangeHub:
         self._listen = ListenerSupervisor(
             listen_dsn(self._dsn, self._settings), self._handlers,
             on_listening=self.wake_all,  # changes may have been missed while not listening
-            send=self._send, heartbeat_interval=self._settings.JOB_LISTEN_HEARTBEAT_INTERVAL, retry_min=1.0,
-            logger=log, subject="job changes", name="api-listener", no_listen_level=logging.WARNING,
-            meanwhile=f"waiting requests read their jobs' versions every {POLL_S:g} s")
+            send=self._send,
+            timing=ListenTiming(heartbeat_interval=self._settings.JOB_LISTEN_HEARTBEAT_INTERVAL, retry_min=1.0),
+            wording=ListenWording(subject="job changes", logger=log, name="api-listener",
+                                  no_listen_level=logging.WARNING,
+                                  meanwhile=f"waiting requests read their jobs' versions every {POLL_S:g} s"))
         await self._listen.start()
         self._tasks.append(asyncio.create_task(self._poll(), name="api-change-poll"))
 

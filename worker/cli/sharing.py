@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import sys
 from collections.abc import Callable
-from importlib import import_module
+from importlib import import_module  # noqa: TID251 - the console, named: a headless engine has no Qt
 
 from jobdesk.cli.arguments import ArgumentParser, Subparsers, search_arg, status_arg
 from jobdesk.cli.jobs import list_filter

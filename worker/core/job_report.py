@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from jobdesk.core.pg_text import escaped
+
 # A job in these statuses runs no more (held for approval, its processor has returned): its log
 # lines are all written, since a worker writes them before the outcome.
 LOGS_FINISHED = frozenset({"completed", "failed", "cancelled", "waiting_approval"})
@@ -46,22 +48,6 @@ class Reported:
 
 
 DONE = Reported()
-
-
-def escaped(text: str) -> str:
-    """`text` as PostgreSQL can store it: NUL characters and unpaired surrogates written out as
-    backslash escapes (`\\x00`, `\\udc80`), everything else unchanged."""
-    if "\x00" not in text and (text.isascii() or _encodes(text)):
-        return text
-    return text.replace("\x00", "\\x00").encode("utf-8", "backslashreplace").decode("utf-8")
-
-
-def _encodes(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 def check_fraction(fraction: object) -> float:

@@ -3,7 +3,7 @@ only what its caller uses."""
 
 from __future__ import annotations
 
-from importlib import import_module
+from importlib import import_module  # noqa: TID251 - a package's own table of lazily loaded names
 from typing import Any
 
 

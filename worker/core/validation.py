@@ -15,6 +15,7 @@ from itertools import chain
 
 from jobdesk.core.errors import InvalidJob
 from jobdesk.core.models import JobCreate
+from jobdesk.core.pg_text import is_unicode, storable_text
 
 _NUL = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")  # an escaped NUL, not an escaped backslash before "u0000"
 
@@ -33,27 +34,10 @@ def json_text(value: object, what: str = "the value", *, job_id: str | None = No
     if "\\u0000" in text and _NUL.search(text):
         raise InvalidJob(f"{what} contains a NUL character (\\u0000), which PostgreSQL cannot store",
                          job_id=job_id, field=field)
-    if not _is_unicode(text):
+    if not is_unicode(text):
         raise InvalidJob(f"{what} contains an unpaired surrogate (like \\ud800), which is not Unicode text",
                          job_id=job_id, field=field)
     return text
-
-
-def _is_unicode(text: str) -> bool:
-    """False for a string holding an unpaired surrogate, which UTF-8 cannot encode. ASCII text,
-    nearly every job's, is answered without encoding it."""
-    if text.isascii():
-        return True
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
-def storable_text(text: str) -> bool:
-    """Whether PostgreSQL can store this string: no NUL character, no unpaired surrogate."""
-    return "\x00" not in text and _is_unicode(text)
 
 
 def _check_text_fields(job: JobCreate) -> None:

@@ -48,6 +48,7 @@ from django.utils.module_loading import import_string
 from jobdesk.core.errors import JobdeskError, JobNotFound
 from jobdesk.core.models import Job, ProcessorResult, Status
 from jobdesk.core.processor import BaseProcessor
+from jobdesk.service.foreign import ConnectionKind, register_connection_kind
 from jobdesk.service.jobs import JobService
 from jobdesk.service.read_models import Attempt, JobDetail
 from jobdesk.service.sync_client import SyncJobClient
@@ -84,6 +85,10 @@ def driver_connection(connection: object) -> object | None:
         return None
     connection.ensure_connection()
     return connection.connection
+
+
+# SyncJobClient's connection= takes Django's connection (loaded by the entry point `jobdesk.connections: django`).
+register_connection_kind("django", ConnectionKind(sync_driver=driver_connection))
 
 
 class _SyncService(SyncJobClient):
@@ -297,7 +302,7 @@ def django_processors(settings_module: str) -> dict[str, BaseProcessor]:
     found: dict[str, BaseProcessor] = {}
     for app in apps.get_app_configs():
         try:
-            module = importlib.import_module(f"{app.name}.tasks")
+            module = importlib.import_module(f"{app.name}.tasks")  # noqa: TID251 - the project's apps
         except ModuleNotFoundError as exc:
             if exc.name != f"{app.name}.tasks":
                 raise

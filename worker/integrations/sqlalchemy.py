@@ -12,12 +12,16 @@ A `Session` (or `Connection`) over psycopg 3 goes to `SyncJobClient`; an `AsyncS
 `AsyncConnection`) over asyncpg or psycopg 3 to `JobClient`. The job is written through the
 session's own database connection, in the transaction the session has open (one is begun if it
 has none yet, as any statement of the session's would): it exists if and only if the session
-commits. This module finds that connection; `jobdesk.store.foreign` writes through it.
+commits. This module finds that connection, and registers itself with `jobdesk.service.foreign` as
+it is imported (loaded by the entry point `jobdesk.connections: sqlalchemy` when a SQLAlchemy object
+is first given); `jobdesk.store.foreign` writes through it.
 """
 
 from __future__ import annotations
 
 from typing import Any
+
+from jobdesk.service.foreign import ConnectionKind, register_connection_kind
 
 
 def _driver_of(dbapi_connection: Any) -> object:  # noqa: ANN401 - SQLAlchemy's pooled connection
@@ -57,5 +61,8 @@ async def async_driver_connection(session: object) -> object | None:
         await session.execute(text("SELECT 1"))
     return driver
 
+
+register_connection_kind("sqlalchemy", ConnectionKind(sync_driver=sync_driver_connection,
+                                                      async_driver=async_driver_connection))
 
 __all__ = ["async_driver_connection", "sync_driver_connection"]

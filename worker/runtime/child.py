@@ -89,7 +89,7 @@ class ChildJob(SyncJob):
 
 
 def load_class(module: str, qualname: str) -> type[Any]:
-    target: Any = importlib.import_module(module)
+    target: Any = importlib.import_module(module)  # noqa: TID251 - the user's processor
     for part in qualname.split("."):
         target = getattr(target, part)
     return target  # type: ignore[no-any-return]

@@ -29,15 +29,13 @@ from jobdesk.core.processor import (
     timeout_text,
 )
 from jobdesk.core.sync_job import AwaitableReports
-from jobdesk.runtime.job_reports import Reports, current_job
-from jobdesk.runtime.outcomes import Outcomes
+from jobdesk.runtime.job_reports import current_job
+from jobdesk.runtime.parts import RunAids, Shared, TimeLimits
 from jobdesk.runtime.threads import JobThreads, ThreadJob
 from jobdesk.store import transitions
 
 if TYPE_CHECKING:
-    from jobdesk.observe.metrics import WorkerMetrics
-    from jobdesk.runtime.durable import Durability
-    from jobdesk.runtime.pump import Kicks
+    pass
 
 log = logging.getLogger("jobdesk.worker")
 
@@ -112,36 +110,33 @@ class Execution:
     """The jobs a worker runs (`running`, at most `concurrency`) and those claimed that wait for
     a slot (`ready`). A job that ends hands its outcome to `outcomes` and wakes a pump."""
 
-    def __init__(self, processors: Mapping[str, AnyProcessor], concurrency: int, outcomes: Outcomes,
-                 kicks: Kicks, stop: asyncio.Event, metrics: WorkerMetrics | None,
-                 durability: Durability | None = None, reports: Reports | None = None, *,
-                 threads: JobThreads | None = None, type_timeouts: Mapping[str, float] | None = None,
-                 default_timeout: float | None = None) -> None:
-        """`stop` is set once the worker stops: from then on no job starts. `durability` gives
-        each job its durable calls (`job.step`, `job.sleep`...); `reports` keeps each run's
-        progress and log lines. `threads` run the plain `def` processors; `type_timeouts` and
-        `default_timeout` (JOB_TYPE_TIMEOUTS and JOB_TIMEOUT) limit each run, with the
-        processors' own `timeout`."""
-        self.durability = durability
-        self.reports = reports
+    def __init__(self, processors: Mapping[str, AnyProcessor], concurrency: int, shared: Shared,
+                 aids: RunAids | None = None, limits: TimeLimits | None = None) -> None:
+        """From `shared`: once `stop` is set no job starts. `aids` give each run its durable calls,
+        its progress and log lines and, for plain `def` processors, threads; `limits` limit each run,
+        with the processors' own `timeout`."""
+        aids = aids or RunAids()
+        limits = limits or TimeLimits()
+        self.durability = aids.durability
+        self.reports = aids.reports
         self._side_writes: set[asyncio.Task[None]] = set()
-        self._durable_source = durability.run_for if durability is not None else None
+        self._durable_source = aids.durability.run_for if aids.durability is not None else None
         self.processors = processors
         self.concurrency = concurrency
-        self.outcomes = outcomes
-        self.kicks = kicks
-        self.stop = stop
-        self.metrics = metrics
+        self.outcomes = shared.outcomes
+        self.kicks = shared.kicks
+        self.stop = shared.stop
+        self.metrics = shared.metrics
         self.running: dict[str, tuple[Job, asyncio.Task[None]]] = {}
         self.ready: deque[Job] = deque()  # claimed, waiting for a free slot
         self.avg_run_s: float | None = None
-        self.threads = threads or JobThreads(concurrency)
+        self.threads = aids.threads or JobThreads(concurrency)
         # Per type: where `process` runs and its time limit. None is the fast path (an async
         # processor without a limit): awaited in the job's task as it is, nothing in between.
         self.plans: dict[str, tuple[Executor, float | None] | None] = {}
         for job_type, processor in processors.items():
             executor = executor_of(processor)
-            limit = time_limit(job_type, processor, type_timeouts or {}, default_timeout)
+            limit = time_limit(job_type, processor, limits.per_type, limits.default)
             self.plans[job_type] = None if executor == "async" and limit is None else (executor, limit)
         in_processes = {type(processors[t]).__module__ for t, plan in self.plans.items()
                         if plan is not None and plan[0] == "process"}

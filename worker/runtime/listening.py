@@ -14,7 +14,7 @@ import logging
 from collections.abc import Callable, Mapping
 
 from jobdesk.core.settings import Settings
-from jobdesk.store.listen_supervisor import ListenerSupervisor
+from jobdesk.store.listen_supervisor import ListenerSupervisor, ListenTiming, ListenWording
 from jobdesk.store.listener import Handler, Sender, listen_dsn
 
 log = logging.getLogger("jobdesk.worker")
@@ -27,6 +27,6 @@ def worker_listener(dsn: str, settings: Settings, handlers: Mapping[str, Handler
     carries the heartbeat: a NOTIFY through the worker's pool, the path new jobs are announced by."""
     poll = settings.JOB_PROCESSOR_POLL_INTERVAL
     return ListenerSupervisor(listen_dsn(dsn, settings), handlers, on_listening=on_listening, send=send,
-                              heartbeat_interval=settings.JOB_LISTEN_HEARTBEAT_INTERVAL, logger=log,
-                              subject="new jobs", meanwhile=f"polling for new jobs every {poll:g} s",
-                              name="jobdesk-listener")
+                              timing=ListenTiming(heartbeat_interval=settings.JOB_LISTEN_HEARTBEAT_INTERVAL),
+                              wording=ListenWording(subject="new jobs", logger=log, name="jobdesk-listener",
+                                                    meanwhile=f"polling for new jobs every {poll:g} s"))

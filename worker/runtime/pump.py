@@ -13,9 +13,9 @@ from dataclasses import replace
 
 from jobdesk.core.limits import ClaimLimits, describe
 from jobdesk.core.models import Job
-from jobdesk.runtime.dblink import DbLink
 from jobdesk.runtime.execution import Execution
-from jobdesk.runtime.outcomes import Finished, Outcomes
+from jobdesk.runtime.outcomes import Finished
+from jobdesk.runtime.parts import Claiming, Shared
 from jobdesk.store import flow_limits, transitions, type_limits
 
 log = logging.getLogger("jobdesk.worker")
@@ -107,25 +107,23 @@ class Pumps:
     """The PUMPS claim loops of one worker, and what they share: the slots a claim in flight may
     fill (`_reserved`), the claim limits of its types, and whether claims are paused."""
 
-    def __init__(self, db: DbLink, execution: Execution, outcomes: Outcomes, kicks: Kicks, *, worker_id: str,
-                 types: list[str], poll: float, limits: ClaimLimits, stats: dict[str, int],
-                 stop: asyncio.Event, hearing: Callable[[], bool] = lambda: False) -> None:
-        """`poll`: the longest a pump waits with nothing to do; `stop` is set once the worker
-        stops: from then on the pumps claim nothing, write what finishes, and return.
+    def __init__(self, shared: Shared, execution: Execution, claiming: Claiming,
+                 hearing: Callable[[], bool] = lambda: False) -> None:
+        """Once `shared.stop` is set the pumps claim nothing, write what finishes, and return.
         `hearing()`: whether the worker hears the NOTIFYs of new work now."""
-        self.db = db
+        self.db = shared.db
         self.execution = execution
-        self.outcomes = outcomes
-        self.kicks = kicks
-        self.worker_id = worker_id
-        self.types = types
-        self.poll = poll
-        self.limits = limits
-        self.stats = stats
-        self.stop = stop
+        self.outcomes = shared.outcomes
+        self.kicks = shared.kicks
+        self.worker_id = shared.worker_id
+        self.types = claiming.types
+        self.poll = claiming.poll
+        self.limits = claiming.limits
+        self.stats = shared.stats
+        self.stop = shared.stop
         self.paused = False  # an operator paused claims
         self.paused_types: frozenset[str] = frozenset()  # types paused across the fleet (see type_watch)
-        self._open_types = types  # the types a claim may take: those not paused
+        self._open_types = claiming.types  # the types a claim may take: those not paused
         self.tasks: list[asyncio.Task[None]] = []
         self._reserved = 0  # slots a claim in flight may fill
         self._free_idle_since: float | None = None  # the unlimited types had nothing to claim (see _round)

@@ -36,7 +36,7 @@ def _map_of(module: ModuleType, origin: str) -> dict[str, type[AnyProcessor]]:
 
 def _import(name: str, origin: str) -> ModuleType:
     try:
-        return importlib.import_module(name)
+        return importlib.import_module(name)  # noqa: TID251 - the user's processor module
     except ImportError as exc:
         raise ProcessorLoadError(f"cannot import processor module {name!r} ({origin}): {exc}") from exc
     except Exception as exc:

@@ -35,6 +35,7 @@ from jobdesk.runtime.job_reports import Reports, run_logging
 from jobdesk.runtime.lease import LeaseKeeper
 from jobdesk.runtime.listening import worker_listener
 from jobdesk.runtime.outcomes import Outcomes
+from jobdesk.runtime.parts import Claiming, RunAids, Shared, TimeLimits
 from jobdesk.runtime.pump import PUMPS, Kicks, Pumps
 from jobdesk.runtime.retention import Pruner
 from jobdesk.runtime.supervisor import Supervisor
@@ -100,17 +101,17 @@ class Worker:
         self.durability = Durability(self.db, self.worker_id, self.metrics, wake=self.kicks.new_work,
                                      threads=self.threads)
         self.reports = Reports(self.db, settings)  # each run's progress and log lines
-        self.execution = Execution(processors, self.concurrency, self.outcomes, self.kicks, self._stop, self.metrics,
-                                   self.durability, self.reports, threads=self.threads,
-                                   type_timeouts=settings.JOB_TYPE_TIMEOUTS, default_timeout=settings.JOB_TIMEOUT)
+        shared = Shared(self.db, self.worker_id, self.outcomes, self.kicks, self._stop, self.metrics, self.stats)
+        self.execution = Execution(processors, self.concurrency, shared,
+                                   RunAids(self.durability, self.reports, self.threads),
+                                   TimeLimits(settings.JOB_TYPE_TIMEOUTS, settings.JOB_TIMEOUT))
         # The loop's watchdog, and the lease renewed from a thread of its own (see runtime.lease).
         self.watch = LoopWatch(lambda: self.execution.type_on_loop(self._loop) if self._loop is not None else None)
         self._loop: asyncio.AbstractEventLoop | None = None
         renew_s = min(settings.JOB_HEARTBEAT_INTERVAL, settings.JOB_LEASE_TIMEOUT / 3)
         self.lease = LeaseKeeper(dsn, self.worker_id, renew_s, self.watch, self.execution.block_allowance)
-        self.pumps = Pumps(self.db, self.execution, self.outcomes, self.kicks, worker_id=self.worker_id,
-                           types=self.types, poll=settings.JOB_PROCESSOR_POLL_INTERVAL,
-                           limits=ClaimLimits(local=dict(type_caps or {})), stats=self.stats, stop=self._stop,
+        claiming = Claiming(self.types, settings.JOB_PROCESSOR_POLL_INTERVAL, ClaimLimits(local=dict(type_caps or {})))
+        self.pumps = Pumps(shared, self.execution, claiming,
                            hearing=lambda: self.listening is not None and self.listening.listening)
         self.type_watch = TypeWatch(self.db, self.pumps, self.refresh_limits,
                                     poll=settings.JOB_PROCESSOR_POLL_INTERVAL, stop=self._stop,

@@ -16,7 +16,7 @@ import logging
 from collections.abc import Collection
 
 from jobdesk.store.job_waiters import JobWaiters
-from jobdesk.store.listen_supervisor import ListenerSupervisor, Polling
+from jobdesk.store.listen_supervisor import ListenerSupervisor, ListenTiming, ListenWording, Polling
 from jobdesk.store.listener import DEFAULT_HEARTBEAT_S, JOB_CHANGES_CHANNEL, Sender
 
 log = logging.getLogger("jobdesk.client")
@@ -35,8 +35,9 @@ class JobWatch:
         self._supervisor = ListenerSupervisor(
             listen_dsn, {JOB_CHANGES_CHANNEL: self._waiters.on_changes},
             on_listening=self._on_listening, on_polling=self._on_polling, send=send,
-            heartbeat_interval=heartbeat_interval, retry_min=1.0, logger=log, subject="job changes",
-            meanwhile=f"waits for jobs read them every {poll_s:g} s", name="client-listener")
+            timing=ListenTiming(heartbeat_interval=heartbeat_interval, retry_min=1.0),
+            wording=ListenWording(subject="job changes", logger=log, name="client-listener",
+                                  meanwhile=f"waits for jobs read them every {poll_s:g} s"))
 
     @property
     def listening(self) -> bool:

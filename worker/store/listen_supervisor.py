@@ -57,6 +57,28 @@ def _nothing(*_: object) -> None:
     pass
 
 
+@dataclass(frozen=True)
+class ListenTiming:
+    """How often a supervisor checks its connection, and how it backs off (seconds)."""
+
+    heartbeat_interval: float = DEFAULT_HEARTBEAT_S
+    check_interval: float = 1.0
+    retry_min: float = 0.5
+    retry_max: float = 5.0
+    relisten_max: float = 60.0
+
+
+@dataclass(frozen=True)
+class ListenWording:
+    """What a supervisor is called (its task's `name`) and what it says in the log (on `logger`)."""
+
+    subject: str = "notifications"
+    meanwhile: str = "polling meanwhile"
+    logger: logging.Logger = log
+    no_listen_level: int = logging.INFO
+    name: str = "listener"
+
+
 class ListenerSupervisor:
     """Owns one `Listener` on `dsn` and keeps it listening; tells its owner when to poll.
 
@@ -77,38 +99,37 @@ class ListenerSupervisor:
     - `dsn` None: there is nowhere to listen (`listen_dsn()` said so): `on_polling` with
       `Cause.NO_LISTEN` and `NO_LISTEN_REASON` at start, and polling for good.
     - A listen connection that cannot be opened (the database away, a bad DATABASE_LISTEN_URL)
-      or is lost is opened again with backoff, from `retry_min` doubling up to `retry_max`
-      seconds; a lost one first at once. One that is deaf (its heartbeat, sent through `send`,
-      did not come back within `heartbeat_interval`) is dropped and opened again after a pause
-      that doubles from `heartbeat_interval` up to `relisten_max` while it stays deaf; the owner
-      is told it listens again only once the new connection has heard its own heartbeat.
+      or is lost is opened again with backoff (`timing`), from `retry_min` doubling up to
+      `retry_max` seconds; a lost one first at once. One that is deaf (its heartbeat, sent through
+      `send`, did not come back within `heartbeat_interval`) is dropped and opened again after a
+      pause that doubles from `heartbeat_interval` up to `relisten_max` while it stays deaf; the
+      owner is told it listens again only once the new connection has heard its own heartbeat.
     - It checks the connection every `check_interval` seconds (a round trip, and a heartbeat
       when one is due).
-    - It logs one line per change (on `logger`): `subject` says what is listened for ("new
-      jobs"), `meanwhile` what the owner does while it polls ("polling every 2 s"). Losing the
-      listener is a warning; polling for want of a listen URL is said at `no_listen_level`.
+    - It logs one line per change (`wording`, on its `logger`): `subject` says what is listened
+      for ("new jobs"), `meanwhile` what the owner does while it polls ("polling every 2 s").
+      Losing the listener is a warning; polling for want of a listen URL is said at
+      `no_listen_level`.
     """
 
     def __init__(self, dsn: str | None, handlers: Mapping[str, Handler], *,
                  on_listening: Callable[[], None] = _nothing,
                  on_polling: Callable[[Polling], None] = _nothing,
-                 send: Sender | None = None,
-                 heartbeat_interval: float = DEFAULT_HEARTBEAT_S,
-                 check_interval: float = 1.0,
-                 retry_min: float = 0.5, retry_max: float = 5.0, relisten_max: float = 60.0,
-                 logger: logging.Logger = log, subject: str = "notifications",
-                 meanwhile: str = "polling meanwhile", no_listen_level: int = logging.INFO,
-                 name: str = "listener") -> None:
+                 send: Sender | None = None, timing: ListenTiming | None = None,
+                 wording: ListenWording | None = None) -> None:
+        timing = timing or ListenTiming()
+        wording = wording or ListenWording()
         self.dsn = dsn
         self.handlers = dict(handlers)
         self.on_listening = on_listening
         self.on_polling = on_polling
         self.send = send
-        self.heartbeat_interval = heartbeat_interval
-        self.check_interval = min(check_interval, heartbeat_interval)
-        self.retry_min, self.retry_max, self.relisten_max = retry_min, retry_max, relisten_max
-        self.log, self.subject, self.meanwhile, self.name = logger, subject, meanwhile, name
-        self.no_listen_level = no_listen_level
+        self.heartbeat_interval = timing.heartbeat_interval
+        self.check_interval = min(timing.check_interval, timing.heartbeat_interval)
+        self.retry_min, self.retry_max, self.relisten_max = timing.retry_min, timing.retry_max, timing.relisten_max
+        self.log, self.subject, self.meanwhile = wording.logger, wording.subject, wording.meanwhile
+        self.name = wording.name
+        self.no_listen_level = wording.no_listen_level
         self._listening = False
         self._polling: Polling | None = None
         self._told = asyncio.Event()  # the owner knows the outcome of the first attempt

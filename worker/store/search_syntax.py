@@ -24,7 +24,7 @@ import re
 from dataclasses import dataclass, field, replace
 
 from jobdesk.core.models import Status
-from jobdesk.core.validation import storable_text
+from jobdesk.core.pg_text import storable_text
 from jobdesk.store.jobs import InputTerm, JobFilter, Scalar
 
 # key: what it matches, for completion and the inline help

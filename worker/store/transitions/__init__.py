@@ -19,6 +19,7 @@ rules themselves (which action from which status, the retry rule, who acts) are 
 """
 
 from jobdesk.core.models import Job, JobCreate, ProcessorResult, Status
+from jobdesk.core.pg_text import storable_text
 from jobdesk.core.rules import (
     BULK_ACTIONS,
     LEGAL_FROM,
@@ -30,7 +31,7 @@ from jobdesk.core.rules import (
     retry_decision,
     worker_command_is_legal,
 )
-from jobdesk.core.validation import check_new_job, json_text, storable_text
+from jobdesk.core.validation import check_new_job, json_text
 from jobdesk.store.transitions.actions import (
     CONTROL_CHANNEL,
     approve,
