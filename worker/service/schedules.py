@@ -10,7 +10,7 @@ from jobdesk.core.schedules import Schedule
 from jobdesk.runtime import scheduler
 from jobdesk.runtime.scheduler import ScheduledJob, ScheduleRecord
 from jobdesk.service.base import ServiceBase
-from jobdesk.store import transitions
+from jobdesk.store import schedule_runs, transitions
 
 
 async def upsert_declared(conn: asyncpg.Connection, declared: Sequence[tuple[Schedule, str]]) -> None:
@@ -24,8 +24,19 @@ class ScheduleControl(ServiceBase):
     """Schedules."""
 
     async def schedules(self) -> list[ScheduleRecord]:
+        """Every schedule, by name, each with its newest runs (`recent`, oldest first)."""
         async with (await self._read_pool()).acquire() as conn:
-            return await scheduler.list_schedules(conn)
+            records = await scheduler.list_schedules(conn)
+            recent = await schedule_runs.recent_runs(conn, [r.schedule.name for r in records])
+        for record in records:
+            record.recent = recent[record.schedule.name]
+        return records
+
+    async def run_schedule(self, name: str) -> str:
+        """Enqueue one run of a schedule now (paused or not); its next regular run does not
+        move. Audited. Returns the job's id; JobNotFound for an unknown name."""
+        async with self.pool.acquire() as conn:
+            return await schedule_runs.run_now(conn, name, self.actor)
 
     async def schedule_jobs(self, name: str, *, limit: int = 50) -> list[ScheduledJob]:
         """The newest ticks of a schedule and the jobs they made."""
