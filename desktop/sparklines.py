@@ -6,6 +6,7 @@ cell's text (DisplayRole) to say the same in words, for tooltips, tests and scre
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import cast
 
 from PySide6.QtCore import QModelIndex, QPersistentModelIndex, QRectF, QSize, Qt
 from PySide6.QtGui import QColor, QPainter, QPalette
@@ -74,7 +75,7 @@ class GaugeDelegate(_CellDelegate):
     """GLANCE_ROLE: (running, limit or None). A track the limit fills, and the words beside it."""
 
     def draw(self, painter: QPainter, box: QRectF, figures: object, option: QStyleOptionViewItem) -> None:
-        running, limit = figures  # type: ignore[misc]
+        running, limit = cast(tuple[int, int | None], figures)
         track = QRectF(box.x(), box.center().y() - 4, min(70.0, box.width() / 2), 8)
         mid = option.palette.color(QPalette.ColorRole.Mid)  # type: ignore[attr-defined]
         painter.setPen(Qt.PenStyle.NoPen)
@@ -94,7 +95,7 @@ class SparklineDelegate(_CellDelegate):
     one scale; the failed attempts in red over the finished jobs; the totals beside them."""
 
     def draw(self, painter: QPainter, box: QRectF, figures: object, option: QStyleOptionViewItem) -> None:
-        finished, failed = figures  # type: ignore[misc]
+        finished, failed = cast(tuple[Sequence[int], Sequence[int]], figures)
         total = f"{sum(finished):,}" + (f" · {sum(failed):,} ✖" if sum(failed) else "")
         text_w = option.fontMetrics.horizontalAdvance(total) + 8  # type: ignore[attr-defined]
         chart = QRectF(box.x(), box.y(), max(30.0, box.width() - text_w), box.height())
@@ -122,7 +123,7 @@ class RunsDelegate(_CellDelegate):
     SLOTS = 20
 
     def draw(self, painter: QPainter, box: QRectF, figures: object, option: QStyleOptionViewItem) -> None:
-        runs: list[tuple[str | None, float | None]] = list(figures)  # type: ignore[call-overload]
+        runs = list(cast(Sequence[tuple[str | None, float | None]], figures))
         longest = max([d for _, d in runs if d] + [0.001])
         step = min(10.0, box.width() / self.SLOTS)
         painter.setPen(Qt.PenStyle.NoPen)

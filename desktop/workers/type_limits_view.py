@@ -1,8 +1,8 @@
 """The Limits view's types: every known job type, paused or not, each limit in force and where it
 came from (a JOB_* setting, or the database and who set it there), its utilisation (a gauge of
 its running jobs against its limit) and its last 5 minutes (a sparkline of jobs finished and
-attempts failed), with Pause type, Resume type and Edit limits… on the selected type. The same service calls as `jobdesk types`; bad input is
-one message here, and nothing is written."""
+attempts failed), with Pause type, Resume type and Edit limits… on the selected type. The same
+service calls as `jobdesk types`; bad input is one message here, and nothing is written."""
 
 from __future__ import annotations
 

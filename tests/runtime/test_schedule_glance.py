@@ -88,8 +88,8 @@ async def test_run_now_is_audited_and_leaves_the_next_run(dsn: str, conn: asyncp
     assert await scheduler.fire_due(conn) == []
     # A manual run at the instant of a regular tick does not take that tick's key.
     tick = before["next_tick_at"]
-    await conn.execute("INSERT INTO schedule_ticks (schedule, tick_at, job_id, manual) VALUES ('nightly', $1, 'x', true)",
-                       tick)
+    await conn.execute("INSERT INTO schedule_ticks (schedule, tick_at, job_id, manual) "
+                       "VALUES ('nightly', $1, 'x', true)", tick)
     assert await conn.fetchval("INSERT INTO schedule_ticks (schedule, tick_at, job_id) VALUES ('nightly', $1, 'y') "
                                "ON CONFLICT DO NOTHING RETURNING tick_at", tick) == tick
     runs = (await schedule_runs.recent_runs(conn, ["nightly"]))["nightly"]

@@ -1,5 +1,5 @@
-"""/api/types: every known job type with its limits in force and its activity at a glance; pausing and resuming a type across
-the fleet, and setting its limits and rates at run time."""
+"""/api/types: every known job type with its limits in force and its activity at a glance;
+pausing and resuming a type across the fleet, and setting its limits and rates at run time."""
 
 from __future__ import annotations
 

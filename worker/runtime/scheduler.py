@@ -59,7 +59,8 @@ class ScheduleRecord:
     def to_json(self) -> dict[str, Any]:
         s = self.schedule
         return {"name": s.name, "cron": s.cron, "every_s": s.every_s, "expression": s.expression,
-                "description": s.description, "timezone": s.timezone, "type": s.type, "input_data": s.input_data, "priority": s.priority,
+                "description": s.description, "timezone": s.timezone, "type": s.type,
+                "input_data": s.input_data, "priority": s.priority,
                 "misfire": s.misfire, "overlap": s.overlap, "paused": self.paused,
                 "next_run_at": None if self.paused else self.next_tick_at.isoformat(),
                 "last_run_at": self.last_tick_at.isoformat() if self.last_tick_at else None,

@@ -1,6 +1,7 @@
 """Job types across the fleet: listed with their limits in force and their activity at a glance
-(running, queued, the last 5 minutes), paused and resumed, and their limits and rates set at run time. Every input is checked (`jobdesk.core.type_controls`) before
-anything is written; each change is audited and announced to the workers in one transaction."""
+(running, queued, the last 5 minutes), paused and resumed, and their limits and rates set at run
+time. Every input is checked (`jobdesk.core.type_controls`) before anything is written; each
+change is audited and announced to the workers in one transaction."""
 
 from __future__ import annotations
 
