@@ -72,22 +72,33 @@ def _text_colour(option: QStyleOptionViewItem) -> QColor:
 
 
 class GaugeDelegate(_CellDelegate):
-    """GLANCE_ROLE: (running, limit or None). A track the limit fills, and the words beside it."""
+    """GLANCE_ROLE: (running, limit or None). A track the running jobs fill up to the limit, and
+    the words beside it; a type without a limit has no track, only the words."""
+
+    TRACK = 70.0
 
     def draw(self, painter: QPainter, box: QRectF, figures: object, option: QStyleOptionViewItem) -> None:
         running, limit = cast(tuple[int, int | None], figures)
-        track = QRectF(box.x(), box.center().y() - 4, min(70.0, box.width() / 2), 8)
-        mid = option.palette.color(QPalette.ColorRole.Mid)  # type: ignore[attr-defined]
-        painter.setPen(Qt.PenStyle.NoPen)
-        painter.setBrush(mid)
-        painter.drawRoundedRect(track, 4, 4)
-        share = 1.0 if limit == 0 else min(1.0, running / limit) if limit else (1.0 if running else 0.0)
-        if share > 0:
-            painter.setBrush(QColor(gauge_colour(running, limit)))
-            painter.drawRoundedRect(QRectF(track.x(), track.y(), max(8.0, track.width() * share), 8), 4, 4)
+        track = QRectF(box.x(), box.center().y() - 4, min(self.TRACK, box.width() / 2), 8)
+        if limit is not None:
+            painter.setPen(Qt.PenStyle.NoPen)
+            painter.setBrush(option.palette.color(QPalette.ColorRole.Mid))  # type: ignore[attr-defined]
+            painter.drawRoundedRect(track, 4, 4)
+            share = 1.0 if limit == 0 else min(1.0, running / limit)
+            if share > 0:
+                painter.setBrush(QColor(gauge_colour(running, limit)))
+                painter.drawRoundedRect(QRectF(track.x(), track.y(), max(8.0, track.width() * share), 8), 4, 4)
         painter.setPen(_text_colour(option))
         text_box = QRectF(track.right() + 6, box.y(), box.right() - track.right() - 6, box.height())
         painter.drawText(text_box, int(Qt.AlignmentFlag.AlignVCenter), gauge_text(running, limit))
+
+    def sizeHint(self, option: QStyleOptionViewItem, index: QModelIndex | QPersistentModelIndex) -> QSize:  # noqa: N802
+        hint = super().sizeHint(option, index)
+        figures = index.data(GLANCE_ROLE)
+        if figures is None:
+            return hint
+        text = option.fontMetrics.horizontalAdvance(gauge_text(*figures))  # type: ignore[attr-defined]
+        return QSize(int(self.TRACK) + 6 + text + 2 * PAD + 4, hint.height())
 
 
 class SparklineDelegate(_CellDelegate):
@@ -98,7 +109,7 @@ class SparklineDelegate(_CellDelegate):
         finished, failed = cast(tuple[Sequence[int], Sequence[int]], figures)
         total = f"{sum(finished):,}" + (f" · {sum(failed):,} ✖" if sum(failed) else "")
         text_w = option.fontMetrics.horizontalAdvance(total) + 8  # type: ignore[attr-defined]
-        chart = QRectF(box.x(), box.y(), max(30.0, box.width() - text_w), box.height())
+        chart = QRectF(box.x(), box.y(), max(30.0, min(240.0, box.width() - text_w)), box.height())
         top = max([*finished, *failed, 1])
         step = chart.width() / max(1, len(finished))
         painter.setPen(Qt.PenStyle.NoPen)
