@@ -44,6 +44,9 @@ async def test_schedules_at_a_glance_and_run_now(api: Api) -> None:
                                           "WHERE action = 'run-schedule'")
     assert (row["actor"], row["source"], row["reason"], row["job_ids"]) == ("operate", "api", "weekdays", [job_id])
 
+    paused = (await api.client.post("/api/schedules/weekdays/pause")).json()
+    assert paused["paused"] is True and [r["job_id"] for r in paused["recent"]] == [job_id]
+
     assert_error(await api.client.post("/api/schedules/ghost/run"), 404, "not_found")
     assert_error(await api.client.post("/api/schedules/weekdays/run", headers=api.auth("alice")), 403, "forbidden")
     assert_error(await api.client.post("/api/schedules/weekdays/run", headers=api.auth("read")), 403, "forbidden")

@@ -20,17 +20,21 @@ async def upsert_declared(conn: asyncpg.Connection, declared: Sequence[tuple[Sch
             await scheduler.add(conn, schedule, source=origin, replace=True)
 
 
+async def _with_recent(conn: asyncpg.Connection, records: list[ScheduleRecord]) -> list[ScheduleRecord]:
+    """The records, each with its newest runs (`recent`, oldest first)."""
+    recent = await schedule_runs.recent_runs(conn, [r.schedule.name for r in records])
+    for record in records:
+        record.recent = recent[record.schedule.name]
+    return records
+
+
 class ScheduleControl(ServiceBase):
     """Schedules."""
 
     async def schedules(self) -> list[ScheduleRecord]:
         """Every schedule, by name, each with its newest runs (`recent`, oldest first)."""
         async with (await self._read_pool()).acquire() as conn:
-            records = await scheduler.list_schedules(conn)
-            recent = await schedule_runs.recent_runs(conn, [r.schedule.name for r in records])
-        for record in records:
-            record.recent = recent[record.schedule.name]
-        return records
+            return await _with_recent(conn, await scheduler.list_schedules(conn))
 
     async def run_schedule(self, name: str) -> str:
         """Enqueue one run of a schedule now (paused or not); its next regular run does not
@@ -64,6 +68,7 @@ class ScheduleControl(ServiceBase):
         async with self.pool.acquire() as conn, conn.transaction():
             record = await scheduler.set_paused(conn, name, paused)
             await transitions.audit(conn, self.actor, "pause-schedule" if paused else "resume-schedule", name)
+            [record] = await _with_recent(conn, [record])
         return record
 
     async def remove_schedule(self, name: str) -> None:
