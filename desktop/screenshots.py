@@ -101,6 +101,7 @@ async def shoot_window(app: QApplication, dsn: str, out: Path, dark: bool, size:
     window.detail.grab().save(str(path))
     saved.append(path)
     saved.append(await shoot_workers(window, out / name("workers", dark, size)))
+    saved.append(await shoot_types(window, out / name("types", dark, size)))
     saved.append(await shoot_pipelines(window, out / name("pipelines", dark, size)))
     saved.append(await shoot_schedules(window, out / name("schedules", dark, size)))
     saved.append(await shoot_approvals(window, out / name("approvals", dark, size)))
@@ -118,6 +119,21 @@ async def shoot_workers(window: MainWindow, path: Path) -> Path:
     await until(lambda: window.workers.panel.model.rowCount() > 0, tries=100)
     await asyncio.sleep(0.5)
     window.grab().save(str(path))
+    window.workers.dock_action.trigger()
+    return path
+
+
+async def shoot_types(window: MainWindow, path: Path) -> Path:
+    """The Workers dock with every type shown: each type's gauge and 5-minute sparkline."""
+    window.tabs.setCurrentWidget(window.jobs)
+    window.workers.dock_action.trigger()
+    types = window.workers.panel.types
+    types.all_types.setChecked(True)
+    await until(lambda: types.records)
+    await window.workers.panel.refresh_limits()
+    await asyncio.sleep(0.5)
+    window.grab().save(str(path))
+    types.all_types.setChecked(False)
     window.workers.dock_action.trigger()
     return path
 

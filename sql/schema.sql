@@ -1128,6 +1128,18 @@ CREATE TABLE public.job_stats (
 
 
 --
+-- Name: job_stats_5s; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.job_stats_5s (
+    bucket timestamp with time zone NOT NULL,
+    type character varying(255) NOT NULL,
+    finished integer DEFAULT 0 NOT NULL,
+    failed integer DEFAULT 0 NOT NULL
+);
+
+
+--
 -- Name: job_stats_hist; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -1257,7 +1269,8 @@ CREATE TABLE public.schedule_ticks (
     schedule text NOT NULL,
     tick_at timestamp with time zone NOT NULL,
     job_id character varying(36),
-    fired_at timestamp with time zone DEFAULT now() NOT NULL
+    fired_at timestamp with time zone DEFAULT now() NOT NULL,
+    manual boolean DEFAULT false NOT NULL
 );
 
 
@@ -1478,6 +1491,14 @@ ALTER TABLE ONLY public.job_queue_depth
 
 
 --
+-- Name: job_stats_5s job_stats_5s_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.job_stats_5s
+    ADD CONSTRAINT job_stats_5s_pkey PRIMARY KEY (bucket, type);
+
+
+--
 -- Name: job_stats_hist job_stats_hist_pkey; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -1538,7 +1559,7 @@ ALTER TABLE ONLY public.jobs
 --
 
 ALTER TABLE ONLY public.schedule_ticks
-    ADD CONSTRAINT schedule_ticks_pkey PRIMARY KEY (schedule, tick_at);
+    ADD CONSTRAINT schedule_ticks_pkey PRIMARY KEY (schedule, tick_at, manual);
 
 
 --

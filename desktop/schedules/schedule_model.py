@@ -1,4 +1,5 @@
-"""Rows of the Schedules tab: every schedule, by name, and the ticks of the selected one."""
+"""Rows of the Schedules tab: every schedule, by name, with its expression in words and its recent
+runs (drawn by `sparklines.RunsDelegate`), and the ticks of the selected one."""
 
 from __future__ import annotations
 
@@ -8,15 +9,30 @@ from PySide6.QtCore import Qt
 
 from jobdesk.console.jobs.status_delegate import STATUS_ROLE
 from jobdesk.console.live_diff import diff_rows
+from jobdesk.console.sparklines import GLANCE_ROLE
 from jobdesk.console.table_model import Index, RowsTableModel
 from jobdesk.core.models import short_id
 from jobdesk.core.timefmt import relative
 from jobdesk.runtime.scheduler import ScheduledJob, ScheduleRecord
 
-COLUMNS = ["Name", "When", "Timezone", "Type", "Next run", "Last run", "State"]
-COL_NAME, COL_WHEN, COL_ZONE, COL_TYPE, COL_NEXT, COL_LAST, COL_STATE = range(len(COLUMNS))
+COLUMNS = ["Name", "When", "Timezone", "Type", "Next run", "Last run", "State", "Description", "Recent runs"]
+(COL_NAME, COL_WHEN, COL_ZONE, COL_TYPE, COL_NEXT, COL_LAST, COL_STATE, COL_DESCRIPTION,
+ COL_RECENT) = range(len(COLUMNS))
 TICK_COLUMNS = ["Tick", "Job", "Status"]
 TICK_COL_STATUS = 2
+
+
+def recent_text(record: ScheduleRecord) -> str:
+    """`20 runs: 18 completed, 2 failed`, or `no runs yet`."""
+    runs = record.recent
+    if not runs:
+        return "no runs yet"
+    counts: dict[str, int] = {}
+    for run in runs:
+        key = run.status or "deleted"
+        counts[key] = counts.get(key, 0) + 1
+    said = ", ".join(f"{n} {status.replace('_', ' ')}" for status, n in sorted(counts.items(), key=lambda kv: -kv[1]))
+    return f"{len(runs)} run{'s' if len(runs) != 1 else ''}: {said}"
 
 
 def _when(at: datetime | None, now: datetime) -> str:
@@ -54,7 +70,13 @@ class ScheduleTableModel(RowsTableModel):
 
     def data(self, index: Index, role: int = Qt.ItemDataRole.DisplayRole) -> object:
         record = self.row_at(index.row()) if index.isValid() else None
-        if record is None or role != Qt.ItemDataRole.DisplayRole:
+        if record is None:
+            return None
+        if index.column() == COL_RECENT and role == GLANCE_ROLE:
+            return [(run.status, run.duration_s) for run in record.recent]
+        if index.column() in (COL_RECENT, COL_DESCRIPTION) and role == Qt.ItemDataRole.ToolTipRole:
+            return recent_text(record) if index.column() == COL_RECENT else record.schedule.description
+        if role != Qt.ItemDataRole.DisplayRole:
             return None
         s, col = record.schedule, index.column()
         if col == COL_NAME:
@@ -69,6 +91,10 @@ class ScheduleTableModel(RowsTableModel):
             return "—" if record.paused else _when(record.next_tick_at, self.now)
         if col == COL_LAST:
             return _when(record.last_tick_at, self.now)
+        if col == COL_DESCRIPTION:
+            return s.description or "—"
+        if col == COL_RECENT:
+            return recent_text(record)
         return "‖ paused" if record.paused else "▶ active"
 
 

@@ -1,5 +1,6 @@
-"""The Schedules tab: every periodic job with its expression, timezone, next and last run and
-whether it is paused; the jobs the selected one created; Pause and Resume.
+"""The Schedules tab: every periodic job with its expression (and in words), timezone, next and
+last run, whether it is paused and its recent runs coloured by status; the jobs the selected one
+created; Pause, Resume and Run now.
 
 It reads while shown (every few seconds, and at once when shown), and only marks itself stale
 while hidden, as the Pipelines tab does."""
@@ -14,7 +15,8 @@ from jobdesk.console.connection import ConsoleConnection
 from jobdesk.console.errors import EXPECTED, reason
 from jobdesk.console.jobs.status_delegate import StatusChipDelegate
 from jobdesk.console.list_table import list_table
-from jobdesk.console.schedules.schedule_model import TICK_COL_STATUS, ScheduleTableModel, TickTableModel
+from jobdesk.console.schedules.schedule_model import COL_RECENT, TICK_COL_STATUS, ScheduleTableModel, TickTableModel
+from jobdesk.console.sparklines import RunsDelegate
 from jobdesk.console.tasks import spawn
 from jobdesk.runtime.scheduler import ScheduleRecord
 
@@ -29,7 +31,8 @@ class SchedulesTab(QWidget):
         super().__init__()
         self.connection = connection
         self.model = ScheduleTableModel()
-        self.table = list_table(self.model, (130, 90, 110, 90, 150, 150, 70))
+        self.table = list_table(self.model, (130, 90, 100, 90, 150, 150, 70, 250, 210))
+        self.table.setItemDelegateForColumn(COL_RECENT, RunsDelegate(self.table))
         self.table.selectionModel().selectionChanged.connect(lambda *_: self._selection_changed())
         self.ticks = TickTableModel()
         self.tick_table = list_table(self.ticks, (170, 260, 150))
@@ -39,6 +42,9 @@ class SchedulesTab(QWidget):
         self.resume_button = QPushButton("Resume")
         self.pause_button.clicked.connect(lambda: spawn(self.set_paused(True), "schedule-pause"))
         self.resume_button.clicked.connect(lambda: spawn(self.set_paused(False), "schedule-resume"))
+        self.run_button = QPushButton("Run now")
+        self.run_button.setToolTip("Enqueue one run of this schedule now; its next regular run does not move")
+        self.run_button.clicked.connect(lambda: spawn(self.run_now(), "schedule-run"))
         self.summary = QLabel()
         self.empty_hint = QLabel("No schedules yet. Add one with "
                                  "<code>jobdesk schedule add NAME --cron \"0 2 * * *\" --type T</code>, or declare "
@@ -49,6 +55,7 @@ class SchedulesTab(QWidget):
         buttons = QHBoxLayout()
         buttons.addWidget(self.pause_button)
         buttons.addWidget(self.resume_button)
+        buttons.addWidget(self.run_button)
         buttons.addStretch(1)
         buttons.addWidget(self.summary)
         lower = QWidget()
@@ -168,6 +175,8 @@ class SchedulesTab(QWidget):
              "No jobs from this schedule until it is resumed")
         gate(self.resume_button, can and record is not None and record.paused, why,
              "Go on from the next tick; ticks passed while paused are not run")
+        gate(self.run_button, can and record is not None, why,
+             "Enqueue one run of this schedule now; its next regular run does not move")
 
     async def set_paused(self, paused: bool) -> bool:
         record = self.selected()
@@ -189,3 +198,23 @@ class SchedulesTab(QWidget):
         self.message.emit(f"schedule {name} {'paused' if paused else 'resumed'}")
         await self.refresh()
         return True
+
+    async def run_now(self) -> str | None:
+        """Enqueue one run of the selected schedule now; say which job it is. None if it failed."""
+        record = self.selected()
+        if record is None:
+            return None
+        name = record.schedule.name
+        self._busy = True
+        self._update_buttons()
+        try:
+            job_id: str = await self.connection.act(lambda jobs: jobs.run_schedule(name))
+        except EXPECTED as exc:
+            self.message.emit(f"cannot run schedule {name}: {reason(exc)}")
+            return None
+        finally:
+            self._busy = False
+            self._update_buttons()
+        self.message.emit(f"schedule {name}: job {job_id} enqueued now")
+        await self.refresh()
+        return job_id

@@ -1,7 +1,8 @@
 """The Limits view's types: every known job type, paused or not, each limit in force and where it
-came from (a JOB_* setting, or the database and who set it there), with Pause type, Resume type
-and Edit limits… on the selected type. The same service calls as `jobdesk types`; bad input is
-one message here, and nothing is written."""
+came from (a JOB_* setting, or the database and who set it there), its utilisation (a gauge of
+its running jobs against its limit) and its last 5 minutes (a sparkline of jobs finished and
+attempts failed), with Pause type, Resume type and Edit limits… on the selected type. The same
+service calls as `jobdesk types`; bad input is one message here, and nothing is written."""
 
 from __future__ import annotations
 
@@ -30,11 +31,13 @@ from jobdesk.console.access import gate
 from jobdesk.console.connection import ConsoleConnection
 from jobdesk.console.errors import EXPECTED
 from jobdesk.console.jobs.type_actions import TYPE_ACTIONS, ask_reason, done_text, run_type_action
+from jobdesk.console.sparklines import GLANCE_ROLE, GaugeDelegate, SparklineDelegate, gauge_text, sparkline_text
 from jobdesk.console.tasks import spawn
 from jobdesk.core.errors import JobdeskError
 from jobdesk.core.type_controls import LIMIT_NAMES, TypeControl, parse_limit_changes
 
-HEADERS = ("Type", "State", "Limit", "Rate", "User limit", "User rate")
+HEADERS = ("Type", "State", "Limit", "Rate", "User limit", "User rate", "Running", "Last 5 min")
+COL_GAUGE, COL_SPARKLINE = 6, 7
 LABELS = {"limit": "Limit (running, fleet-wide)", "rate": "Rate (like 10/s)", "user_limit": "Limit per user",
           "user_rate": "Rate per user (like 2/s)"}
 MAX_ROWS_SHOWN = 3  # the table grows with its rows up to this many, then scrolls: the workers keep the room
@@ -130,6 +133,8 @@ class TypeLimitsView(QWidget):
         self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
         self.table.horizontalHeader().setStretchLastSection(True)
         self.table.itemSelectionChanged.connect(self.update_buttons)
+        self.table.setItemDelegateForColumn(COL_GAUGE, GaugeDelegate(self.table))
+        self.table.setItemDelegateForColumn(COL_SPARKLINE, SparklineDelegate(self.table))
         self.table.doubleClicked.connect(lambda _i: self.edit_clicked())
         self.buttons: dict[str, QPushButton] = {}
         self.tips: dict[str, str] = {}  # each button's own tooltip
@@ -177,6 +182,7 @@ class TypeLimitsView(QWidget):
             cells = (record.type, state_text(record), *(cell_text(record, n) for n in LIMIT_NAMES))
             for c, text in enumerate(cells):
                 self.table.setItem(r, c, QTableWidgetItem(text))
+            self._show_glance(r, record)
         if chosen is not None:
             self.select_type(chosen)
         shown = min(len(records), MAX_ROWS_SHOWN)
@@ -185,6 +191,22 @@ class TypeLimitsView(QWidget):
         self.table.setVisible(bool(records))
         self.setVisible(bool(known))
         self.update_buttons()
+
+    def _show_glance(self, row: int, record: TypeControl) -> None:
+        """The gauge (running against the limit in force) and the sparkline of the last 5 minutes."""
+        a = record.activity
+        limit = record.limit("limit").value
+        limit = limit if isinstance(limit, int) else None
+        queued = f"{a.queued:,}{'+' if a.queued_capped else ''} ready to run"
+        gauge = QTableWidgetItem(gauge_text(a.running, limit))
+        gauge.setData(GLANCE_ROLE, (a.running, limit))
+        gauge.setToolTip(f"{gauge_text(a.running, limit)}{' (no limit)' if limit is None else ''}; {queued}")
+        spark = QTableWidgetItem(sparkline_text(a.throughput, a.failed))
+        spark.setData(GLANCE_ROLE, (a.throughput, a.failed))
+        spark.setToolTip(f"Jobs finished (green) and attempts failed (red) in each 5 s of the last 5 minutes: "
+                         f"{sparkline_text(a.throughput, a.failed)}")
+        self.table.setItem(row, COL_GAUGE, gauge)
+        self.table.setItem(row, COL_SPARKLINE, spark)
 
     def rows(self) -> list[tuple[str, ...]]:
         """The table as text, row by row."""

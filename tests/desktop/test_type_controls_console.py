@@ -104,7 +104,7 @@ def test_limits_edited_in_the_limits_view(qapp: QApplication, qtbot, test_db: st
         assert "echo" not in [r[0] for r in view.rows()]
         view.all_types.setChecked(True)
         assert [r[0] for r in view.rows()] == ["nap", "echo"]
-        assert view.rows()[1][1:] == ("active", "—", "—", "—", "—")
+        assert view.rows()[1][1:6] == ("active", "—", "—", "—", "—")
 
         # Bad input: one message, and nothing written.
         record = next(r for r in view.records if r.type == "nap")

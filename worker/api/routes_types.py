@@ -1,5 +1,5 @@
-"""/api/types: every known job type with its limits in force; pausing and resuming a type across
-the fleet, and setting its limits and rates at run time."""
+"""/api/types: every known job type with its limits in force and its activity at a glance;
+pausing and resuming a type across the fleet, and setting its limits and rates at run time."""
 
 from __future__ import annotations
 
@@ -34,6 +34,13 @@ class TypeOut(BaseModel):
     user_rate: str | None = Field(description="starts per user, like 2/s")
     user_rate_source: str | None
     fair_share: bool
+    running: int = Field(description="jobs of the type in progress now")
+    queued: int = Field(description="jobs of the type ready to run now, counted up to 10,000")
+    queued_capped: bool = Field(description="true: more jobs are ready than `queued` says")
+    throughput: list[int] = Field(description="jobs finished (completed or failed for good) in each 5 s of the "
+                                              "last 5 minutes: 60 counts, oldest first")
+    failed: list[int] = Field(description="attempts failed (retried or not) in each 5 s of the last 5 minutes: "
+                                          "60 counts, oldest first")
 
 
 class TypesOut(BaseModel):

@@ -1,4 +1,4 @@
-"""`jobdesk schedule add|list|pause|resume|remove|jobs`: periodic jobs."""
+"""`jobdesk schedule add|list|pause|resume|remove|jobs|run`: periodic jobs."""
 
 from __future__ import annotations
 
@@ -21,7 +21,8 @@ def _interval_arg(text: str) -> float:
 
 
 def add_parsers(sub: Subparsers, group_common: ArgumentParser) -> None:
-    p = sub.add_parser("schedule", parents=[group_common], help="periodic jobs: add, list, pause, resume, remove")
+    p = sub.add_parser("schedule", parents=[group_common],
+                       help="periodic jobs: add, list, pause, resume, remove, run now")
     verbs = p.add_subparsers(dest="verb", metavar="VERB", parser_class=ArgumentParser, required=True)
     # `--json` before the verb or after it: the verb's parser must not put back a False default
     # over the True that `schedule --json` already set.
@@ -42,7 +43,8 @@ def add_parsers(sub: Subparsers, group_common: ArgumentParser) -> None:
     add.add_argument("--priority", type=int, default=0, help="higher runs first")
     verbs.add_parser("list", parents=[common], help="list schedules with their next and last run")
     for verb, what in (("pause", "pause a schedule"), ("resume", "resume a paused schedule"),
-                       ("remove", "remove a schedule"), ("jobs", "the jobs a schedule created, newest first")):
+                       ("remove", "remove a schedule"), ("jobs", "the jobs a schedule created, newest first"),
+                       ("run", "enqueue one run now; the next regular run does not move")):
         v = verbs.add_parser(verb, parents=[common], help=what)
         v.add_argument("name", metavar="NAME")
 
@@ -52,6 +54,8 @@ async def cmd_schedule(inv: Invocation) -> int:
     async with inv.service() as jobs:
         if args.verb == "jobs":
             ticks = await jobs.schedule_jobs(args.name)
+        elif args.verb == "run":
+            job_id = await jobs.run_schedule(args.name)
         elif args.verb == "remove":
             await jobs.remove_schedule(args.name)
         elif args.verb == "list":
@@ -64,6 +68,11 @@ async def cmd_schedule(inv: Invocation) -> int:
             records = [await (jobs.pause_schedule if args.verb == "pause" else jobs.resume_schedule)(args.name)]
     if args.verb == "jobs":
         _print_ticks(args.name, ticks, as_json=args.json)
+    elif args.verb == "run":
+        if args.json:
+            print_json({"schedule": args.name, "job_id": job_id})
+        else:
+            print(f"{job_id}: a run of schedule {args.name}, enqueued now")
     elif args.verb == "remove":
         if args.json:
             print_json({"removed": args.name})

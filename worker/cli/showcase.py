@@ -62,6 +62,8 @@ async def showcase(dsn: str) -> AsyncIterator[None]:
         await jobs.add_schedule(Schedule(name="cache-warmup", type="noop", every_s=900))
         await jobs.add_schedule(Schedule(name="heartbeat", type="echo", every_s=1, input_data={"ping": True}))
         await jobs.pause_schedule("cache-warmup")
+        await jobs.set_type_limits("sleep", {"limit": 3})  # a gauge in the types view: 2 of 3 running
+        await jobs.run_schedule("nightly-report")  # a run asked for now, before its first tick
     served = {t: c() for t, c in {**BUILTIN, **DEMO}.items()}  # the blocked stages stay blocked
     sleeper = Worker(settings, dsn, served, worker_id=RUNNING_WORKER)
     sleeping = asyncio.create_task(sleeper.run())

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from functools import lru_cache
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -73,6 +74,14 @@ class Schedule:
 
         return f"every {format_duration(self.every_s or 0)}"
 
+    @property
+    def description(self) -> str | None:
+        """How the schedule ticks, in words: `At 09:00, Monday through Friday` (cron-descriptor),
+        `Every 30 seconds`; None for a cron expression the library cannot put in words."""
+        if self.cron is not None:
+            return describe_cron(self.cron)
+        return interval_words(self.every_s or 0)
+
     def next_tick(self, after: datetime) -> datetime:
         """The first tick strictly after `after` (in UTC)."""
         if self.every_s is not None:
@@ -101,6 +110,50 @@ class Schedule:
             if tick <= until:
                 out.append(tick)
         return out
+
+
+@lru_cache(maxsize=256)
+def describe_cron(expression: str) -> str | None:
+    """A cron expression in words, by cron-descriptor with a 24-hour clock (imported when first
+    needed: most commands never describe a schedule)."""
+    from cron_descriptor import ExpressionDescriptor, Options
+
+    options = Options()
+    options.use_24hour_time_format = True
+    try:
+        return str(ExpressionDescriptor(expression, options).get_description())
+    except Exception:  # noqa: BLE001 - any expression cronsim takes and the describer does not
+        return None
+
+
+_INTERVAL_UNITS = (("week", 7 * 86400), ("day", 86400), ("hour", 3600), ("minute", 60), ("second", 1))
+
+
+def interval_words(seconds: float) -> str:
+    """`Every 30 seconds`, `Every hour`, `Every 90 minutes`, `Every 1.5 seconds`."""
+    for unit, size in _INTERVAL_UNITS:
+        if seconds >= size and seconds % size == 0:
+            n = int(seconds // size)
+            return f"Every {unit}" if n == 1 else f"Every {n} {unit}s"
+    return f"Every {seconds:g} seconds"
+
+
+@dataclass(frozen=True)
+class ScheduleRun:
+    """A run of a schedule: the job a tick (or `jobdesk schedule run`) enqueued, its status now
+    (None once the job is deleted), when it started, and how long it ran (None until it ends)."""
+
+    job_id: str
+    status: str | None
+    tick_at: datetime
+    started_at: datetime | None
+    duration_s: float | None
+    manual: bool = False
+
+    def to_json(self) -> dict[str, object]:
+        return {"job_id": self.job_id, "status": self.status, "tick_at": self.tick_at.isoformat(),
+                "started_at": self.started_at.isoformat() if self.started_at else None,
+                "duration_s": self.duration_s, "manual": self.manual}
 
 
 def zone(name: str) -> ZoneInfo:

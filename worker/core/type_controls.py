@@ -24,6 +24,8 @@ LIMIT_NAMES = ("limit", "rate", "user_limit", "user_rate")
 SETTING_OF = {"limit": "JOB_TYPE_LIMITS", "rate": "JOB_RATE_LIMITS", "user_limit": "JOB_USER_LIMITS",
               "user_rate": "JOB_USER_RATE_LIMITS"}
 LimitValue = int | Rate | None
+GLANCE_BUCKETS = 60  # 5-second buckets: the last 5 minutes
+GLANCE_BUCKET_S = 5
 
 
 def check_type_name(name: object) -> str:
@@ -84,6 +86,19 @@ class LimitInForce:
 
 
 @dataclass(frozen=True)
+class TypeActivity:
+    """A type at a glance: its jobs running and queued now, and per 5 s of the last 5 minutes
+    (oldest first) the jobs finished and the attempts failed, from the workers' rollup.
+    `queued` counts the jobs ready to run, up to a cap; `queued_capped` says there are more."""
+
+    running: int = 0
+    queued: int = 0
+    queued_capped: bool = False
+    throughput: tuple[int, ...] = (0,) * GLANCE_BUCKETS
+    failed: tuple[int, ...] = (0,) * GLANCE_BUCKETS
+
+
+@dataclass(frozen=True)
 class TypeControl:
     """A known job type: paused or not (by whom, when, why), and its limits in force."""
 
@@ -94,13 +109,15 @@ class TypeControl:
     reason: str | None = None
     limits: Mapping[str, LimitInForce] = field(default_factory=dict)  # by LIMIT_NAMES
     fair_share: bool = False
+    activity: TypeActivity = TypeActivity()
 
     def limit(self, name: str) -> LimitInForce:
         return self.limits.get(name, LimitInForce(None, None))
 
     def to_json(self) -> JsonObject:
         """`type`, `paused`, `paused_by`, `paused_at`, `reason`, then each limit in force and its
-        source (`limit`, `limit_source`, `rate`, `rate_source`...), and `fair_share`."""
+        source (`limit`, `limit_source`, `rate`, `rate_source`...), `fair_share`, and the type at
+        a glance: `running`, `queued`, `queued_capped`, `throughput` and `failed`."""
         out: JsonObject = {"type": self.type, "paused": self.paused, "paused_by": self.paused_by,
                            "paused_at": self.paused_at.isoformat() if self.paused_at else None,
                            "reason": self.reason}
@@ -109,6 +126,9 @@ class TypeControl:
             out[name] = held.value
             out[f"{name}_source"] = held.source
         out["fair_share"] = self.fair_share
+        a = self.activity
+        out.update(running=a.running, queued=a.queued, queued_capped=a.queued_capped,
+                   throughput=list(a.throughput), failed=list(a.failed))
         return out
 
 

@@ -98,7 +98,8 @@ class Outcomes:
         if not outcome.written:
             log.warning("job %s: lost ownership before its failure was recorded", job.id)
             return "in_progress"
-        self.rollup.attempt_ended(job.type, job.waited_s, job.run_s, failed=outcome.status == "failed")
+        self.rollup.attempt_ended(job.type, job.waited_s, job.run_s, failed=outcome.status == "failed",
+                                  attempt_failed=True)
         if self.metrics is not None:
             stats = self.metrics.of(job.type)
             if outcome.status == "failed":

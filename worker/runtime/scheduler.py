@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -20,7 +20,7 @@ import asyncpg
 
 from jobdesk.core.errors import JobNotFound
 from jobdesk.core.models import JobCreate
-from jobdesk.core.schedules import Schedule, due_ticks
+from jobdesk.core.schedules import Schedule, ScheduleRun, due_ticks
 from jobdesk.store import transitions
 from jobdesk.store.db import EXPECTED_DB_ERRORS
 from jobdesk.store.rollup import DbCall
@@ -46,6 +46,7 @@ class ScheduleRecord:
     source: str
     created_at: datetime
     updated_at: datetime
+    recent: list[ScheduleRun] = field(default_factory=list)  # its newest runs, oldest first (when read)
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> ScheduleRecord:
@@ -58,11 +59,13 @@ class ScheduleRecord:
     def to_json(self) -> dict[str, Any]:
         s = self.schedule
         return {"name": s.name, "cron": s.cron, "every_s": s.every_s, "expression": s.expression,
-                "timezone": s.timezone, "type": s.type, "input_data": s.input_data, "priority": s.priority,
+                "description": s.description, "timezone": s.timezone, "type": s.type,
+                "input_data": s.input_data, "priority": s.priority,
                 "misfire": s.misfire, "overlap": s.overlap, "paused": self.paused,
                 "next_run_at": None if self.paused else self.next_tick_at.isoformat(),
                 "last_run_at": self.last_tick_at.isoformat() if self.last_tick_at else None,
-                "last_job_id": self.last_job_id, "source": self.source}
+                "last_job_id": self.last_job_id, "source": self.source,
+                "recent": [run.to_json() for run in self.recent]}
 
 
 @dataclass

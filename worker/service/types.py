@@ -1,33 +1,43 @@
-"""Job types across the fleet: listed with their limits in force, paused and resumed, and their
-limits and rates set at run time. Every input is checked (`jobdesk.core.type_controls`) before
-anything is written; each change is audited and announced to the workers in one transaction."""
+"""Job types across the fleet: listed with their limits in force and their activity at a glance
+(running, queued, the last 5 minutes), paused and resumed, and their limits and rates set at run
+time. Every input is checked (`jobdesk.core.type_controls`) before anything is written; each
+change is audited and announced to the workers in one transaction."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
+
+import asyncpg
 
 from jobdesk.core.errors import InvalidJob
 from jobdesk.core.type_controls import TypeControl, check_type_name, parse_limit_changes
 from jobdesk.service.access import acts
 from jobdesk.service.base import ServiceBase
-from jobdesk.store import type_controls
+from jobdesk.store import type_activity, type_controls
 
 REASON_MAX = 1000  # characters of a pause's reason
+
+
+async def _with_activity(conn: asyncpg.Connection, records: list[TypeControl]) -> list[TypeControl]:
+    activity = await type_activity.type_activity(conn, [r.type for r in records])
+    return [dataclasses.replace(r, activity=activity[r.type]) for r in records]
 
 
 class TypeControls(ServiceBase):
     """Pause, resume and limit job types; list them."""
 
     async def types(self) -> list[TypeControl]:
-        """Every known type, by name: paused or not, its limits in force and where each came from."""
+        """Every known type, by name: paused or not, its limits in force and where each came from,
+        and its activity: running and queued now, finished and failed in the last 5 minutes."""
         async with (await self._read_pool()).acquire() as conn:
-            return await type_controls.list_types(conn)
+            return await _with_activity(conn, await type_controls.list_types(conn))
 
     async def type_control(self, job_type: str) -> TypeControl:
-        """One type's controls, read on the primary (right after a change)."""
+        """One type's controls and activity, read on the primary (right after a change)."""
         async with self.pool.acquire() as conn:
             found = await type_controls.list_types(conn, job_type)
-        return found[0] if found else TypeControl(job_type)
+            return (await _with_activity(conn, found or [TypeControl(job_type)]))[0]
 
     @acts
     async def pause_type(self, job_type: str, reason: str | None = None) -> TypeControl:

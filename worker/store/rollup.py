@@ -6,6 +6,10 @@ second it adds the fold to `job_stats` and `job_stats_hist` in one statement, so
 the completion carry no extra work, and workers touch the shared minute rows once a second
 rather than once per statement. A fold that cannot be written is kept and added to the next.
 
+The same fold keeps, per 5 seconds and type, the jobs finished (completed or failed for good)
+and the attempts failed, written to `job_stats_5s` in the same statement (sql/035): the last
+5 minutes of each type, as `jobdesk types` shows them.
+
 The queue depth by status is counted once per UTC minute, by the first worker to ask in that
 minute; the same worker then drops the rollup rows no window reads any more.
 """
@@ -36,6 +40,8 @@ QUEUE_STATUSES = ("queued", "in_progress", "waiting_approval")
 # How long each grain is kept: minutes serve windows up to 24 hours, hours and days up to 30 days.
 KEEP = {"m": "2 days", "h": "32 days", "d": "32 days"}
 KEEP_DEPTH = "32 days"
+KEEP_5S = "10 minutes"  # the 5-second rows serve the last 5 minutes
+FIVE_S = 5
 
 
 def stats_bin(secs: float | None) -> int:
@@ -49,15 +55,22 @@ def _minute(at: float) -> int:
     return int(at // 60) * 60
 
 
+def five_s_bucket(at: float) -> int:
+    """The start of the 5-second bucket of an epoch time, in epoch seconds."""
+    return int(at // FIVE_S) * FIVE_S
+
+
 @dataclass
 class Fold:
-    """What attempts did, per (minute, type): [completed, failed]; per (minute, type, metric, bin): n."""
+    """What attempts did, per (minute, type): [completed, failed]; per (minute, type, metric, bin): n;
+    per (5-second bucket, type): [finished, failed attempts]."""
 
     counts: dict[tuple[int, str], list[int]] = field(default_factory=dict)
     bins: dict[tuple[int, str, str, int], int] = field(default_factory=dict)
+    fives: dict[tuple[int, str], list[int]] = field(default_factory=dict)
 
     def __bool__(self) -> bool:
-        return bool(self.counts or self.bins)
+        return bool(self.counts or self.bins or self.fives)
 
     def merge(self, other: Fold) -> None:
         for key, (completed, failed) in other.counts.items():
@@ -66,6 +79,10 @@ class Fold:
             row[1] += failed
         for bkey, n in other.bins.items():
             self.bins[bkey] = self.bins.get(bkey, 0) + n
+        for key, (finished, failed) in other.fives.items():
+            row = self.fives.setdefault(key, [0, 0])
+            row[0] += finished
+            row[1] += failed
 
 
 class Rollup:
@@ -76,13 +93,20 @@ class Rollup:
         self.writing = asyncio.Lock()  # one write at a time: a stopping worker's last one waits its turn
 
     def attempt_ended(self, job_type: str, wait_s: float | None, run_s: float | None, *,
-                      completed: bool = False, failed: bool = False, at: float | None = None) -> None:
-        """An attempt that completed, failed (for good or to be retried) or waits for approval."""
-        minute = _minute(time.time() if at is None else at)
+                      completed: bool = False, failed: bool = False, attempt_failed: bool = False,
+                      at: float | None = None) -> None:
+        """An attempt that completed, failed (for good or to be retried) or waits for approval.
+        `failed`: the job failed for good; `attempt_failed`: the attempt failed (retried or not)."""
+        when = time.time() if at is None else at
+        minute = _minute(when)
         if completed or failed:
             row = self.fold.counts.setdefault((minute, job_type), [0, 0])
             row[0] += completed
             row[1] += failed
+        if completed or failed or attempt_failed:
+            five = self.fold.fives.setdefault((five_s_bucket(when), job_type), [0, 0])
+            five[0] += completed or failed
+            five[1] += attempt_failed or failed
         bins = self.fold.bins
         for metric, secs in (("wait", wait_s), ("run", run_s)):
             if secs is not None:
@@ -111,6 +135,15 @@ WITH counts AS (
     ON CONFLICT (grain, bucket, type) DO UPDATE
        SET completed = t.completed + EXCLUDED.completed, failed = t.failed + EXCLUDED.failed
     RETURNING 1
+), fives AS (
+    INSERT INTO job_stats_5s AS t (bucket, type, finished, failed)
+    SELECT f.at, f.type, sum(f.finished), sum(f.failed)
+      FROM unnest($10::timestamptz[], $11::text[], $12::int[], $13::int[]) AS f(at, type, finished, failed)
+     GROUP BY 1, 2
+     ORDER BY 1, 2
+    ON CONFLICT (bucket, type) DO UPDATE
+       SET finished = t.finished + EXCLUDED.finished, failed = t.failed + EXCLUDED.failed
+    RETURNING 1
 )  -- a data-modifying CTE always runs to the end
 INSERT INTO job_stats_hist AS t (grain, bucket, type, metric, bin, n)
 SELECT g.grain, date_trunc(g.unit, h.at, 'UTC'), h.type, h.metric, h.bin, sum(h.n)
@@ -130,12 +163,15 @@ async def write(conn: asyncpg.Connection, fold: Fold) -> None:
     """Add a fold to the rollup, in one statement."""
     counts = sorted(fold.counts.items())
     bins = sorted(fold.bins.items())
+    fives = sorted(fold.fives.items())
     await conn.execute(
         _ADD,
         [_at(m) for (m, _), _ in counts], [t for (_, t), _ in counts],
         [c for _, (c, _) in counts], [f for _, (_, f) in counts],
         [_at(k[0]) for k, _ in bins], [k[1] for k, _ in bins], [k[2] for k, _ in bins],
-        [k[3] for k, _ in bins], [n for _, n in bins])
+        [k[3] for k, _ in bins], [n for _, n in bins],
+        [_at(b) for (b, _), _ in fives], [t for (_, t), _ in fives],
+        [n for _, (n, _) in fives], [f for _, (_, f) in fives])
 
 
 async def write_finished(conn: asyncpg.Connection, rows: Iterable[Mapping[str, Any]]) -> None:
@@ -166,6 +202,7 @@ _DROP_OLD = [
     *(f"DELETE FROM job_stats_hist WHERE grain = '{g}' AND bucket < now() - interval '{keep}'"
       for g, keep in KEEP.items()),
     f"DELETE FROM job_queue_depth WHERE bucket < now() - interval '{KEEP_DEPTH}'",
+    f"DELETE FROM job_stats_5s WHERE bucket < now() - interval '{KEEP_5S}'",
 ]
 
 
