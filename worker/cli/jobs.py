@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
 from jobdesk.cli.arguments import ArgumentParser, Subparsers, json_arg, search_arg, status_arg
-from jobdesk.cli.output import ago, print_json, print_rows
+from jobdesk.cli.output import ago, cut, print_json, print_rows
 from jobdesk.cli.session import Command, Invocation
 from jobdesk.core.durations import parse_seconds
 from jobdesk.core.errors import InvalidJob
@@ -162,9 +162,9 @@ def _print_table(records: list[JobRecord]) -> None:
         return
     rows = [("ID", "TYPE", "STATUS", "TRIES", "CREATED", "ERROR")]
     for r in records:
-        error = (r.error_message or "").splitlines()[0][:60] if r.error_message else ""
+        error = cut(r.error_message, 60) if r.error_message else ""
         status = f"scheduled {ago(r.scheduled_at)}" if _is_scheduled(r) else r.status.value
-        rows.append((short_id(r.id), r.type[:24], status, str(r.retry_count), ago(r.created_at), error))
+        rows.append((short_id(r.id), cut(r.type, 24), status, str(r.retry_count), ago(r.created_at), error))
     print_rows(rows)
 
 
@@ -223,6 +223,7 @@ def _print_job(record: JobRecord, attempts: list[Attempt], dependants: list[str]
         print("history:")
         for a in attempts:
             print(f"  #{a.attempt} {a.outcome:<11} {a.finished_at:%Y-%m-%d %H:%M:%S}  {a.error_message or ''}")
+        _print_traceback(record, attempts[-1])
     if steps:
         print("steps:")
         for s in steps:
@@ -230,6 +231,16 @@ def _print_job(record: JobRecord, attempts: list[Attempt], dependants: list[str]
             result = result if len(result) <= STEP_RESULT_WIDTH else result[:STEP_RESULT_WIDTH - 1] + "…"
             print(f"  {s.name:<24} {s.finished_at.astimezone():%Y-%m-%d %H:%M:%S}  {s.duration_s:>8.3f} s  "
                   f"#{s.attempt}  {result}")
+
+
+def _print_traceback(record: JobRecord, last: Attempt) -> None:
+    """The last attempt's traceback, when that attempt is why the job failed or waits to retry
+    (a job that completed after it, or was cancelled, has moved on from it)."""
+    retrying = record.status == Status.QUEUED and record.retry_count > 0
+    if last.traceback and (record.status == Status.FAILED or retrying):
+        print(f"traceback of attempt #{last.attempt}:")
+        for line in last.traceback.rstrip().splitlines():
+            print(f"  {line}")
 
 
 # -- commands -------------------------------------------------------------------------------
