@@ -35,3 +35,20 @@ async def test_show_prints_the_last_attempts_traceback_of_a_failed_job(dsn: str)
     assert "Traceback (most recent call last):" in after
     assert "RuntimeError: this processor always fails" in after
     assert "in process" in after, "the frames, not only the message"
+
+
+def test_a_file_name_given_for_a_module_gets_a_hint(dsn: str) -> None:
+    proc = run_cli("worker", "--processors", "cli_processors.py", dsn=dsn)
+    assert proc.returncode == 1 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert "give the module's name, without .py: cli_processors" in proc.stderr
+
+
+async def test_submit_takes_its_type_after_processors(dsn: str, conn: asyncpg.Connection) -> None:
+    done = run_cli("submit", "--processors", "cli_processors", "test.record", "--input", '{"n": 1}', "--json",
+                   dsn=dsn)
+    assert done.returncode == 0, done.stderr
+    job = json.loads(done.stdout)
+    assert job["type"] == "test.record" and job["input_data"] == {"n": 1}
+    missing = run_cli("submit", "--processors", "cli_processors", dsn=dsn)
+    assert missing.returncode == 2 and "required: TYPE" in missing.stderr
+    assert await conn.fetchval("SELECT count(*) FROM jobs") == 1

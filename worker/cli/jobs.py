@@ -58,7 +58,9 @@ def _seconds_arg(flag: str) -> Callable[[str], float]:
 def _add_submit_parser(sub: Subparsers, common: ArgumentParser) -> None:
     """jobdesk submit: one job, its time, its key and its debounce."""
     p = sub.add_parser("submit", parents=[common], help="enqueue a job")
-    p.add_argument("type", metavar="TYPE")
+    # Optional to argparse alone: `--processors` takes the words after it, TYPE too when it comes
+    # after them (`submit --processors myprocs crunch`); `check_args` gives it back to TYPE.
+    p.add_argument("type", metavar="TYPE", nargs="?")
     p.add_argument("--input", type=json_arg, default={}, metavar="JSON", help="input_data (a JSON object)")
     p.add_argument("--depends-on", action="append", default=[], metavar="ID", help="repeatable")
     p.add_argument("--user", type=int, metavar="ID")
@@ -134,7 +136,27 @@ def _add_bulk_options(p: ArgumentParser, name: str) -> None:
     p.add_argument("--dry-run", action="store_true", help="with --all: count, change nothing")
 
 
-def check_bulk_args(parser: ArgumentParser, args: argparse.Namespace) -> None:
+def check_args(parser: ArgumentParser, args: argparse.Namespace) -> None:
+    """What argparse alone cannot check: the word `--processors` took from TYPE (or from the
+    job id of `retry --input`), and the bulk options."""
+    _after_processors(parser, args)
+    _check_bulk_args(parser, args)
+
+
+def _after_processors(parser: ArgumentParser, args: argparse.Namespace) -> None:
+    """`submit --processors myprocs crunch`: `--processors` takes every word after it, so the
+    TYPE that follows it, which is missing then, is its last word; so is the one job id of
+    `retry --processors myprocs --input JSON ID`."""
+    modules: list[str] = getattr(args, "processors", [])
+    if args.command == "submit" and args.type is None:
+        if len(modules) < 2:
+            parser.error("the following arguments are required: TYPE")
+        args.type = modules.pop()
+    elif args.command == "retry" and args.input is not None and not args.ids and not args.all and len(modules) >= 2:
+        args.ids = [modules.pop()]
+
+
+def _check_bulk_args(parser: ArgumentParser, args: argparse.Namespace) -> None:
     """`retry`/`cancel` take ids, or --all with filter options; never both (exit 2)."""
     if args.command not in BULK_ACTIONS:
         return
