@@ -52,3 +52,40 @@ async def test_submit_takes_its_type_after_processors(dsn: str, conn: asyncpg.Co
     missing = run_cli("submit", "--processors", "cli_processors", dsn=dsn)
     assert missing.returncode == 2 and "required: TYPE" in missing.stderr
     assert await conn.fetchval("SELECT count(*) FROM jobs") == 1
+
+
+A = "0190aaaa-bbbb-7ccc-8ddd-eeee11112222"
+B = "0190aaaa-bbbb-7ccc-8ddd-ffff11112222"  # the same short id as A
+
+
+async def test_every_command_takes_the_short_id_and_a_part_of_the_id(dsn: str, conn: asyncpg.Connection) -> None:
+    job_id = json.loads(run_cli("submit", "echo", "--json", dsn=dsn).stdout)["id"]
+    short = run_cli("jobs", dsn=dsn).stdout.splitlines()[1].split()[0]
+    assert short == job_id[-8:]
+    shown = run_cli("show", short, dsn=dsn)
+    assert shown.returncode == 0 and job_id in shown.stdout, shown.stderr
+    assert run_cli("logs", short, "--json", dsn=dsn).returncode == 0
+    assert run_cli("show", job_id[:13], dsn=dsn).returncode == 0, "a start of the id"
+    child = run_cli("submit", "echo", "--depends-on", short, "--json", dsn=dsn)
+    assert json.loads(child.stdout)["dependent_on_jobs"] == [job_id]
+    cancelled = run_cli("cancel", short, dsn=dsn)
+    assert cancelled.returncode == 0 and job_id in cancelled.stdout, cancelled.stderr
+    assert run_cli("retry", short, dsn=dsn).returncode == 0
+    assert await conn.fetchval("SELECT status FROM jobs WHERE id = $1", job_id) == "queued"
+    await conn.execute("UPDATE jobs SET status = 'waiting_approval' WHERE id = $1", job_id)
+    assert run_cli("approve", short, dsn=dsn).returncode == 0
+    assert await conn.fetchval("SELECT status FROM jobs WHERE id = $1", job_id) == "completed"
+
+
+async def test_an_ambiguous_id_is_one_line_and_changes_nothing(dsn: str, conn: asyncpg.Connection) -> None:
+    await conn.executemany("INSERT INTO jobs (id, type, input_data) VALUES ($1, 'echo', '{}')", [(A,), (B,)])
+    for args in (("show", "11112222"), ("cancel", A, "11112222"), ("logs", "11112222"),
+                 ("reject", "0190aaaa-bbbb", "--reason", "no"), ("open", "11112222", "--no-worker")):
+        proc = run_cli(*args, dsn=dsn)
+        assert proc.returncode == 1, (args, proc)
+        lines = proc.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].endswith(" matches 2 jobs; give more of the id"), (args, lines)
+    assert [r["status"] for r in await conn.fetch("SELECT status FROM jobs")] == ["queued", "queued"]
+    assert await conn.fetchval("SELECT count(*) FROM audit_log") == 0
+    too_short = run_cli("show", "1112222", dsn=dsn)
+    assert too_short.returncode == 1 and "at least 8 characters" in too_short.stderr

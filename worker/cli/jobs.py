@@ -13,7 +13,7 @@ from jobdesk.cli.arguments import ArgumentParser, Subparsers, json_arg, search_a
 from jobdesk.cli.output import ago, cut, print_json, print_rows
 from jobdesk.cli.session import Command, Invocation
 from jobdesk.core.durations import parse_seconds
-from jobdesk.core.errors import InvalidJob
+from jobdesk.core.errors import InvalidJob, JobNotFound
 from jobdesk.core.models import JobCreate, JobRecord, Status, short_id
 from jobdesk.core.rules import BULK_ACTIONS
 from jobdesk.service.read_models import Attempt, JobProgress, StepRow
@@ -22,6 +22,7 @@ from jobdesk.store.search_syntax import parse_search
 
 if TYPE_CHECKING:
     from jobdesk.core.input_validation import Validator
+    from jobdesk.service.jobs import JobService
 
 # -- arguments ------------------------------------------------------------------------------
 
@@ -285,6 +286,7 @@ async def cmd_submit(inv: Invocation) -> int:
                     pipeline_id=args.pipeline, priority=args.priority, scheduled_at=scheduled_at,
                     unique_key=args.unique_key, debounce=args.debounce, debounce_max=args.debounce_max)
     async with inv.service() as jobs:
+        job.dependent_on_jobs = [await _dependency(jobs, given) for given in job.dependent_on_jobs]
         job_id, outcome = await jobs.place(job)
         record = await jobs.get_job(job_id)
     duplicate = outcome != "created"  # the unfinished job holding the unique key stands for it
@@ -297,6 +299,15 @@ async def cmd_submit(inv: Invocation) -> int:
                  "debounced": f" (debounced: job {job_id} holds key {args.unique_key!r}; it took this input)"}
         print(f"{job_id} {record.status.value}{when}{notes.get(outcome, '')}")
     return 0
+
+
+async def _dependency(jobs: JobService, given: str) -> str:
+    """`--depends-on` by a part of an id, as the other commands take it; one no job has is left
+    for the enqueue to refuse, with its own words."""
+    try:
+        return await jobs.resolve_job_id(given)
+    except JobNotFound:
+        return given
 
 
 def list_filter(args: argparse.Namespace) -> JobFilter:
@@ -320,7 +331,7 @@ async def cmd_jobs(inv: Invocation) -> int:
 async def cmd_show(inv: Invocation) -> int:
     args = inv.args
     async with inv.service() as jobs:
-        detail = await jobs.job_detail(args.id)
+        detail = await jobs.job_detail(await jobs.resolve_job_id(args.id))
     if args.json:
         print_json({**detail.job.to_json(), "history": [a.to_json() for a in detail.attempts],
                     "dependants": detail.dependants, "waiting_reason": detail.waiting_reason,
@@ -357,17 +368,18 @@ async def cmd_action(inv: Invocation) -> int:
     if getattr(args, "all", False):
         return await cmd_bulk(inv)
     async with inv.service() as jobs:
+        ids = await jobs.resolve_job_ids(args.ids)  # every id first: an ambiguous one changes nothing
         if args.command == "reject":
-            changed = await jobs.reject(args.ids, args.reason)
+            changed = await jobs.reject(ids, args.reason)
         elif args.command == "retry" and args.downstream:
-            changed = await jobs.retry_downstream(args.ids)
+            changed = await jobs.retry_downstream(ids)
         elif args.command == "retry" and args.input is not None:
-            changed = await jobs.retry_with_input(args.ids[0], args.input, fresh=args.fresh,
+            changed = await jobs.retry_with_input(ids[0], args.input, fresh=args.fresh,
                                                   validate=_input_validator(inv))
         elif args.command == "retry":
-            changed = await jobs.retry(args.ids, fresh=args.fresh)
+            changed = await jobs.retry(ids, fresh=args.fresh)
         else:
-            changed = await getattr(jobs, args.command)(args.ids)
+            changed = await getattr(jobs, args.command)(ids)
     again = "queued again from scratch" if getattr(args, "fresh", False) else "queued again"
     if getattr(args, "input", None) is not None:
         again += " with the new input"
@@ -375,9 +387,9 @@ async def cmd_action(inv: Invocation) -> int:
     if args.json:
         print_json({"action": args.command, "jobs": changed})
     else:
-        extra = len(changed) - len(set(args.ids))
+        extra = len(changed) - len(set(ids))
         more = f" (and {extra} dependant job(s))" if extra > 0 else ""
-        print(f"{past[args.command]}: {', '.join(args.ids)}{more}")
+        print(f"{past[args.command]}: {', '.join(ids)}{more}")
     return 0
 
 

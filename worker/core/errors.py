@@ -86,3 +86,7 @@ class JobTimedOut(JobdeskError):
     """A run passed its time limit (a processor's `timeout`, JOB_TYPE_TIMEOUTS or JOB_TIMEOUT).
     Its message alone is the attempt's error, `timed out after 30 s`, and the job is retried as
     after any other error."""
+
+
+class AmbiguousJobId(JobdeskError):
+    """A part of an id that more than one job's id starts or ends with; nothing was done."""
