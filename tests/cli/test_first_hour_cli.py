@@ -9,6 +9,7 @@ import asyncpg
 
 from jobdesk import JobClient, Status
 from jobdesk.core.settings import load_settings
+from jobdesk.store.fleet import register
 from tests.cli_processors import AlwaysFail
 from tests.helpers import RunningWorker, run_cli
 
@@ -89,3 +90,17 @@ async def test_an_ambiguous_id_is_one_line_and_changes_nothing(dsn: str, conn: a
     assert await conn.fetchval("SELECT count(*) FROM audit_log") == 0
     too_short = run_cli("show", "1112222", dsn=dsn)
     assert too_short.returncode == 1 and "at least 8 characters" in too_short.stderr
+
+
+async def test_submit_warns_of_a_type_no_live_worker_serves(dsn: str, conn: asyncpg.Connection) -> None:
+    alone = run_cli("submit", "crnch", dsn=dsn)
+    assert alone.returncode == 0 and alone.stderr == "", "no live worker at all: nothing to say"
+    await register(conn, "w-1", "host", 1, 1, ["crunch"], "test")
+    typo = run_cli("submit", "crnch", "--input", "{}", dsn=dsn)
+    assert typo.returncode == 0 and typo.stdout.split()[1] == "queued", typo
+    assert typo.stderr.strip().splitlines() == [
+        "jobdesk: warning: no live worker serves crnch (did you mean crunch?); its jobs wait until a worker "
+        "that serves it starts"]
+    served = run_cli("submit", "crunch", dsn=dsn)
+    assert served.returncode == 0 and served.stderr == ""
+    assert await conn.fetchval("SELECT count(*) FROM jobs") == 3

@@ -4,19 +4,19 @@ enqueued, read and acted on, by id or (`--all`) on every job matching a filter."
 from __future__ import annotations
 
 import argparse
-import json
-from collections.abc import Callable, Sequence
+import sys
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
 from jobdesk.cli.arguments import ArgumentParser, Subparsers, json_arg, search_arg, status_arg
-from jobdesk.cli.output import ago, cut, print_json, print_rows
+from jobdesk.cli.job_output import is_scheduled, print_job, print_table, when_text
+from jobdesk.cli.output import print_json
 from jobdesk.cli.session import Command, Invocation
 from jobdesk.core.durations import parse_seconds
 from jobdesk.core.errors import InvalidJob, JobNotFound
-from jobdesk.core.models import JobCreate, JobRecord, Status, short_id
+from jobdesk.core.models import JobCreate
 from jobdesk.core.rules import BULK_ACTIONS
-from jobdesk.service.read_models import Attempt, JobProgress, StepRow
 from jobdesk.store.jobs import JobFilter
 from jobdesk.store.search_syntax import parse_search
 
@@ -177,95 +177,6 @@ def _check_bulk_args(parser: ArgumentParser, args: argparse.Namespace) -> None:
         parser.error(f"{args.command}: {options[0]} needs --all")
 
 
-# -- output ---------------------------------------------------------------------------------
-
-def _print_table(records: list[JobRecord]) -> None:
-    if not records:
-        print("no jobs")
-        return
-    rows = [("ID", "TYPE", "STATUS", "TRIES", "CREATED", "ERROR")]
-    for r in records:
-        error = cut(r.error_message, 60) if r.error_message else ""
-        status = f"scheduled {ago(r.scheduled_at)}" if _is_scheduled(r) else r.status.value
-        rows.append((short_id(r.id), cut(r.type, 24), status, str(r.retry_count), ago(r.created_at), error))
-    print_rows(rows)
-
-
-def _is_scheduled(record: JobRecord) -> bool:
-    """Queued with a scheduled time still to come."""
-    return (record.status == Status.QUEUED and record.scheduled_at is not None
-            and record.scheduled_at > datetime.now(UTC))
-
-
-def _when(at: datetime | None) -> str:
-    return f"{at.astimezone():%Y-%m-%d %H:%M:%S %z} ({ago(at)})" if at else "-"
-
-
-STEP_RESULT_WIDTH = 80  # a step's result is cut here in `show` (whole in `show --json`)
-
-
-def progress_line(progress: JobProgress) -> str:
-    """`40% rendered 40 of 100 frames (3 s ago)`: a job's last progress on one line."""
-    message = f" {progress.message}" if progress.message else ""
-    return f"{progress.fraction * 100:.0f}%{message} ({ago(progress.at)})"
-
-
-def _print_job(record: JobRecord, attempts: list[Attempt], dependants: list[str],
-               waiting: str | None = None, steps: Sequence[StepRow] = (), progress: JobProgress | None = None) -> None:
-    fields: list[tuple[str, object]] = [
-        ("id", record.id), ("type", record.type), ("status", record.status.value),
-        ("user", record.user_id), ("pipeline", record.pipeline_id or "-"),
-        ("retries", record.retry_count), ("attempts", record.attempts),
-        ("active", "yes" if record.is_active else "no"),
-        ("created", f"{record.created_at:%Y-%m-%d %H:%M:%S} ({ago(record.created_at)})"),
-        ("updated", f"{record.updated_at:%Y-%m-%d %H:%M:%S} ({ago(record.updated_at)})")]
-    if record.completed_at:
-        fields.append(("completed", f"{record.completed_at:%Y-%m-%d %H:%M:%S} ({ago(record.completed_at)})"))
-    if record.scheduled_at:
-        fields.append(("scheduled", _when(record.scheduled_at)))
-    if record.unique_key is not None:
-        fields.append(("unique key", record.unique_key))
-    if record.next_retry_at and record.status == Status.QUEUED:
-        fields.append(("next retry", ago(record.next_retry_at)))
-    if waiting:
-        fields.append(("waiting", waiting))
-    if progress is not None:
-        fields.append(("progress", progress_line(progress)))
-    if record.dependent_on_jobs:
-        fields.append(("depends on", ", ".join(record.dependent_on_jobs)))
-    if dependants:
-        fields.append(("dependants", ", ".join(dependants)))
-    if record.error_message:
-        fields.append(("error", record.error_message))
-    for key, value in fields:
-        print(f"{key:>11}  {value}")
-    print(f"{'input':>11}  {json.dumps(record.input_data)}")
-    if record.result_data is not None:
-        print(f"{'result':>11}  {json.dumps(record.result_data)}")
-    if attempts:
-        print("history:")
-        for a in attempts:
-            print(f"  #{a.attempt} {a.outcome:<11} {a.finished_at:%Y-%m-%d %H:%M:%S}  {a.error_message or ''}")
-        _print_traceback(record, attempts[-1])
-    if steps:
-        print("steps:")
-        for s in steps:
-            result = json.dumps(s.result)
-            result = result if len(result) <= STEP_RESULT_WIDTH else result[:STEP_RESULT_WIDTH - 1] + "…"
-            print(f"  {s.name:<24} {s.finished_at.astimezone():%Y-%m-%d %H:%M:%S}  {s.duration_s:>8.3f} s  "
-                  f"#{s.attempt}  {result}")
-
-
-def _print_traceback(record: JobRecord, last: Attempt) -> None:
-    """The last attempt's traceback, when that attempt is why the job failed or waits to retry
-    (a job that completed after it, or was cancelled, has moved on from it)."""
-    retrying = record.status == Status.QUEUED and record.retry_count > 0
-    if last.traceback and (record.status == Status.FAILED or retrying):
-        print(f"traceback of attempt #{last.attempt}:")
-        for line in last.traceback.rstrip().splitlines():
-            print(f"  {line}")
-
-
 # -- commands -------------------------------------------------------------------------------
 
 def _input_validator(inv: Invocation) -> Validator:
@@ -289,15 +200,18 @@ async def cmd_submit(inv: Invocation) -> int:
         job.dependent_on_jobs = [await _dependency(jobs, given) for given in job.dependent_on_jobs]
         job_id, outcome = await jobs.place(job)
         record = await jobs.get_job(job_id)
+        warnings = await jobs.unserved_warnings([job.type])
     duplicate = outcome != "created"  # the unfinished job holding the unique key stands for it
     if args.json:
         extra = {"debounced": outcome == "debounced"} if args.debounce is not None else {}
         print_json({**record.to_json(), "duplicate": duplicate, **extra})
     else:
-        when = f" (scheduled for {_when(record.scheduled_at)})" if _is_scheduled(record) else ""
+        when = f" (scheduled for {when_text(record.scheduled_at)})" if is_scheduled(record) else ""
         notes = {"duplicate": f" (duplicate: job {job_id} holds key {args.unique_key!r}; nothing created)",
                  "debounced": f" (debounced: job {job_id} holds key {args.unique_key!r}; it took this input)"}
         print(f"{job_id} {record.status.value}{when}{notes.get(outcome, '')}")
+    for warning in warnings.values():
+        print(f"jobdesk: warning: {warning}", file=sys.stderr)
     return 0
 
 
@@ -324,7 +238,7 @@ async def cmd_jobs(inv: Invocation) -> int:
     if args.json:
         print_json([r.to_json() for r in records])
     else:
-        _print_table(records)
+        print_table(records)
     return 0
 
 
@@ -338,7 +252,7 @@ async def cmd_show(inv: Invocation) -> int:
                     "steps": [s.to_json() for s in detail.steps],
                     "progress": detail.progress.to_json() if detail.progress is not None else None})
     else:
-        _print_job(detail.job, detail.attempts, detail.dependants, detail.waiting_reason, detail.steps,
+        print_job(detail.job, detail.attempts, detail.dependants, detail.waiting_reason, detail.steps,
                    detail.progress)
     return 0
 

@@ -3,8 +3,9 @@ The HTTP API's ways (audited submissions, idempotency keys, group commit) are in
 
 from __future__ import annotations
 
+import logging
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime
 from typing import Any, cast
@@ -17,6 +18,8 @@ from jobdesk.service.base import WRITE_FAILURES, ServiceBase
 from jobdesk.service.foreign import async_writer
 from jobdesk.store import transitions
 from jobdesk.store.foreign import enqueue_scope
+
+log = logging.getLogger("jobdesk.client")
 
 
 class Enqueueing(ServiceBase):
@@ -41,7 +44,9 @@ class Enqueueing(ServiceBase):
                         unique_key=unique_key, debounce=debounce, debounce_max=debounce_max)
         if id is not None:
             job.id = id
-        return (await self.place(job, connection=connection))[0]
+        job_id = (await self.place(job, connection=connection))[0]
+        await self._warn_unserved([type])
+        return job_id
 
     async def place(self, job: JobCreate, *, connection: object | None = None) -> tuple[str, str]:
         """Enqueue one job; return the id that stands for it and what happened: `created`,
@@ -100,7 +105,25 @@ class Enqueueing(ServiceBase):
                 if self.user_id is not None:
                     batch = {x.id for x in jobs}  # made once: per dependency, it made the batch quadratic
                     await self._check_visible(conn, [d for j in jobs for d in j.dependent_on_jobs if d not in batch])
-                return await transitions.enqueue(conn, jobs)
+                ids = await transitions.enqueue(conn, jobs)
+        await self._warn_unserved(job.type for job in jobs)
+        return ids
+
+    async def unserved_warnings(self, job_types: Iterable[str]) -> dict[str, str]:
+        """The warning of each of `job_types` that no live worker serves, when live workers serve
+        other types: a job of that type waits until a worker that serves it starts (a typo in the
+        type, or a worker started without its processor). Read from what the live workers serve
+        as last read, at most SERVED_TTL_S ago; no statement of its own in between."""
+        return await self.served_types.warnings(self.pool, self.settings.JOB_LEASE_TIMEOUT, job_types)
+
+    async def _warn_unserved(self, job_types: Iterable[str]) -> None:
+        """Log `unserved_warnings`, once per type for this client (and its views)."""
+        warned = self.served_types.warned
+        fresh = [t for t in dict.fromkeys(job_types) if t not in warned]
+        if fresh:
+            for job_type, warning in (await self.unserved_warnings(fresh)).items():
+                warned.add(job_type)
+                log.warning("%s", warning)
 
     async def create_pipeline(self, jobs: Sequence[JobCreate], *, pipeline_id: str | None = None,
                               connection: object | None = None) -> str:
