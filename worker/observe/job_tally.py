@@ -55,7 +55,8 @@ class JobTally:
         """Log the summary every `every_s` while jobs finish, until `stop` is set."""
         while not stop.is_set():
             try:
-                await asyncio.wait_for(stop.wait(), every_s)
+                async with asyncio.timeout(every_s):
+                    await stop.wait()
             except TimeoutError:
                 line = self.summary()
                 if line is not None and self.log.isEnabledFor(logging.INFO):
