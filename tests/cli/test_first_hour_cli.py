@@ -103,4 +103,7 @@ async def test_submit_warns_of_a_type_no_live_worker_serves(dsn: str, conn: asyn
         "that serves it starts"]
     served = run_cli("submit", "crunch", dsn=dsn)
     assert served.returncode == 0 and served.stderr == ""
-    assert await conn.fetchval("SELECT count(*) FROM jobs") == 3
+    as_json = run_cli("submit", "crnch", "--json", dsn=dsn)
+    assert json.loads(as_json.stdout)["warnings"] == [typo.stderr.strip().removeprefix("jobdesk: warning: ")]
+    assert json.loads(run_cli("submit", "crunch", "--json", dsn=dsn).stdout)["warnings"] == []
+    assert await conn.fetchval("SELECT count(*) FROM jobs") == 5

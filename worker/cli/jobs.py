@@ -204,7 +204,7 @@ async def cmd_submit(inv: Invocation) -> int:
     duplicate = outcome != "created"  # the unfinished job holding the unique key stands for it
     if args.json:
         extra = {"debounced": outcome == "debounced"} if args.debounce is not None else {}
-        print_json({**record.to_json(), "duplicate": duplicate, **extra})
+        print_json({**record.to_json(), "duplicate": duplicate, **extra, "warnings": list(warnings.values())})
     else:
         when = f" (scheduled for {when_text(record.scheduled_at)})" if is_scheduled(record) else ""
         notes = {"duplicate": f" (duplicate: job {job_id} holds key {args.unique_key!r}; nothing created)",
