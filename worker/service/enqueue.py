@@ -38,7 +38,10 @@ class Enqueueing(ServiceBase):
 
         With `debounce` (seconds; needs `unique_key`), a queued job holding the key that has not
         started takes this `input_data` instead, and starts `debounce` seconds from now, but no
-        later than `debounce_max` seconds after its first enqueue (see `place`)."""
+        later than `debounce_max` seconds after its first enqueue (see `place`).
+
+        A type that no live worker serves, while live workers serve others, is enqueued all the
+        same, and logged as a warning on `jobdesk.client`, once per type (`unserved_warnings`)."""
         job = JobCreate(type, input_data, dependent_on_jobs=list(depends_on), user_id=user_id,
                         pipeline_id=pipeline_id, priority=priority, scheduled_at=scheduled_at,
                         unique_key=unique_key, debounce=debounce, debounce_max=debounce_max)
