@@ -83,8 +83,7 @@ def print_job(record: JobRecord, attempts: list[Attempt], dependants: list[str],
     if steps:
         print("steps:")
         for s in steps:
-            result = json.dumps(s.result)
-            result = result if len(result) <= STEP_RESULT_WIDTH else result[:STEP_RESULT_WIDTH - 1] + "…"
+            result = cut(json.dumps(s.result), STEP_RESULT_WIDTH)
             print(f"  {s.name:<24} {s.finished_at.astimezone():%Y-%m-%d %H:%M:%S}  {s.duration_s:>8.3f} s  "
                   f"#{s.attempt}  {result}")
 
