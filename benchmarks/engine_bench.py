@@ -1,6 +1,7 @@
 """Engine benchmark: throughput and pickup latency of one `jobdesk worker`, with figures printed.
 
     python benchmarks/engine_bench.py [--jobs 20000] [--runs 3] [--latency 200] [--skip-history]
+    python benchmarks/engine_bench.py --log-levels WARNING,INFO,DEBUG [--jobs 20000] [--runs 3]
 
 It starts its own embedded PostgreSQL (durable settings: fsync and synchronous_commit on) in a
 temporary folder, and for each measurement a fresh database:
@@ -110,13 +111,13 @@ async def add_history(conn: asyncpg.Connection, completed: int, blocked: int) ->
           flush=True)
 
 
-async def throughput(server_dsn: str, n: int, history: bool) -> dict[str, float]:
+async def throughput(server_dsn: str, n: int, history: bool, log_level: str | None = None) -> dict[str, float]:
     dsn = await fresh_db(server_dsn)
     conn = await asyncpg.connect(dsn)
     try:
         if history:
             await add_history(conn, 1_000_000, 100_000)
-        return await run_batch(conn, dsn, n)
+        return await run_batch(conn, dsn, n, extra_env={"LOG_LEVEL": log_level} if log_level else None)
     finally:
         await conn.close()
         await pg.drop_test_database(dsn)
@@ -187,6 +188,31 @@ async def latency(server_dsn: str, samples: int, warmup: int = 5) -> list[float]
         await pg.drop_test_database(dsn)
 
 
+async def log_levels(n: int, runs: int, levels: list[str]) -> None:
+    """Throughput with the worker at each log level, the levels interleaved run by run."""
+    server, root = pg.start_server()
+    try:
+        await pg.build_template(server.dsn)
+        print(f"jobdesk engine benchmark by LOG_LEVEL: {n:,} no-op jobs, MAX_CONCURRENT_JOBS=10, one worker, "
+              f"{os.cpu_count()} cores, durable commits", flush=True)
+        found: dict[str, list[dict[str, float]]] = {level: [] for level in levels}
+        for i in range(runs):
+            for level in levels:
+                r = await throughput(server.dsn, n, history=False, log_level=level)
+                found[level].append(r)
+                print(f"  run {i + 1} {level:<7}: {r['jobs_per_s']:,.0f} jobs/s launch->done, "
+                      f"{r['steady_per_s']:,.0f} steady, worker CPU {r['cpu_ms_per_job']:.3f} ms/job", flush=True)
+        base = statistics.median(r["jobs_per_s"] for r in found[levels[0]])
+        for level, results in found.items():
+            rate = statistics.median(r["jobs_per_s"] for r in results)
+            cpu = statistics.median(r["cpu_ms_per_job"] for r in results)
+            print(f"{level:<7} median {rate:,.0f} jobs/s ({rate / base:.2f} x {levels[0]}), "
+                  f"worker CPU {cpu:.3f} ms/job")
+    finally:
+        server.stop()
+        shutil.rmtree(root, ignore_errors=True)
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--jobs", type=int, default=20_000)
@@ -196,7 +222,12 @@ async def main() -> None:
     parser.add_argument("--only-history", action="store_true", help="skip the baseline and latency runs")
     parser.add_argument("--only-latency", action="store_true", help="measure latency alone")
     parser.add_argument("--metrics-port", type=int, metavar="P", help="the worker serves Prometheus metrics")
+    parser.add_argument("--log-levels", metavar="L1,L2", help="throughput alone, the worker at each LOG_LEVEL in "
+                        "turn, run by run (WARNING,INFO,DEBUG: what its log lines cost; they go to stderr)")
     args = parser.parse_args()
+    if args.log_levels:
+        await log_levels(args.jobs, args.runs, args.log_levels.split(","))
+        return
     if args.metrics_port is not None:
         WORKER_ARGS.extend(["--metrics-port", str(args.metrics_port)])
 

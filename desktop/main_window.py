@@ -137,6 +137,7 @@ class MainWindow(QMainWindow):
         self.pane.message.connect(self._show_message)
         self.pane.shown_job.connect(self._sync_actions)
         self.jobs.counts_changed.connect(self.bulk.set_counts)
+        self.jobs.counts_changed.connect(lambda counts: self.table_size.set_listed(self.jobs.every_job_count(counts)))
         self.bulk.message.connect(self._show_message)
         self.bulk.error.connect(self._show_error)
         self.failures.jobs_requested.connect(self.show_jobs_matching)

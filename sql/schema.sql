@@ -1687,6 +1687,13 @@ CREATE INDEX jobs_finished_idx ON public.jobs USING btree (status, updated_at) W
 
 
 --
+-- Name: jobs_id_tail_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX jobs_id_tail_idx ON public.jobs USING btree ("right"((id)::text, 8));
+
+
+--
 -- Name: jobs_in_progress_worker_idx; Type: INDEX; Schema: public; Owner: -
 --
 

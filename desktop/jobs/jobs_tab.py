@@ -6,6 +6,7 @@ signals, as it does for the Pipelines tab."""
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 from PySide6.QtCore import QEvent, QItemSelectionModel, QObject, QRect, Qt, QTimer, Signal
@@ -211,18 +212,22 @@ class JobsTab(QWidget):
         self._update_status_labels(counts)
         self.counts_changed.emit(counts)
 
+    def every_job_count(self, counts: StatusCounts) -> int | None:
+        """How many jobs the table holds, as `counts` (the chips') say: their total while the
+        filter narrows nothing but the status, and no status reached the cap; else None."""
+        total, exact = counts.total()
+        narrowed = replace(self.model.filter, statuses=frozenset()) != JobFilter()
+        return total if exact and not narrowed else None
+
     def _update_status_labels(self, counts: StatusCounts) -> None:
-        total = 0
-        exact = True
         for status, button in self.status_buttons.items():
             if status is None:
                 continue
             n = counts.counts.get(status, 0)
-            total += n
-            exact &= counts.exact(status)
             shown = f"{n:,}" + ("" if counts.exact(status) else "+")
             button.setText(f"{status_label(status)} {shown}")
             button.setToolTip("" if counts.exact(status) else f"at least {n:,} (counting stops there)")
+        total, exact = counts.total()
         self.status_buttons[None].setText(f"All {total:,}{'' if exact else '+'}")
 
     def _tick(self) -> None:

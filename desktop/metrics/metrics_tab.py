@@ -211,16 +211,28 @@ class MetricsTab(QWidget):
         return out
 
 
-def describe_size(size: TableSize) -> str:
-    """The status bar's words for the jobs table: "jobs ≈ 1,000,000 rows · 412 MB"."""
-    if size.estimated_rows is not None:
+def describe_size(size: TableSize | None, listed: int | None = None) -> str:
+    """The status bar's words for the jobs table: "jobs: 5 rows · 0.2 MB", "jobs: ≈ 1,000,000 rows · 412 MB".
+
+    `listed`: the number of jobs the jobs list counts (its All chip), when its filter narrows
+    nothing and the count is exact: that is the table's rows, and the bar says the same number
+    as the list. Otherwise the rows are read now and then (every 30 s) and may be behind what the
+    list shows, so the words say it is an estimate (≈): PostgreSQL's own estimate
+    (pg_class.reltuples), or before the table's first analysis a count as of the last read."""
+    if listed is not None:
+        rows = f"{listed:,} row{'' if listed == 1 else 's'}"
+    elif size is None:
+        rows = "rows unknown"
+    elif size.estimated_rows is not None:
         rows = f"≈ {size.estimated_rows:,} rows"
     elif size.counted_rows is not None:  # not analysed yet: counted instead
         counted = size.counted_rows
         plural = "" if counted == 1 else "s"
-        rows = f"{COUNTED_ROWS_CAP:,}+ rows" if size.counted_past_cap else f"{counted:,} row{plural}"
+        rows = f"{COUNTED_ROWS_CAP:,}+ rows" if size.counted_past_cap else f"≈ {counted:,} row{plural}"
     else:
         rows = "rows unknown"
+    if size is None:
+        return f"jobs: {rows}"
     mb = size.total_bytes / 1_000_000
     shown = f"{mb:,.0f} MB" if mb >= 10 else f"{mb:.1f} MB"
     return f"jobs: {rows} · {shown}"
@@ -234,12 +246,25 @@ class TableSizeLabel(QLabel):
     def __init__(self, connection: ConsoleConnection) -> None:
         super().__init__("")
         self.connection = connection
-        self.setToolTip("Rows of the jobs table (estimated from pg_class.reltuples; counted, up to "
-                        f"{COUNTED_ROWS_CAP:,}, before its first analysis) and its on-disk size with indexes "
-                        "(pg_total_relation_size)")
+        self.setToolTip("Rows of the jobs table: as the jobs list counts them while it shows every job; "
+                        "else (≈) estimated from pg_class.reltuples, or counted, up to "
+                        f"{COUNTED_ROWS_CAP:,}, before its first analysis, every 30 s. "
+                        "And its on-disk size with indexes (pg_total_relation_size)")
         self.setAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
         self._timer = QTimer(self, interval=self.INTERVAL_MS)
         self._timer.timeout.connect(self.refresh)
+        self._size: TableSize | None = None  # as last read
+        self._listed: int | None = None  # the jobs list's exact count of every job; None while it filters
+
+    def set_listed(self, listed: int | None) -> None:
+        """The jobs list's exact count of every job (see `JobsTab.every_job_count`), shown as the
+        table's rows, so that the bar and the list agree; None while the list filters or caps."""
+        self._listed = listed
+        self._show()
+
+    def _show(self) -> None:
+        if self._size is not None or self._listed is not None:
+            self.setText(describe_size(self._size, self._listed))
 
     def set_active(self, active: bool) -> None:
         if active:
@@ -260,4 +285,5 @@ class TableSizeLabel(QLabel):
         except EXPECTED as exc:  # expected failures are messages; bugs reach the error hook
             log.warning("table size failed: %s", reason(exc))
             return
-        self.setText(describe_size(size))
+        self._size = size
+        self._show()

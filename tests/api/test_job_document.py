@@ -131,7 +131,7 @@ async def test_one_group_read_answers_each_reader_in_its_own_scope(api: Api) -> 
 
 async def test_the_enqueue_answer_is_the_job_rendered_in_python(api: Api) -> None:
     """POST /api/jobs answers with the job as PostgreSQL writes it (`fetch_job_texts`), then
-    `duplicate`: the same keys, order and timestamp text as `job_json` writes."""
+    `duplicate` and `warnings`: the same keys, order and timestamp text as `job_json` writes."""
     bodies = [
         ({"type": "doc.post", "input_data": {"text": "naïve \"q\" \\ ü€😀", "n": [1, 2.5, None]}}, False),
         ({"type": "doc.post", "input_data": {}, "priority": 4, "pipeline_id": "p-post", "user_id": 2,
@@ -143,7 +143,7 @@ async def test_the_enqueue_answer_is_the_job_rendered_in_python(api: Api) -> Non
         answer = await api.client.post("/api/jobs", json=body)
         assert answer.status_code == (200 if duplicate else 201), answer.text
         got = answer.json()
-        expected = {**job_json(await api.service.get_job(got["id"])), "duplicate": duplicate}
+        expected = {**job_json(await api.service.get_job(got["id"])), "duplicate": duplicate, "warnings": []}
         assert list(got) == list(expected), body
         assert got == expected, body
     assert got["scheduled_at"] == "2031-05-06T05:08:09+00:00"

@@ -1,5 +1,6 @@
 """A processor's `output_model`: the worker checks `result_data` against it after `process`
-(a mismatch is a failed attempt, retried), and a backend reads the result back typed."""
+(a mismatch fails the job at once, as a result that is not a ProcessorResult does), and a backend
+reads the result back typed."""
 
 from __future__ import annotations
 
@@ -37,6 +38,11 @@ class Summer(BaseProcessor):
         return ProcessorResult({"total": sum(numbers), "count": len(numbers)})
 
 
+class ReturnsADict(BaseProcessor):
+    async def process(self, job: Job) -> ProcessorResult:
+        return {"total": 1}  # type: ignore[return-value]  # the mistake under test
+
+
 class Untyped(BaseProcessor):
     async def process(self, job: Job) -> ProcessorResult:
         return ProcessorResult({"anything": [1, "two"]})
@@ -45,7 +51,7 @@ class Untyped(BaseProcessor):
 @pytest.fixture
 async def client(dsn: str) -> AsyncIterator[JobClient]:
     jobs = await JobClient.connect(dsn, settings=load_settings(DATABASE_URL=dsn), pool_size=2)
-    running = RunningWorker(dsn, {"sum": Summer(), "untyped": Untyped()})
+    running = RunningWorker(dsn, {"sum": Summer(), "untyped": Untyped(), "dict": ReturnsADict()})
     yield jobs
     await running.stop()
     await jobs.close()
@@ -60,18 +66,23 @@ async def test_a_result_that_fits_completes_and_reads_back_typed(client: JobClie
         record.result(SumIn)
 
 
-async def test_a_result_that_does_not_fit_fails_the_attempt_and_is_retried(client: JobClient,
-                                                                           conn: asyncpg.Connection) -> None:
+async def test_a_result_that_does_not_fit_fails_the_job_at_once(client: JobClient, conn: asyncpg.Connection) -> None:
     record = await client.run("sum", {"numbers": [1], "buggy": True}, timeout=30)
-    assert record.status == Status.FAILED and record.retry_count == 3
+    assert record.status == Status.FAILED and record.retry_count == 0
     assert "result_data does not match SumOut: total: Field required" in (record.error_message or "")
     attempts = await conn.fetch("SELECT outcome, error_message FROM job_attempts WHERE job_id = $1 ORDER BY attempt",
                                 record.id)
-    assert len(attempts) == 4  # the first attempt and its three retries, as for any error
-    assert all("total: Field required" in a["error_message"] for a in attempts)
+    assert len(attempts) == 1, "a retry would return the same result: none is spent"
+    assert "total: Field required" in attempts[0]["error_message"]
     assert record.result_data is None
     with pytest.raises(NoJobResult, match=f"job {record.id} is failed .*: it has no result"):
         record.result(SumOut)
+
+
+async def test_a_result_that_is_not_a_processor_result_fails_the_job_at_once(client: JobClient) -> None:
+    record = await client.run("dict", {}, timeout=30)
+    assert record.status == Status.FAILED and record.retry_count == 0 and record.attempts == 1
+    assert "returned dict, not ProcessorResult" in (record.error_message or "")
 
 
 async def test_a_processor_without_an_output_model_returns_what_it_likes(client: JobClient) -> None:

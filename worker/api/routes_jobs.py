@@ -89,6 +89,8 @@ async def create_job(request: Request) -> Response:
     body = validate_body(raw, JobIn)
     ctx = request.app.state.ctx
     idempotency_key = _idempotency_key(request)
+    # The job is enqueued all the same; the answer says so when no live worker serves its type.
+    warnings = list((await caller.service.unserved_warnings([body.type])).values())
     try:
         ctx.validate_input(body.type, body.input_data)
     except (InvalidJob, ValueError) as exc:
@@ -104,6 +106,7 @@ async def create_job(request: Request) -> Response:
         if job.debounce is not None:  # a duplicate left queued was debounced (the enqueue updated it)
             out["debounced"] = (record.id != job.id and record.status == Status.QUEUED and record.is_active
                                 and record.started_at is None)
+        out["warnings"] = warnings
         return out
 
     # The enqueue span is the request's: the group commit runs apart from it (see `enqueue_batch`).
@@ -125,12 +128,14 @@ async def create_job(request: Request) -> Response:
     tail = _DUPLICATE_TAIL[placed.duplicate]
     if job.debounce is not None:
         tail = tail[:-1] + _DEBOUNCED_TAIL[placed.debounced]
+    tail = tail[:-1] + (job_document.with_key("{}", "warnings", warnings)[1:] if warnings else _NO_WARNINGS_TAIL)
     return Response(placed.document[:-1] + tail,
                     status_code=200 if placed.duplicate else 201, media_type="application/json")
 
 
 _DUPLICATE_TAIL = {dup: job_document.with_key("{}", "duplicate", dup)[1:] for dup in (False, True)}
 _DEBOUNCED_TAIL = {deb: job_document.with_key("{}", "debounced", deb)[1:] for deb in (False, True)}
+_NO_WARNINGS_TAIL = job_document.with_key("{}", "warnings", [])[1:]
 
 
 def _cursor(text: str | None) -> int | None:

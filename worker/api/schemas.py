@@ -90,6 +90,8 @@ class JobOut(BaseModel):
 class JobCreatedOut(JobOut):
     duplicate: bool  # true: an unfinished job held the unique key; this is that job, nothing was created
     debounced: bool = False  # true (with debounce): that queued job took this input and its new start
+    # Said, not refused: "no live worker serves TYPE..." when live workers serve other types only
+    warnings: list[str] = Field(default_factory=list)
 
 
 class DurableStepOut(BaseModel):

@@ -4,24 +4,25 @@ enqueued, read and acted on, by id or (`--all`) on every job matching a filter."
 from __future__ import annotations
 
 import argparse
-import json
-from collections.abc import Callable, Sequence
+import sys
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
 from jobdesk.cli.arguments import ArgumentParser, Subparsers, json_arg, search_arg, status_arg
-from jobdesk.cli.output import ago, print_json, print_rows
+from jobdesk.cli.job_output import is_scheduled, print_job, print_table, when_text
+from jobdesk.cli.output import print_json
 from jobdesk.cli.session import Command, Invocation
 from jobdesk.core.durations import parse_seconds
-from jobdesk.core.errors import InvalidJob
-from jobdesk.core.models import JobCreate, JobRecord, Status, short_id
+from jobdesk.core.errors import InvalidJob, JobNotFound
+from jobdesk.core.models import JobCreate
 from jobdesk.core.rules import BULK_ACTIONS
-from jobdesk.service.read_models import Attempt, JobProgress, StepRow
 from jobdesk.store.jobs import JobFilter
 from jobdesk.store.search_syntax import parse_search
 
 if TYPE_CHECKING:
     from jobdesk.core.input_validation import Validator
+    from jobdesk.service.jobs import JobService
 
 # -- arguments ------------------------------------------------------------------------------
 
@@ -58,7 +59,9 @@ def _seconds_arg(flag: str) -> Callable[[str], float]:
 def _add_submit_parser(sub: Subparsers, common: ArgumentParser) -> None:
     """jobdesk submit: one job, its time, its key and its debounce."""
     p = sub.add_parser("submit", parents=[common], help="enqueue a job")
-    p.add_argument("type", metavar="TYPE")
+    # Optional to argparse alone: `--processors` takes the words after it, TYPE too when it comes
+    # after them (`submit --processors myprocs crunch`); `check_args` gives it back to TYPE.
+    p.add_argument("type", metavar="TYPE", nargs="?")
     p.add_argument("--input", type=json_arg, default={}, metavar="JSON", help="input_data (a JSON object)")
     p.add_argument("--depends-on", action="append", default=[], metavar="ID", help="repeatable")
     p.add_argument("--user", type=int, metavar="ID")
@@ -136,7 +139,27 @@ def _add_bulk_options(p: ArgumentParser, name: str) -> None:
     p.add_argument("--dry-run", action="store_true", help="with --all: count, change nothing")
 
 
-def check_bulk_args(parser: ArgumentParser, args: argparse.Namespace) -> None:
+def check_args(parser: ArgumentParser, args: argparse.Namespace) -> None:
+    """What argparse alone cannot check: the word `--processors` took from TYPE (or from the
+    job id of `retry --input`), and the bulk options."""
+    _after_processors(parser, args)
+    _check_bulk_args(parser, args)
+
+
+def _after_processors(parser: ArgumentParser, args: argparse.Namespace) -> None:
+    """`submit --processors myprocs crunch`: `--processors` takes every word after it, so the
+    TYPE that follows it, which is missing then, is its last word; so is the one job id of
+    `retry --processors myprocs --input JSON ID`."""
+    modules: list[str] = getattr(args, "processors", [])
+    if args.command == "submit" and args.type is None:
+        if len(modules) < 2:
+            parser.error("the following arguments are required: TYPE")
+        args.type = modules.pop()
+    elif args.command == "retry" and args.input is not None and not args.ids and not args.all and len(modules) >= 2:
+        args.ids = [modules.pop()]
+
+
+def _check_bulk_args(parser: ArgumentParser, args: argparse.Namespace) -> None:
     """`retry`, `cancel`, `approve` and `reject` take ids, or --all with filter options; never
     both (exit 2)."""
     if args.command not in BULK_ACTIONS:
@@ -156,84 +179,6 @@ def check_bulk_args(parser: ArgumentParser, args: argparse.Namespace) -> None:
         parser.error(f"{args.command}: give job ids, or --all with a filter")
     if not args.all and options:
         parser.error(f"{args.command}: {options[0]} needs --all")
-
-
-# -- output ---------------------------------------------------------------------------------
-
-def _print_table(records: list[JobRecord]) -> None:
-    if not records:
-        print("no jobs")
-        return
-    rows = [("ID", "TYPE", "STATUS", "TRIES", "CREATED", "ERROR")]
-    for r in records:
-        error = (r.error_message or "").splitlines()[0][:60] if r.error_message else ""
-        status = f"scheduled {ago(r.scheduled_at)}" if _is_scheduled(r) else r.status.value
-        rows.append((short_id(r.id), r.type[:24], status, str(r.retry_count), ago(r.created_at), error))
-    print_rows(rows)
-
-
-def _is_scheduled(record: JobRecord) -> bool:
-    """Queued with a scheduled time still to come."""
-    return (record.status == Status.QUEUED and record.scheduled_at is not None
-            and record.scheduled_at > datetime.now(UTC))
-
-
-def _when(at: datetime | None) -> str:
-    return f"{at.astimezone():%Y-%m-%d %H:%M:%S %z} ({ago(at)})" if at else "-"
-
-
-STEP_RESULT_WIDTH = 80  # a step's result is cut here in `show` (whole in `show --json`)
-
-
-def progress_line(progress: JobProgress) -> str:
-    """`40% rendered 40 of 100 frames (3 s ago)`: a job's last progress on one line."""
-    message = f" {progress.message}" if progress.message else ""
-    return f"{progress.fraction * 100:.0f}%{message} ({ago(progress.at)})"
-
-
-def _print_job(record: JobRecord, attempts: list[Attempt], dependants: list[str],
-               waiting: str | None = None, steps: Sequence[StepRow] = (), progress: JobProgress | None = None) -> None:
-    fields: list[tuple[str, object]] = [
-        ("id", record.id), ("type", record.type), ("status", record.status.value),
-        ("user", record.user_id), ("pipeline", record.pipeline_id or "-"),
-        ("retries", record.retry_count), ("attempts", record.attempts),
-        ("active", "yes" if record.is_active else "no"),
-        ("created", f"{record.created_at:%Y-%m-%d %H:%M:%S} ({ago(record.created_at)})"),
-        ("updated", f"{record.updated_at:%Y-%m-%d %H:%M:%S} ({ago(record.updated_at)})")]
-    if record.completed_at:
-        fields.append(("completed", f"{record.completed_at:%Y-%m-%d %H:%M:%S} ({ago(record.completed_at)})"))
-    if record.scheduled_at:
-        fields.append(("scheduled", _when(record.scheduled_at)))
-    if record.unique_key is not None:
-        fields.append(("unique key", record.unique_key))
-    if record.next_retry_at and record.status == Status.QUEUED:
-        fields.append(("next retry", ago(record.next_retry_at)))
-    if waiting:
-        fields.append(("waiting", waiting))
-    if progress is not None:
-        fields.append(("progress", progress_line(progress)))
-    if record.dependent_on_jobs:
-        fields.append(("depends on", ", ".join(record.dependent_on_jobs)))
-    if dependants:
-        fields.append(("dependants", ", ".join(dependants)))
-    if record.error_message:
-        fields.append(("error", record.error_message))
-    for key, value in fields:
-        print(f"{key:>11}  {value}")
-    print(f"{'input':>11}  {json.dumps(record.input_data)}")
-    if record.result_data is not None:
-        print(f"{'result':>11}  {json.dumps(record.result_data)}")
-    if attempts:
-        print("history:")
-        for a in attempts:
-            print(f"  #{a.attempt} {a.outcome:<11} {a.finished_at:%Y-%m-%d %H:%M:%S}  {a.error_message or ''}")
-    if steps:
-        print("steps:")
-        for s in steps:
-            result = json.dumps(s.result)
-            result = result if len(result) <= STEP_RESULT_WIDTH else result[:STEP_RESULT_WIDTH - 1] + "…"
-            print(f"  {s.name:<24} {s.finished_at.astimezone():%Y-%m-%d %H:%M:%S}  {s.duration_s:>8.3f} s  "
-                  f"#{s.attempt}  {result}")
 
 
 # -- commands -------------------------------------------------------------------------------
@@ -256,18 +201,31 @@ async def cmd_submit(inv: Invocation) -> int:
                     pipeline_id=args.pipeline, priority=args.priority, scheduled_at=scheduled_at,
                     unique_key=args.unique_key, debounce=args.debounce, debounce_max=args.debounce_max)
     async with inv.service() as jobs:
+        job.dependent_on_jobs = [await _dependency(jobs, given) for given in job.dependent_on_jobs]
         job_id, outcome = await jobs.place(job)
         record = await jobs.get_job(job_id)
+        warnings = await jobs.unserved_warnings([job.type])
     duplicate = outcome != "created"  # the unfinished job holding the unique key stands for it
     if args.json:
         extra = {"debounced": outcome == "debounced"} if args.debounce is not None else {}
-        print_json({**record.to_json(), "duplicate": duplicate, **extra})
+        print_json({**record.to_json(), "duplicate": duplicate, **extra, "warnings": list(warnings.values())})
     else:
-        when = f" (scheduled for {_when(record.scheduled_at)})" if _is_scheduled(record) else ""
+        when = f" (scheduled for {when_text(record.scheduled_at)})" if is_scheduled(record) else ""
         notes = {"duplicate": f" (duplicate: job {job_id} holds key {args.unique_key!r}; nothing created)",
                  "debounced": f" (debounced: job {job_id} holds key {args.unique_key!r}; it took this input)"}
         print(f"{job_id} {record.status.value}{when}{notes.get(outcome, '')}")
+    for warning in warnings.values():
+        print(f"jobdesk: warning: {warning}", file=sys.stderr)
     return 0
+
+
+async def _dependency(jobs: JobService, given: str) -> str:
+    """`--depends-on` by a part of an id, as the other commands take it; one no job has is left
+    for the enqueue to refuse, with its own words."""
+    try:
+        return await jobs.resolve_job_id(given)
+    except JobNotFound:
+        return given
 
 
 def list_filter(args: argparse.Namespace) -> JobFilter:
@@ -284,21 +242,21 @@ async def cmd_jobs(inv: Invocation) -> int:
     if args.json:
         print_json([r.to_json() for r in records])
     else:
-        _print_table(records)
+        print_table(records)
     return 0
 
 
 async def cmd_show(inv: Invocation) -> int:
     args = inv.args
     async with inv.service() as jobs:
-        detail = await jobs.job_detail(args.id)
+        detail = await jobs.job_detail(await jobs.resolve_job_id(args.id))
     if args.json:
         print_json({**detail.job.to_json(), "history": [a.to_json() for a in detail.attempts],
                     "dependants": detail.dependants, "waiting_reason": detail.waiting_reason,
                     "steps": [s.to_json() for s in detail.steps],
                     "progress": detail.progress.to_json() if detail.progress is not None else None})
     else:
-        _print_job(detail.job, detail.attempts, detail.dependants, detail.waiting_reason, detail.steps,
+        print_job(detail.job, detail.attempts, detail.dependants, detail.waiting_reason, detail.steps,
                    detail.progress)
     return 0
 
@@ -338,17 +296,18 @@ async def cmd_action(inv: Invocation) -> int:
     if getattr(args, "all", False):
         return await cmd_bulk(inv)
     async with inv.service() as jobs:
+        ids = await jobs.resolve_job_ids(args.ids)  # every id first: an ambiguous one changes nothing
         if args.command == "reject":
-            changed = await jobs.reject(args.ids, args.reason)
+            changed = await jobs.reject(ids, args.reason)
         elif args.command == "retry" and args.downstream:
-            changed = await jobs.retry_downstream(args.ids)
+            changed = await jobs.retry_downstream(ids)
         elif args.command == "retry" and args.input is not None:
-            changed = await jobs.retry_with_input(args.ids[0], args.input, fresh=args.fresh,
+            changed = await jobs.retry_with_input(ids[0], args.input, fresh=args.fresh,
                                                   validate=_input_validator(inv))
         elif args.command == "retry":
-            changed = await jobs.retry(args.ids, fresh=args.fresh)
+            changed = await jobs.retry(ids, fresh=args.fresh)
         else:
-            changed = await getattr(jobs, args.command)(args.ids)
+            changed = await getattr(jobs, args.command)(ids)
     again = "queued again from scratch" if getattr(args, "fresh", False) else "queued again"
     if getattr(args, "input", None) is not None:
         again += " with the new input"
@@ -356,9 +315,9 @@ async def cmd_action(inv: Invocation) -> int:
     if args.json:
         print_json({"action": args.command, "jobs": changed})
     else:
-        extra = len(changed) - len(set(args.ids))
+        extra = len(changed) - len(set(ids))
         more = f" (and {extra} dependant job(s))" if extra > 0 else ""
-        print(f"{past[args.command]}: {', '.join(args.ids)}{more}")
+        print(f"{past[args.command]}: {', '.join(ids)}{more}")
     return 0
 
 

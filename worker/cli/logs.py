@@ -27,15 +27,16 @@ def format_line(line: JobLogLine) -> str:
 async def cmd_logs(inv: Invocation) -> int:
     args = inv.args
     async with inv.service() as jobs:
+        job_id = await jobs.resolve_job_id(args.id)
         if not args.follow:
-            lines = await jobs.job_logs(args.id)
+            lines = await jobs.job_logs(job_id)
             if args.json:
-                print_json({"job_id": args.id, "lines": [line.to_json() for line in lines]})
+                print_json({"job_id": job_id, "lines": [line.to_json() for line in lines]})
             else:
                 for line in lines:
                     print(format_line(line))
             return 0
-        async for batch in jobs.follow_logs(args.id):  # one JSON object per line with --json
+        async for batch in jobs.follow_logs(job_id):  # one JSON object per line with --json
             for line in batch:
                 print(json.dumps(line.to_json()) if args.json else format_line(line), flush=True)
     return 0

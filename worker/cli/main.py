@@ -104,7 +104,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 0
     if GROUP_OF[args.command] == "jobs":
-        group_module("jobs").check_bulk_args(parser, args)
+        group_module("jobs").check_args(parser, args)
     keeper_args = group_module("database").keeper_call(parser, args) if args.command == "db" else None
     if keeper_args is not None:
         from jobdesk.embedded.keeper import main as keeper_main

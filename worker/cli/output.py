@@ -13,6 +13,16 @@ def ago(when: datetime | None) -> str:
     return relative(when) or "-"
 
 
+def cut(text: str, width: int) -> str:
+    """`text` in at most `width` characters; one that was longer ends with `…`, so that a reader
+    knows there is more (`--json` prints it whole). Only its first line is kept: a value of
+    several lines is cut there too."""
+    first, _, rest = text.partition("\n")
+    if len(first) <= width and not rest:
+        return first
+    return first[:width - 1] + "…" if len(first) >= width else first + "…"
+
+
 def print_json(value: object) -> None:
     print(json.dumps(value, indent=2, default=str))
 

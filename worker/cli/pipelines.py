@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from jobdesk.cli.arguments import ArgumentParser, Subparsers
-from jobdesk.cli.output import ago, print_json, print_rows
+from jobdesk.cli.output import ago, cut, print_json, print_rows
 from jobdesk.cli.session import Command, Invocation
 from jobdesk.core.errors import InvalidJob
 from jobdesk.core.models import short_id
@@ -39,7 +39,7 @@ async def cmd_pipelines(inv: Invocation) -> int:
         return 0
     now = datetime.now(UTC)
     table = [("ID", "NAME", "STATUS", "PROGRESS", "STARTED", "DURATION")]
-    table += [(short_id(r.pipeline_id), r.name[:40], r.status.value, f"{r.completed}/{r.total}",
+    table += [(short_id(r.pipeline_id), cut(r.name, 40), r.status.value, f"{r.completed}/{r.total}",
                ago(r.started_at), span(r.duration_s(now))) for r in rows]
     print_rows(table)
     if more:

@@ -39,17 +39,17 @@ async def cmd_export(inv: Invocation) -> int:
 
 
 def cmd_open(inv: Invocation) -> int:
-    """Check that the job exists (one line and exit 1 if not, before any window), then run the
+    """Find the job (one line and exit 1 if none, or more than one, before any window), then run the
     console on it. The console is named, not imported: the engine's import graph has no Qt."""
-    async def check() -> None:
+    async def resolve() -> str:
         async with inv.service() as jobs:
-            await jobs.get_job(inv.args.id)
+            return await jobs.resolve_job_id(inv.args.id)
 
-    asyncio.run(check())
+    job_id = asyncio.run(resolve())
     require_extra("console", "the jobdesk console")
     flags = [flag for flag, on in (("--read-only", inv.args.read_only), ("--no-worker", inv.args.no_worker)) if on]
     console: Callable[[list[str]], int] = import_module("jobdesk.console.app").main
-    return console([*flags, "--job", inv.args.id])
+    return console([*flags, "--job", job_id])
 
 
 COMMANDS: dict[str, Command] = {"export": cmd_export, "open": cmd_open}

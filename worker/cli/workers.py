@@ -7,7 +7,7 @@ import argparse
 from typing import TYPE_CHECKING
 
 from jobdesk.cli.arguments import ArgumentParser, Subparsers
-from jobdesk.cli.output import print_json, print_rows
+from jobdesk.cli.output import cut, print_json, print_rows
 from jobdesk.cli.session import Command, Invocation
 from jobdesk.core.errors import InvalidJob
 from jobdesk.core.limits import parse_type_limit
@@ -118,8 +118,8 @@ async def cmd_workers(inv: Invocation) -> int:
     for w in workers:
         # A live worker past its lease is lost, though no other worker has declared it yet.
         unconfirmed = w.state != "lost" and w.is_lost(settings.JOB_LEASE_TIMEOUT)
-        rows.append((w.id, w.host[:20], str(w.pid), "lost?" if unconfirmed else w.state, str(w.concurrency),
-                     str(len(w.running_jobs)), f"{w.heartbeat_age_s:.0f}s ago", ",".join(w.job_types)[:40]))
+        rows.append((w.id, cut(w.host, 20), str(w.pid), "lost?" if unconfirmed else w.state, str(w.concurrency),
+                     str(len(w.running_jobs)), f"{w.heartbeat_age_s:.0f}s ago", cut(",".join(w.job_types), 40)))
     print_rows(rows)
     return 0
 

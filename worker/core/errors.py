@@ -100,3 +100,7 @@ class ReadOnlyRole(JobdeskError):
 class MissingGrant(JobdeskError):
     """The role can change jobs but was refused another table, most likely one a later migration
     added after its grants: nothing was changed, and the message says how to grant it."""
+
+
+class AmbiguousJobId(JobdeskError):
+    """A part of an id that more than one job's id starts or ends with; nothing was done."""

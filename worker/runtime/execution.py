@@ -50,8 +50,9 @@ PREFETCH_BELOW_S = 0.05  # claim ahead only while jobs average less than this
 PREFETCH_PER_SLOT = 6
 
 
-class InvalidResult(Exception):
-    """A processor returned something the engine cannot store."""
+class InvalidResult(PermanentJobError):
+    """A processor returned something the engine cannot store, or a result its `output_model`
+    refuses: the processor's own mistake, which no retry can mend, so the job fails at once."""
 
 
 def check_result(job: Job, result: object) -> ProcessorResult:
@@ -76,7 +77,7 @@ def check_result(job: Job, result: object) -> ProcessorResult:
 
 def check_output(model: type[BaseModel], result: ProcessorResult) -> None:
     """Raise InvalidResult, naming each field refused, unless `result_data` fits the processor's
-    `output_model`: a failed attempt, retried as any other error."""
+    `output_model`: the job fails at once, without retries (see InvalidResult)."""
     try:
         model.model_validate(result.result_data)
     except ValidationError as exc:

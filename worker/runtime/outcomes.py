@@ -19,6 +19,7 @@ from jobdesk.core.errors import InvalidJob
 from jobdesk.core.models import Job, ProcessorResult
 from jobdesk.core.settings import Settings
 from jobdesk.observe.alerts import Alert, job_failed
+from jobdesk.observe.job_tally import JobTally
 from jobdesk.runtime.dblink import DbLink
 from jobdesk.store import durable, transitions
 from jobdesk.store import rollup as stats_rollup
@@ -55,6 +56,7 @@ class Outcomes:
         # Jobs being written (`writing`) that a claim took again meanwhile, with that claim's attempt.
         self.reclaimed: dict[str, int] = {}
         self._side_tasks: set[asyncio.Task[None]] = set()
+        self.tally = JobTally(log)  # the DEBUG line of each finished job, the INFO summary a minute
 
     def finished(self, job: Job, result: ProcessorResult) -> None:
         """A job's processor returned `result`: queue it for the pump, or for the flush loop."""
@@ -70,6 +72,8 @@ class Outcomes:
 
     async def record_cancelled(self, job: Job) -> bool:
         cancelled = bool(await self.db.call(lambda c: transitions.mark_cancelled(c, self.worker_id, job)))
+        if cancelled:
+            self.tally.cancelled(job.id, job.type, job.run_s)
         if cancelled and self.metrics is not None:
             self.metrics.of(job.type).cancelled += 1
         return cancelled
@@ -100,6 +104,7 @@ class Outcomes:
             return "in_progress"
         self.rollup.attempt_ended(job.type, job.waited_s, job.run_s, failed=outcome.status == "failed",
                                   attempt_failed=True)
+        self.tally.failed(job.type, retried=outcome.status != "failed")
         if self.metrics is not None:
             stats = self.metrics.of(job.type)
             if outcome.status == "failed":
@@ -107,11 +112,11 @@ class Outcomes:
             else:
                 stats.retried += 1
         if outcome.status == "failed":
-            log.error("job %s (%s) failed for good after %d retries: %s", job.id, job.type,
-                      outcome.retry_count, error)
+            log.error("job %s (%s) failed for good after %d retries, in %.3f s: %s", job.id, job.type,
+                      outcome.retry_count, job.run_s or 0.0, error)
             self.send_alert(job_failed(job.id, job.type, job.pipeline_id, job.user_id, job.attempt, error))
         else:
-            log.info("job %s (%s) failed (%s); retry %d in %.1f s", job.id, job.type, error,
+            log.info("job %s (%s) failed in %.3f s (%s); retry %d in %.1f s", job.id, job.type, job.run_s or 0.0, error,
                      outcome.retry_count, outcome.delay or 0)
         return str(outcome.status)
 
@@ -169,6 +174,7 @@ class Outcomes:
         for job, result in batch:
             if job.id in done:
                 self.rollup.attempt_ended(job.type, job.waited_s, job.run_s, completed=not result.requires_approval)
+                self.tally.completed(job.id, job.type, job.run_s, approval=result.requires_approval)
                 if self.metrics is not None:
                     self.metrics.of(job.type).completed += 1
         if len(written) < len(batch) or self.reclaimed:

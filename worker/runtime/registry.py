@@ -38,10 +38,21 @@ def _import(name: str, origin: str) -> ModuleType:
     try:
         return importlib.import_module(name)  # noqa: TID251 - the user's processor module
     except ImportError as exc:
-        raise ProcessorLoadError(f"cannot import processor module {name!r} ({origin}): {exc}") from exc
+        raise ProcessorLoadError(f"cannot import processor module {name!r} ({origin}): {exc}"
+                                 f"{_module_hint(name)}") from exc
     except Exception as exc:
         raise ProcessorLoadError(f"processor module {name!r} ({origin}) failed to load: "
                                  f"{type(exc).__name__}: {exc}") from exc
+
+
+def _module_hint(name: str) -> str:
+    """For a file's name or path given where a module's name belongs (`myprocs.py`,
+    `app/procs.py`): the module's name to give instead."""
+    path = name.replace("\\", "/").removeprefix("./")
+    if not (path.endswith(".py") or "/" in path):
+        return ""
+    module = path.removesuffix(".py").strip("/").replace("/", ".")
+    return f"; give the module's name, without .py: {module}"
 
 
 def load_processor_classes(modules: Iterable[str] = (), paths: Iterable[str] = (),

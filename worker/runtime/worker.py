@@ -283,6 +283,7 @@ class Worker:
                        asyncio.create_task(stats_rollup.run_loop(self.db.call, self.rollup, self._stop),
                                            name="jobdesk-rollup"),
                        asyncio.create_task(self._poll_cancels(), name="jobdesk-cancels"),
+                       asyncio.create_task(self.outcomes.tally.run(self._stop), name="jobdesk-job-tally"),
                        supervising := asyncio.create_task(self.supervisor.run(), name="jobdesk-supervisor")]
         for task in self._tasks:
             task.add_done_callback(self._task_died)

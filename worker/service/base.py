@@ -14,6 +14,7 @@ from jobdesk.core.errors import DatabaseUnavailable, JobNotFound
 from jobdesk.core.models import JobRecord
 from jobdesk.core.settings import Settings, load_settings
 from jobdesk.service.replica import ReadReplica, ReplicaLag
+from jobdesk.service.served_types import ServedTypes
 from jobdesk.store import transitions
 from jobdesk.store.db import CONNECTION_ERRORS, Database, describe
 from jobdesk.store.jobs import JobFilter, fetch_records
@@ -46,6 +47,7 @@ class ServiceBase:
         self.settings = settings or load_settings()
         self.database = database
         self.replica = replica
+        self.served_types = ServedTypes()  # what the live workers serve, read now and then
 
     def as_actor(self, actor: transitions.Actor, *, user_id: int | None = None) -> Self:
         """The same service for another actor, restricted to `user_id`'s jobs when given."""
@@ -57,8 +59,10 @@ class ServiceBase:
         return self if self.replica is None else self._view(self.actor, self.user_id, None)
 
     def _view(self, actor: transitions.Actor, user_id: int | None, replica: ReadReplica | None) -> Self:
-        return type(self)(self.pool, actor=actor, user_id=user_id, settings=self.settings, database=self.database,
+        view = type(self)(self.pool, actor=actor, user_id=user_id, settings=self.settings, database=self.database,
                           replica=replica)
+        view.served_types = self.served_types  # one read of the workers for every view
+        return view
 
     async def _read_pool(self) -> asyncpg.Pool:
         """Where a read goes: the replica when there is one and no fence holds, else the primary."""

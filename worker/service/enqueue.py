@@ -3,8 +3,9 @@ The HTTP API's ways (audited submissions, idempotency keys, group commit) are in
 
 from __future__ import annotations
 
+import logging
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime
 from typing import Any, cast
@@ -18,6 +19,8 @@ from jobdesk.service.base import WRITE_FAILURES, ServiceBase
 from jobdesk.service.foreign import async_writer
 from jobdesk.store import transitions
 from jobdesk.store.foreign import enqueue_scope
+
+log = logging.getLogger("jobdesk.client")
 
 
 class Enqueueing(ServiceBase):
@@ -36,13 +39,18 @@ class Enqueueing(ServiceBase):
 
         With `debounce` (seconds; needs `unique_key`), a queued job holding the key that has not
         started takes this `input_data` instead, and starts `debounce` seconds from now, but no
-        later than `debounce_max` seconds after its first enqueue (see `place`)."""
+        later than `debounce_max` seconds after its first enqueue (see `place`).
+
+        A type that no live worker serves, while live workers serve others, is enqueued all the
+        same, and logged as a warning on `jobdesk.client`, once per type (`unserved_warnings`)."""
         job = JobCreate(type, input_data, dependent_on_jobs=list(depends_on), user_id=user_id,
                         pipeline_id=pipeline_id, priority=priority, scheduled_at=scheduled_at,
                         unique_key=unique_key, debounce=debounce, debounce_max=debounce_max)
         if id is not None:
             job.id = id
-        return (await self.place(job, connection=connection))[0]
+        job_id = (await self.place(job, connection=connection))[0]
+        await self._warn_unserved([type])
+        return job_id
 
     @writes
     async def place(self, job: JobCreate, *, connection: object | None = None) -> tuple[str, str]:
@@ -103,7 +111,25 @@ class Enqueueing(ServiceBase):
                 if self.user_id is not None:
                     batch = {x.id for x in jobs}  # made once: per dependency, it made the batch quadratic
                     await self._check_visible(conn, [d for j in jobs for d in j.dependent_on_jobs if d not in batch])
-                return await transitions.enqueue(conn, jobs)
+                ids = await transitions.enqueue(conn, jobs)
+        await self._warn_unserved(job.type for job in jobs)
+        return ids
+
+    async def unserved_warnings(self, job_types: Iterable[str]) -> dict[str, str]:
+        """The warning of each of `job_types` that no live worker serves, when live workers serve
+        other types: a job of that type waits until a worker that serves it starts (a typo in the
+        type, or a worker started without its processor). Read from what the live workers serve
+        as last read, at most SERVED_TTL_S ago; no statement of its own in between."""
+        return await self.served_types.warnings(self.pool, self.settings.JOB_LEASE_TIMEOUT, job_types)
+
+    async def _warn_unserved(self, job_types: Iterable[str]) -> None:
+        """Log `unserved_warnings`, once per type for this client (and its views)."""
+        warned = self.served_types.warned
+        fresh = [t for t in dict.fromkeys(job_types) if t not in warned]
+        if fresh:
+            for job_type, warning in (await self.unserved_warnings(fresh)).items():
+                warned.add(job_type)
+                log.warning("%s", warning)
 
     @writes
     async def create_pipeline(self, jobs: Sequence[JobCreate], *, pipeline_id: str | None = None,

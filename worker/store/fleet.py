@@ -117,6 +117,15 @@ async def mark_stale_workers_lost(conn: asyncpg.Connection, lease_s: float, me: 
         RETURNING id, host, pid, heartbeat_at""", lease_s, me)
 
 
+async def live_served_types(conn: asyncpg.Connection, lease_timeout_s: float) -> list[frozenset[str]]:
+    """The job types of each live worker (running, paused or draining, its lease held)."""
+    rows = await conn.fetch("""
+        SELECT job_types FROM workers
+         WHERE state = ANY($1::text[]) AND heartbeat_at >= now() - make_interval(secs => $2)""",
+        list(LIVE_STATES), lease_timeout_s)
+    return [frozenset(r["job_types"]) for r in rows]
+
+
 async def list_workers(conn: asyncpg.Connection, *, include_stopped: bool = True) -> list[WorkerRecord]:
     rows = await conn.fetch("""
         SELECT w.*, extract(epoch FROM now() - w.heartbeat_at)::float8 AS heartbeat_age_s,

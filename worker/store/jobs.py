@@ -233,6 +233,10 @@ class StatusCounts:
     def exact(self, status: Status) -> bool:
         return self.counts.get(status, 0) < self.cap
 
+    def total(self) -> tuple[int, bool]:
+        """The jobs of every status, and whether that is exact (no status reached the cap)."""
+        return sum(self.counts.values()), all(self.exact(s) for s in self.counts)
+
 
 async def fetch_page(conn: asyncpg.Connection, filt: JobFilter, *, sort: str = "created", descending: bool = True,
                      after: tuple[Any, int] | None = None, limit: int = 200) -> Page:
