@@ -13,7 +13,14 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 from starlette.routing import Match
 
-from jobdesk.core.errors import DatabaseUnavailable, IllegalTransition, InvalidJob, JobNotFound
+from jobdesk.core.errors import (
+    DatabaseUnavailable,
+    IllegalTransition,
+    InvalidJob,
+    JobNotFound,
+    JobNotRunning,
+    WorkerNotAnswering,
+)
 from jobdesk.store.db import CONNECTION_ERRORS
 from jobdesk.store.idempotency import IdempotencyConflict
 from jobdesk.store.outage import reason
@@ -91,6 +98,14 @@ async def _on_illegal(_: Request, exc: Exception) -> JSONResponse:
     return error_response(409, "illegal_transition", str(exc))
 
 
+async def _on_not_running(_: Request, exc: Exception) -> JSONResponse:
+    return error_response(409, "not_running", str(exc))
+
+
+async def _on_not_answering(_: Request, exc: Exception) -> JSONResponse:
+    return error_response(504, "worker_not_answering", str(exc))
+
+
 async def _on_idempotency(_: Request, exc: Exception) -> JSONResponse:
     return error_response(409, "idempotency_conflict", str(exc))
 
@@ -140,6 +155,8 @@ def install(app: FastAPI) -> None:
     app.add_exception_handler(RequestValidationError, _on_validation)
     app.add_exception_handler(JobNotFound, _on_not_found)
     app.add_exception_handler(IllegalTransition, _on_illegal)
+    app.add_exception_handler(JobNotRunning, _on_not_running)
+    app.add_exception_handler(WorkerNotAnswering, _on_not_answering)
     app.add_exception_handler(IdempotencyConflict, _on_idempotency)
     app.add_exception_handler(InvalidJob, _on_invalid)
     app.add_exception_handler(asyncpg.DataError, _on_data_error)

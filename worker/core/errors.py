@@ -86,3 +86,15 @@ class JobTimedOut(JobdeskError):
     """A run passed its time limit (a processor's `timeout`, JOB_TYPE_TIMEOUTS or JOB_TIMEOUT).
     Its message alone is the attempt's error, `timed out after 30 s`, and the job is retried as
     after any other error."""
+
+
+class JobNotRunning(JobdeskError):
+    """A running job's stack was asked for, but the job is not running and no stack of it was kept."""
+
+
+class WorkerNotAnswering(JobdeskError):
+    """The worker running a job did not answer a request for its stack in time; `worker_id` names it."""
+
+    def __init__(self, message: str, worker_id: str) -> None:
+        super().__init__(message)
+        self.worker_id = worker_id

@@ -37,11 +37,12 @@ from jobdesk.runtime.listening import worker_listener
 from jobdesk.runtime.outcomes import Outcomes
 from jobdesk.runtime.pump import PUMPS, Kicks, Pumps
 from jobdesk.runtime.retention import Pruner
+from jobdesk.runtime.stack_answers import StackAnswers
 from jobdesk.runtime.supervisor import Supervisor
 from jobdesk.runtime.threads import JobThreads
 from jobdesk.runtime.type_watch import TypeWatch
 from jobdesk.runtime.watchdog import LoopWatch
-from jobdesk.store import flow_limits, transitions, type_limits
+from jobdesk.store import flow_limits, job_stacks, transitions, type_limits
 from jobdesk.store import rollup as stats_rollup
 from jobdesk.store.db import CONNECTION_ERRORS
 from jobdesk.store.listen_supervisor import ListenerSupervisor
@@ -103,6 +104,8 @@ class Worker:
         self.execution = Execution(processors, self.concurrency, self.outcomes, self.kicks, self._stop, self.metrics,
                                    self.durability, self.reports, threads=self.threads,
                                    type_timeouts=settings.JOB_TYPE_TIMEOUTS, default_timeout=settings.JOB_TIMEOUT)
+        self.stacks = StackAnswers(self.db.call, self.worker_id, self.execution.stack_of,
+                                   self.execution.attempt_of)
         # The loop's watchdog, and the lease renewed from a thread of its own (see runtime.lease).
         self.watch = LoopWatch(lambda: self.execution.type_on_loop(self._loop) if self._loop is not None else None)
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -189,6 +192,10 @@ class Worker:
 
     def cancel_running(self, job_id: str) -> None:
         self.execution.cancel(job_id)
+
+    def stacks_asked(self) -> None:
+        """An operator may wait for a running job's stack: answer."""
+        self.stacks.asked()
 
     async def db_call(self, fn: Callable[[asyncpg.Connection], Awaitable[T]]) -> T:
         """Run fn(conn), retrying while the database is unreachable (see DbLink.call)."""
@@ -295,9 +302,9 @@ class Worker:
 
     async def _poll_cancels(self) -> None:
         """Without LISTEN (behind a pooler with no DATABASE_LISTEN_URL, or while the listener is
-        away) no cancel is heard: look for the running jobs' cancellations every poll interval,
-        so that `job.cancelled` turns true as soon as with it. (The supervisor's heartbeat looks
-        too, far less often.) With LISTEN this costs nothing: a cancel's NOTIFY is heard at once."""
+        away) no cancel or stack request is heard: look for them every poll interval, in one
+        query (see job_stacks.running_news), so that `job.cancelled` turns true as soon as with it.
+        (The heartbeat looks too, less often.) With LISTEN this costs nothing: the NOTIFY is heard."""
         while True:
             await asyncio.sleep(self.settings.JOB_PROCESSOR_POLL_INTERVAL)
             if self.listening is None or self.listening.listening:
@@ -306,15 +313,18 @@ class Worker:
             if not running:
                 continue
             try:
-                cancelled = await self.db.call(lambda c: transitions.inactive_among(c, running))
+                cancelled, asked = await self.db.call(lambda c: job_stacks.running_news(c, self.worker_id, running))
             except CONNECTION_ERRORS:
                 continue
             for job_id in cancelled:
                 self.execution.cancel(job_id)
+            if asked:
+                self.stacks.asked()
 
     async def _close(self) -> None:
         """The way out, every step of it bounded: a worker asked to stop always exits."""
         self.durability.close()
+        await self.stacks.close()
         self.watch.stop()
         await asyncio.get_running_loop().run_in_executor(None, self.lease.stop)
         self.threads.close()
@@ -395,3 +405,5 @@ class Worker:
         job_id = message.get("cancel")
         if job_id in self.execution.running:
             self.cancel_running(job_id)
+        if self.execution.attempt_of(message.get(job_stacks.STACK_KEY) or "") is not None:
+            self.stacks.asked()

@@ -14,7 +14,8 @@ a user's token sees and acts on that user's jobs only, and another user's job is
 (`client`) is the first of them: `base` (the pool, the actor, the user scope), `enqueue`, the
 record lookups of `job_reads`, `actions` and `waiting`. The service adds `submissions` (the HTTP
 API's enqueueing), the rest of `job_reads`, `pipelines`, `bulk`, `fleet`, `schedules`, `stats`,
-`tokens`, `export` and `types` (job types paused and limited across the fleet); its read models are
+`tokens`, `export`, `types` (job types paused and limited across the fleet) and `job_stacks` (what a
+running job is doing now); its read models are
 in `read_models`, the schema checks in `schema`.
 """
 
@@ -25,6 +26,7 @@ from jobdesk.service.client import JobClient
 from jobdesk.service.export import JobExport
 from jobdesk.service.fleet import FleetControl
 from jobdesk.service.job_logs import JobLogReads
+from jobdesk.service.job_stacks import JobStacks
 from jobdesk.service.pipelines import PipelineReads
 from jobdesk.service.read_models import (
     BULK_COUNT_CAP,
@@ -48,7 +50,7 @@ from jobdesk.service.types import TypeControls
 
 
 class JobService(JobClient, Submissions, StatsReads, PipelineReads, BulkActions, FleetControl, ScheduleControl,
-                 TokenStore, JobExport, TypeControls, JobLogReads):
+                 TokenStore, JobExport, TypeControls, JobLogReads, JobStacks):
     """Reads and actions on jobs, pipelines and workers, over one pool: everything a `JobClient`
     does, and what the console, the CLI and the HTTP API read and do besides."""
 
