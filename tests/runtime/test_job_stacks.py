@@ -16,6 +16,7 @@ from jobdesk.core.settings import load_settings
 from jobdesk.service.jobs import JobService
 from jobdesk.store import fleet, transitions
 from tests.helpers import RunningWorker, wait_for
+from tests.pgbouncer import PgBouncer
 from tests.stack_processors import AsyncHold, ProcessHold, ThreadHold
 
 
@@ -169,3 +170,37 @@ async def test_asking_costs_the_worker_nothing_while_nobody_asks(conn: asyncpg.C
         await worker.stop()
         await jobs.close()
     assert (before, after) == (0, 1)
+
+
+@pytest.mark.parametrize("executor", ["async", "thread", "process"])
+async def test_behind_pgbouncer_in_transaction_mode(conn: asyncpg.Connection, dsn: str, pgbouncer: PgBouncer,
+                                                    executor: str, tmp_path: Path) -> None:
+    """The worker cannot LISTEN through the pooler: it finds the request with the query it makes
+    for its running jobs' cancellations, and the asker polls for the answer."""
+    pooled = pgbouncer.url(dsn, declared=False)
+    release = tmp_path / "release"
+    holds = {"async": AsyncHold(), "thread": ThreadHold(), "process": ProcessHold()}[executor]
+    inner = {"async": "hold_async", "thread": "hold_in_thread", "process": "hold_in_process"}[executor]
+    [job_id] = await transitions.enqueue(conn, [JobCreate("hold", {"release": str(release)})])
+    worker = RunningWorker(pooled, {"hold": holds})
+    jobs = await service(pooled)
+    try:
+        await wait_for(lambda: running(conn, job_id), what="the job to run")
+        assert worker.worker.listening is not None and not worker.worker.listening.listening
+        stack = await wait_for(lambda: stack_in(jobs, job_id, inner), what="the processor's code to run")
+        _release(holds, release)
+        await wait_for(lambda: conn.fetchval("SELECT status = 'completed' FROM jobs WHERE id = $1", job_id),
+                       what="the job to complete")
+        kept = await jobs.job_stack(job_id)
+    finally:
+        _release(holds, release)
+        await worker.stop()
+        await jobs.close()
+    assert stack.running and functions(stack)[:2] == ["process", inner]
+    assert not kept.running and kept.frames == stack.frames
+
+
+def _release(holds: object, release: Path) -> None:
+    if isinstance(holds, (AsyncHold, ThreadHold)):
+        holds.release.set()
+    release.touch()
