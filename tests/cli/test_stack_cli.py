@@ -42,7 +42,8 @@ async def test_stack_of_a_running_job_then_the_one_kept_after_it_ended(conn: asy
     assert lines[0].endswith("(most recent call last):")
     # As a traceback prints it: outermost first, the innermost last, each with its source line.
     assert lines[1].startswith('  File "') and lines[1].endswith(", in process")
-    assert lines[3].endswith(", in hold_async") and lines[4] == "    await self.release.wait()  # the async job waits here"
+    assert lines[3].endswith(", in hold_async")
+    assert lines[4] == "    await self.release.wait()  # the async job waits here"
     answer = json.loads(as_json)
     assert answer["running"] is True and answer["status"] == "in_progress" and answer["attempt"] == 1
     assert [f["function"] for f in answer["frames"]][:2] == ["process", "hold_async"]

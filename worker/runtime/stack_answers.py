@@ -64,7 +64,7 @@ class StackAnswers:
                 await self._answer()
         except CONNECTION_ERRORS:
             pass  # the asker gives up after a while; the next request is answered as usual
-        except Exception:  # noqa: BLE001 - an answer never stops the worker
+        except Exception:  # an answer never stops the worker
             log.exception("could not answer a request for a running job's stack")
 
     async def _answer(self) -> None:

@@ -36,8 +36,8 @@ class StackState:
 async def job_state(conn: asyncpg.Connection, job_id: str) -> StackState | None:
     """The job and its kept stack in one read; None when there is no such job."""
     row = await conn.fetchrow("""
-        SELECT j.status, j.user_id, j.worker_id, j.attempts, s.attempt AS s_attempt, s.worker_id AS s_worker, s.taken_at,
-               s.frames::text AS frames
+        SELECT j.status, j.user_id, j.worker_id, j.attempts,
+               s.attempt AS s_attempt, s.worker_id AS s_worker, s.taken_at, s.frames::text AS frames
           FROM jobs j LEFT JOIN job_stacks s ON s.job_id = j.id
          WHERE j.id = $1""", job_id)
     if row is None:
