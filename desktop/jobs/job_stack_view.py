@@ -15,8 +15,17 @@ from PySide6.QtWidgets import QHBoxLayout, QLabel, QPlainTextEdit, QPushButton, 
 from jobdesk.console.errors import EXPECTED, reason
 from jobdesk.console.table_model import Query
 from jobdesk.console.tasks import spawn
-from jobdesk.core.job_stack import JobStack
+from jobdesk.core.job_stack import JobStack, StackFrame
 from jobdesk.core.models import Status
+
+PATH_PARTS = 3  # a frame's file is shown by its last parts: the pane is narrow (the full path is its tooltip)
+
+
+def frame_text(frame: StackFrame) -> str:
+    """A frame as a traceback prints it, with a long path cut to its last parts."""
+    parts = frame.file.replace("\\", "/").split("/")
+    short = frame.file if len(parts) <= PATH_PARTS + 1 else "…/" + "/".join(parts[-PATH_PARTS:])
+    return StackFrame(short, frame.line, frame.function, frame.source).text()
 
 
 class JobStackView(QWidget):
@@ -56,6 +65,7 @@ class JobStackView(QWidget):
             self._asking = None
         self.job_id, self.status, self.stack, self.asked_for = None, None, None, None
         self.text.clear()
+        self.text.setToolTip("")
         self.state.setText("Select a job")
         self.refresh_button.setEnabled(False)
 
@@ -103,4 +113,5 @@ class JobStackView(QWidget):
             return
         self.stack = stack
         self.state.setText(stack.headline())
-        self.text.setPlainText("\n".join(f.text() for f in stack.frames) or "(no frames: the job had not started)")
+        self.text.setPlainText("\n".join(frame_text(f) for f in stack.frames) or "(no frames: the job had not started)")
+        self.text.setToolTip("\n".join(f'{f.file}, line {f.line}' for f in stack.frames))

@@ -41,6 +41,9 @@ def test_the_stack_tab(qapp: QApplication, qtbot, test_db: str, tmp_path: Path) 
             text = stack.text.toPlainText()
             assert text.index(", in process") < text.index(", in hold_async")
             assert "    await self.release.wait()  # the async job waits here" in text
+            cut = f'  File "…/{Path(__file__).parents[2].name}/tests/stack_processors.py", line '
+            assert cut in text  # the pane is narrow: the path's last three parts
+            assert "/tests/stack_processors.py, line " in stack.text.toolTip()  # and the whole path
             window.grab().save(str(tmp_path / "stack-running.png"))
 
             stack.refresh_button.click()  # asks again
