@@ -23,7 +23,8 @@ from jobdesk.store.db import CONNECTION_ERRORS
 
 log = logging.getLogger("jobdesk.worker")
 
-TAKE_WITHIN_S = 3.0  # a stack not taken by then (a child process that does not answer) is not written
+TAKE_WITHIN_S = 3.0  # a stack not taken by then is not written
+AGAIN_AFTER_S = 0.1  # a request for a job not held yet (its claim being read) is looked at again after this
 
 DbCall = Callable[[Callable[[asyncpg.Connection], Awaitable[Any]]], Awaitable[Any]]
 StackOf = Callable[[str], Awaitable["list[StackFrame] | None"]]
@@ -34,17 +35,21 @@ class StackAnswers:
     asked meanwhile (the one running may have taken its requests before the new one came)."""
 
     def __init__(self, db_call: DbCall, worker_id: str, stack_of: StackOf,
-                 attempt_of: Callable[[str], int | None]) -> None:
+                 attempt_of: Callable[[str], int | None], held: Callable[[], list[str]]) -> None:
         self.db_call = db_call
         self.worker_id = worker_id
         self.stack_of = stack_of  # a held job's stack now (None: not held)
         self.attempt_of = attempt_of  # the attempt a held job runs
+        self.held = held  # the jobs this worker runs or has claimed
         self.answered = 0  # stacks written, for tests and logs
         self._task: asyncio.Task[None] | None = None
         self._again = False
+        self._closed = False
 
     def asked(self) -> None:
         """A request may be waiting: answer it soon."""
+        if self._closed:
+            return
         if self._task is not None and not self._task.done():
             self._again = True
             return
@@ -52,6 +57,7 @@ class StackAnswers:
         self._task = asyncio.create_task(self._answer_all(), name="jobdesk-stack-answers")
 
     async def close(self) -> None:
+        self._closed = True
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
@@ -68,7 +74,10 @@ class StackAnswers:
             log.exception("could not answer a request for a running job's stack")
 
     async def _answer(self) -> None:
-        asked: list[str] = await self.db_call(lambda c: job_stacks.take_requests(c, self.worker_id))
+        held = self.held()
+        asked, waiting = await self.db_call(lambda c: job_stacks.take_requests(c, self.worker_id, held))
+        if waiting:
+            asyncio.get_running_loop().call_later(AGAIN_AFTER_S, self.asked)
         taken: list[tuple[str, int, list[StackFrame]]] = []
         for job_id in asked:
             attempt = self.attempt_of(job_id)

@@ -10,6 +10,7 @@ a child process can load it cheaply when it is first asked.
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import linecache
 import os
@@ -23,6 +24,7 @@ from typing import Any
 from jobdesk.core.job_stack import StackFrame
 
 MAX_FRAMES = 200  # a stack deeper than this keeps its innermost frames
+CHILD_ANSWER_S = 2.0  # a child process that has not answered by then (still starting) gets the worker's side
 
 _RUNTIME = os.path.dirname(os.path.abspath(__file__)) + os.sep
 _STDLIB = os.path.dirname(os.path.abspath(threading.__file__)) + os.sep
@@ -115,10 +117,16 @@ def coroutine_stack(coro: object) -> list[StackFrame]:
 
 async def job_stack(task_coro: object, place: Place | None) -> list[StackFrame]:
     """A running job's stack: its task's coroutines, then the frames of the thread or child
-    process its code runs in, if it runs in one now."""
+    process its code runs in, if it runs in one now. A child that does not answer within
+    CHILD_ANSWER_S (it is still starting: its listening thread is not up yet) leaves the
+    worker's side alone, which ends where the worker waits for it."""
     frames = summarize(awaited_frames(task_coro))
     if place is not None and place.thread is not None:
         frames += summarize(thread_frames(place.thread))
     elif place is not None and place.child is not None:
-        frames += await place.child()
+        try:
+            async with asyncio.timeout(CHILD_ANSWER_S):
+                frames += await place.child()
+        except TimeoutError:
+            pass
     return trimmed(frames)

@@ -105,7 +105,7 @@ class Worker:
                                    self.durability, self.reports, threads=self.threads,
                                    type_timeouts=settings.JOB_TYPE_TIMEOUTS, default_timeout=settings.JOB_TIMEOUT)
         self.stacks = StackAnswers(self.db.call, self.worker_id, self.execution.stack_of,
-                                   self.execution.attempt_of)
+                                   self.execution.attempt_of, self.known_ids)
         # The loop's watchdog, and the lease renewed from a thread of its own (see runtime.lease).
         self.watch = LoopWatch(lambda: self.execution.type_on_loop(self._loop) if self._loop is not None else None)
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -405,5 +405,5 @@ class Worker:
         job_id = message.get("cancel")
         if job_id in self.execution.running:
             self.cancel_running(job_id)
-        if self.execution.attempt_of(message.get(job_stacks.STACK_KEY) or "") is not None:
+        if message.get(job_stacks.WORKER_KEY) == self.worker_id:
             self.stacks.asked()

@@ -18,7 +18,10 @@ import asyncpg
 from jobdesk.core.job_stack import JobStack, StackFrame
 from jobdesk.store.transitions import CONTROL_CHANNEL
 
-STACK_KEY = "stack"  # the control message `{"stack": JOB_ID}` says a job's stack is asked for
+# The control message `{"stack": JOB_ID, "stack_worker": WORKER_ID}` says a job's stack is asked of a worker.
+STACK_KEY = "stack"
+WORKER_KEY = "stack_worker"
+FORGOTTEN_AFTER_S = 30.0  # a request this old was left by an asker that went away: dropped
 
 
 @dataclass(frozen=True)
@@ -55,7 +58,7 @@ async def ask(conn: asyncpg.Connection, job_id: str, worker_id: str) -> tuple[in
     row = await conn.fetchrow("""
         WITH r AS (INSERT INTO job_stack_requests (job_id, worker_id) VALUES ($1, $2) RETURNING id, asked_at)
         SELECT r.id, r.asked_at, pg_notify($3, $4) FROM r""",
-        job_id, worker_id, CONTROL_CHANNEL, json.dumps({STACK_KEY: job_id}))
+        job_id, worker_id, CONTROL_CHANNEL, json.dumps({STACK_KEY: job_id, WORKER_KEY: worker_id}))
     assert row is not None
     return row["id"], row["asked_at"]
 
@@ -77,10 +80,23 @@ async def running_news(conn: asyncpg.Connection, worker_id: str,
     return list(row["cancelled"]), bool(row["asked"])
 
 
-async def take_requests(conn: asyncpg.Connection, worker_id: str) -> list[str]:
-    """The jobs whose stacks are asked of `worker_id`, their requests taken (deleted)."""
-    rows = await conn.fetch("DELETE FROM job_stack_requests WHERE worker_id = $1 RETURNING job_id", worker_id)
-    return sorted({r["job_id"] for r in rows})
+async def take_requests(conn: asyncpg.Connection, worker_id: str,
+                        held: Sequence[str]) -> tuple[list[str], bool]:
+    """Take (delete) the requests to `worker_id` for the jobs it holds: their ids, and whether
+    requests for other jobs wait (a job just claimed, whose claim the worker has not read yet).
+    Requests older than FORGOTTEN_AFTER_S, whose asker has gone, are dropped."""
+    row = await conn.fetchrow("""
+        WITH taken AS (
+            DELETE FROM job_stack_requests
+             WHERE worker_id = $1 AND (job_id = ANY($2::text[]) OR asked_at < now() - make_interval(secs => $3))
+            RETURNING job_id)
+        SELECT ARRAY(SELECT DISTINCT job_id FROM taken WHERE job_id = ANY($2::text[])) AS taken,
+               EXISTS (SELECT 1 FROM job_stack_requests
+                        WHERE worker_id = $1 AND NOT job_id = ANY($2::text[])
+                          AND asked_at >= now() - make_interval(secs => $3)) AS waiting""",
+        worker_id, list(held), FORGOTTEN_AFTER_S)
+    assert row is not None
+    return sorted(row["taken"]), bool(row["waiting"])
 
 
 async def keep(conn: asyncpg.Connection, worker_id: str,
