@@ -56,3 +56,21 @@ class ProcessHold(BaseProcessor):
 def hold_in_process(release: Path) -> None:
     while not release.exists():
         time.sleep(0.02)  # the process job waits here
+
+
+class LoopBlocker(BaseProcessor):
+    """An `async def` that calls blocking code: it holds the worker's event loop until the file
+    its input names exists (after touching the one that says it has started)."""
+
+    async def process(self, job: Job) -> ProcessorResult:
+        Path(job.input_data["started"]).touch()
+        block_the_loop(Path(job.input_data["release"]))
+        return ProcessorResult({})
+
+
+def block_the_loop(release: Path) -> None:
+    while not release.exists():
+        time.sleep(0.02)  # the worker's event loop is blocked here
+
+
+PROCESSOR_MAP = {"block": LoopBlocker}  # for `jobdesk worker --processors stack_processors`

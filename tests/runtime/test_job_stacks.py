@@ -15,7 +15,7 @@ from jobdesk.core.models import JobCreate
 from jobdesk.core.settings import load_settings
 from jobdesk.service.jobs import JobService
 from jobdesk.store import fleet, transitions
-from tests.helpers import RunningWorker, wait_for
+from tests.helpers import RunningWorker, start_worker, stop_workers, wait_for
 from tests.pgbouncer import PgBouncer
 from tests.stack_processors import AsyncHold, ProcessHold, ThreadHold
 
@@ -204,3 +204,27 @@ def _release(holds: object, release: Path) -> None:
     if isinstance(holds, (AsyncHold, ThreadHold)):
         holds.release.set()
     release.touch()
+
+
+async def test_a_job_that_blocks_the_event_loop_is_answered_from_a_thread(conn: asyncpg.Connection, dsn: str,
+                                                                          tmp_path: Path) -> None:
+    """The worker's loop cannot answer while a processor blocks it: its blocked-loop thread does,
+    with the stack down to the blocking call. A worker of its own, in a process: the test's loop
+    stays free to ask."""
+    started, release = tmp_path / "started", tmp_path / "release"
+    [job_id] = await transitions.enqueue(conn, [JobCreate("block", {"started": str(started),
+                                                                    "release": str(release)})])
+    worker = start_worker(dsn, "--processors", "stack_processors", log_path=tmp_path / "worker.log")
+    jobs = await service(dsn)
+    try:
+        await wait_for(lambda: asyncio.sleep(0, started.exists()), what="the job to block the loop")
+        stack = await jobs.job_stack(job_id)
+        release.touch()
+        await wait_for(lambda: conn.fetchval("SELECT status = 'completed' FROM jobs WHERE id = $1", job_id),
+                       what="the job to complete")
+    finally:
+        release.touch()
+        await jobs.close()
+        await asyncio.to_thread(stop_workers, [worker])
+    assert stack.running and functions(stack) == ["process", "block_the_loop"], stack.text()
+    assert stack.frames[-1].source == "time.sleep(0.02)  # the worker's event loop is blocked here"

@@ -1,4 +1,5 @@
-"""The worker's answers to operators who ask what a running job is doing (`jobdesk stack`).
+"""The worker's answers to operators who ask what a running job is doing (`jobdesk stack`), and
+its poll, without LISTEN, for its running jobs' cancellations and stack requests.
 
 A request is a row of `job_stack_requests` for this worker. The worker learns of it from the
 control NOTIFY when it listens, or else from the query it already makes every poll interval for
@@ -55,6 +56,26 @@ class StackAnswers:
             return
         self._again = False
         self._task = asyncio.create_task(self._answer_all(), name="jobdesk-stack-answers")
+
+    async def poll(self, every_s: float, unheard: Callable[[], list[str]], cancel: Callable[[str], None]) -> None:
+        """Without LISTEN (behind a pooler with no DATABASE_LISTEN_URL, or while the listener is
+        away) no cancel or stack request is heard: look for both every `every_s` for the running
+        jobs `unheard` gives (none while listening), in one query (job_stacks.running_news), so
+        that `job.cancelled` turns true as soon as with LISTEN. (The heartbeat looks too, less
+        often.) With LISTEN this reads nothing: the NOTIFY is heard."""
+        while True:
+            await asyncio.sleep(every_s)
+            running = unheard()
+            if not running:
+                continue
+            try:
+                cancelled, asked = await self.db_call(lambda c: job_stacks.running_news(c, self.worker_id, running))
+            except CONNECTION_ERRORS:
+                continue
+            for job_id in cancelled:
+                cancel(job_id)
+            if asked:
+                self.asked()
 
     async def close(self) -> None:
         self._closed = True

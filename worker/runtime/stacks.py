@@ -130,3 +130,19 @@ async def job_stack(task_coro: object, place: Place | None) -> list[StackFrame]:
         except TimeoutError:
             pass
     return trimmed(frames)
+
+
+def blocked_stack(task_coro: object, loop_thread: int, place: Place | None) -> list[StackFrame]:
+    """A job's stack, taken from another thread while the event loop is blocked. The task on the
+    loop (the one that blocks it) runs: its coroutines are frames of the loop's thread, from its
+    outermost coroutine's down to the blocking call. Any other task is suspended, and walked as
+    on the loop (a child process cannot be asked: its answer would come through the loop)."""
+    outer = getattr(task_coro, "cr_frame", None)
+    loop_frames = thread_frames(loop_thread)
+    at = next((i for i, frame in enumerate(loop_frames) if frame is outer), None)
+    if at is not None:
+        return trimmed(summarize(loop_frames[at:]))
+    frames = summarize(awaited_frames(task_coro))
+    if place is not None and place.thread is not None:
+        frames += summarize(thread_frames(place.thread))
+    return trimmed(frames)

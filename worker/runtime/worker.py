@@ -28,6 +28,7 @@ from jobdesk.core.processor import BaseProcessor
 from jobdesk.core.settings import Settings
 from jobdesk.observe.alerts import Alert, AlertSender
 from jobdesk.runtime import scheduler
+from jobdesk.runtime.blocked_stacks import BlockedLoopAnswers
 from jobdesk.runtime.dblink import DbLink
 from jobdesk.runtime.durable import Durability
 from jobdesk.runtime.execution import Execution
@@ -44,7 +45,6 @@ from jobdesk.runtime.type_watch import TypeWatch
 from jobdesk.runtime.watchdog import LoopWatch
 from jobdesk.store import flow_limits, job_stacks, transitions, type_limits
 from jobdesk.store import rollup as stats_rollup
-from jobdesk.store.db import CONNECTION_ERRORS
 from jobdesk.store.listen_supervisor import ListenerSupervisor
 from jobdesk.store.listener import NEW_JOBS_CHANNEL
 
@@ -111,6 +111,7 @@ class Worker:
         self._loop: asyncio.AbstractEventLoop | None = None
         renew_s = min(settings.JOB_HEARTBEAT_INTERVAL, settings.JOB_LEASE_TIMEOUT / 3)
         self.lease = LeaseKeeper(dsn, self.worker_id, renew_s, self.watch, self.execution.block_allowance)
+        self.blocked_stacks = BlockedLoopAnswers(dsn, self.worker_id, self.watch, self.execution)
         self.pumps = Pumps(self.db, self.execution, self.outcomes, self.kicks, worker_id=self.worker_id,
                            types=self.types, poll=settings.JOB_PROCESSOR_POLL_INTERVAL,
                            limits=ClaimLimits(local=dict(type_caps or {})), stats=self.stats, stop=self._stop,
@@ -259,6 +260,7 @@ class Worker:
         self.alerts.start()
         self._loop = asyncio.get_running_loop()
         self.watch.start()
+        self.blocked_stacks.start()
         # Three independent paths to the database at once, each a round trip or a connection of
         # its own: listening, registering (with the rescue of dead workers' jobs), and the limits.
         await together(self.listening.start(), self.supervisor.start(), self._learn_limits())
@@ -288,11 +290,17 @@ class Worker:
                        asyncio.create_task(scheduler.run_loop(self.db.call, self._stop), name="jobdesk-scheduler"),
                        asyncio.create_task(stats_rollup.run_loop(self.db.call, self.rollup, self._stop),
                                            name="jobdesk-rollup"),
-                       asyncio.create_task(self._poll_cancels(), name="jobdesk-cancels"),
+                       asyncio.create_task(self.stacks.poll(self.settings.JOB_PROCESSOR_POLL_INTERVAL, self._deaf,
+                                                            self.execution.cancel), name="jobdesk-cancels"),
                        supervising := asyncio.create_task(self.supervisor.run(), name="jobdesk-supervisor")]
         for task in self._tasks:
             task.add_done_callback(self._task_died)
         return supervising
+
+    def _deaf(self) -> list[str]:
+        """Without LISTEN, the running jobs whose cancel or stack request could go unheard."""
+        deaf = self.listening is not None and not self.listening.listening
+        return [job.id for job, _ in self.execution.running.values() if not job.cancelled] if deaf else []
 
     def _listening_again(self) -> None:
         """The listener hears NOTIFYs again: what was said while it was away is read now (new jobs
@@ -300,33 +308,13 @@ class Worker:
         self.kicks.set()
         self.type_watch.changed()
 
-    async def _poll_cancels(self) -> None:
-        """Without LISTEN (behind a pooler with no DATABASE_LISTEN_URL, or while the listener is
-        away) no cancel or stack request is heard: look for them every poll interval, in one
-        query (see job_stacks.running_news), so that `job.cancelled` turns true as soon as with it.
-        (The heartbeat looks too, less often.) With LISTEN this costs nothing: the NOTIFY is heard."""
-        while True:
-            await asyncio.sleep(self.settings.JOB_PROCESSOR_POLL_INTERVAL)
-            if self.listening is None or self.listening.listening:
-                continue
-            running = [job.id for job, _ in self.execution.running.values() if not job.cancelled]
-            if not running:
-                continue
-            try:
-                cancelled, asked = await self.db.call(lambda c: job_stacks.running_news(c, self.worker_id, running))
-            except CONNECTION_ERRORS:
-                continue
-            for job_id in cancelled:
-                self.execution.cancel(job_id)
-            if asked:
-                self.stacks.asked()
-
     async def _close(self) -> None:
         """The way out, every step of it bounded: a worker asked to stop always exits."""
         self.durability.close()
         await self.stacks.close()
         self.watch.stop()
-        await asyncio.get_running_loop().run_in_executor(None, self.lease.stop)
+        await asyncio.gather(*(asyncio.get_running_loop().run_in_executor(None, keeper.stop)
+                               for keeper in (self.lease, self.blocked_stacks)))
         self.threads.close()
         for task in self._tasks:
             task.cancel()
