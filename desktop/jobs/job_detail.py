@@ -165,7 +165,6 @@ class JobDetail(QWidget):
         self.tabs.insertTab(self.tabs.indexOf(history_box), self.logs, "Logs")
         self.stack = JobStackView(query)  # what the running job is doing now, asked when shown
         self.tabs.insertTab(self.tabs.indexOf(history_box), self.stack, "Stack")
-        self.tabs.currentChanged.connect(self._tab_changed)
         meta_box = QWidget()
         meta_box.setLayout(self.meta)
         layout = QVBoxLayout(self)
@@ -233,7 +232,7 @@ class JobDetail(QWidget):
         self.timeline.show_segments(segments(record, attempts, now, wake_at), marks(detail.steps))
         self._show_steps(detail)
         self.logs.show_job(record.id, record.status)
-        self.stack.show_job(record.id, record.status, visible=self.tabs.currentWidget() is self.stack)
+        self.stack.show_job(record.id, record.status)
         show_attempts(self.history, attempts)
         if record.error_message and self.tabs.currentIndex() == 0 and record.status.value == "failed":
             self.tabs.setCurrentWidget(self.error_view)
@@ -246,10 +245,6 @@ class JobDetail(QWidget):
         if count:  # the latest step, and its result at once (selectRow may find it selected already)
             self.steps.selectRow(count - 1)
         self.step_result.show_value(self.steps.results[-1] if count else None)
-
-    def _tab_changed(self, _: int) -> None:
-        if self.tabs.currentWidget() is self.stack:
-            self.stack.opened()
 
     def _logs_counted(self, count: int) -> None:
         self.tabs.setTabText(self.tabs.indexOf(self.logs), f"Logs ({count})" if count else "Logs")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 
-from PySide6.QtGui import QFontDatabase
+from PySide6.QtGui import QFontDatabase, QShowEvent
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QPlainTextEdit, QPushButton, QVBoxLayout, QWidget
 
 from jobdesk.console.errors import EXPECTED, reason
@@ -30,7 +30,7 @@ def frame_text(frame: StackFrame) -> str:
 
 class JobStackView(QWidget):
     """The stack of one job. `show_job` is called with each fresh detail of the selected job;
-    `opened` when the tab is shown."""
+    showing the tab asks for the job's stack, once per job."""
 
     def __init__(self, query: Query | None = None) -> None:
         super().__init__()
@@ -69,19 +69,21 @@ class JobStackView(QWidget):
         self.state.setText("Select a job")
         self.refresh_button.setEnabled(False)
 
-    def show_job(self, job_id: str, status: Status, *, visible: bool) -> None:
-        """A detail of `job_id` was loaded; `visible`: the Stack tab is the one shown."""
+    def show_job(self, job_id: str, status: Status) -> None:
+        """A detail of `job_id` was loaded: asked for when the tab is the one shown."""
         if job_id != self.job_id:
             self.clear()
             self.job_id = job_id
             self.state.setText("Refresh asks the worker what this job is doing now")
         self.status = status
         self.refresh_button.setEnabled(self.query is not None and self._asking is None)
-        if visible and self.asked_for != job_id:
+        if self.isVisible() and self.asked_for != job_id:
             self.refresh()
 
-    def opened(self) -> None:
-        """The tab was shown: ask once per job."""
+    def showEvent(self, event: QShowEvent) -> None:  # noqa: N802 - Qt's name
+        """The tab was shown (a tab's own event: no signal of the tab widget, which fires while
+        the pane is torn down): ask once per job."""
+        super().showEvent(event)
         if self.job_id is not None and self.asked_for != self.job_id:
             self.refresh()
 
