@@ -4,9 +4,9 @@
 
 It starts a private embedded PostgreSQL, fills it with `jobdesk.cli.showcase` (the demo pipelines and
 a few failing jobs run through a real worker), then opens the console on that database and
-saves one picture per view, style and window size: `console-light.png` at 1280×900, and
-`console-light-1920x1080.png` at 1920×1080; and the console on a viewer's connection,
-`console-read-only-light.png` and `-dark.png`, at 1280×900.
+saves one picture per view (among them the Stack tab of a running job), style and window size:
+`console-light.png` at 1280×900, and `console-light-1920x1080.png` at 1920×1080; and the console on a
+viewer's connection, `console-read-only-light.png` and `-dark.png`, at 1280×900.
 """
 
 from __future__ import annotations
@@ -107,6 +107,7 @@ async def shoot_window(app: QApplication, dsn: str, out: Path, dark: bool, size:
     saved.append(await shoot_approvals(window, out / name("approvals", dark, size)))
     saved.append(await shoot_new_job(window, out / name("new-job", dark, size)))
     saved.append(await shoot_failures(window, out / name("failures", dark, size)))
+    saved.append(await shoot_stack(window, out / name("stack", dark, size)))
     await connection.close()
     window.close()
     return saved
@@ -224,6 +225,31 @@ async def shoot_failures(window: MainWindow, path: Path) -> Path:
     tab.table.selectRow(0)
     await until(lambda: tab.traceback_view.toPlainText(), tries=100)
     await asyncio.sleep(0.5)
+    window.grab().save(str(path))
+    return path
+
+
+async def shoot_stack(window: MainWindow, path: Path) -> Path:
+    """A running job (one of the showcase's long sleeps) with the detail pane's Stack tab open."""
+    window.tabs.setCurrentWidget(window.jobs)
+    for _ in range(200):
+        rows = [window.model.row_at(i) for i in range(window.model.rowCount())]
+        running = [i for i, row in enumerate(rows) if row is not None and row.status.value == "in_progress"]
+        if running:
+            break
+        await asyncio.sleep(0.05)
+    window.jobs.table.selectRow(running[0])
+    stack = window.detail.stack
+    for _ in range(200):
+        if window.detail.record is not None and window.detail.record.status.value == "in_progress":
+            break
+        await asyncio.sleep(0.05)
+    window.detail.tabs.setCurrentWidget(stack)
+    for _ in range(200):
+        if stack.stack is not None:
+            break
+        await asyncio.sleep(0.05)
+    await asyncio.sleep(0.3)
     window.grab().save(str(path))
     return path
 

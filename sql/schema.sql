@@ -506,6 +506,27 @@ END $$;
 
 
 --
+-- Name: jobdesk_jobs_forget_stacks(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.jobdesk_jobs_forget_stacks() RETURNS trigger
+    LANGUAGE plpgsql
+    SET enable_seqscan TO 'off'
+    AS $$
+DECLARE
+    ids varchar[];
+BEGIN
+    SELECT array_agg(id) INTO ids FROM gone_rows;
+    IF ids IS NULL THEN
+        RETURN NULL;
+    END IF;
+    DELETE FROM job_stacks         WHERE job_id = ANY (ids);
+    DELETE FROM job_stack_requests WHERE job_id = ANY (ids);
+    RETURN NULL;
+END $$;
+
+
+--
 -- Name: jobdesk_jobs_keep_id(); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -564,6 +585,19 @@ CREATE FUNCTION public.jobdesk_jobs_truncate_children() RETURNS trigger
     AS $$
 BEGIN
     TRUNCATE job_attempts, job_dependencies, job_steps, job_waits, job_progress, job_logs;
+    RETURN NULL;
+END $$;
+
+
+--
+-- Name: jobdesk_jobs_truncate_stacks(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.jobdesk_jobs_truncate_stacks() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    TRUNCATE job_stacks, job_stack_requests;
     RETURN NULL;
 END $$;
 
@@ -1112,6 +1146,50 @@ CREATE TABLE public.job_queue_depth (
 
 
 --
+-- Name: job_stack_requests; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.job_stack_requests (
+    id bigint NOT NULL,
+    job_id character varying(36) NOT NULL,
+    worker_id character varying(64) NOT NULL,
+    asked_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+
+--
+-- Name: job_stack_requests_id_seq; Type: SEQUENCE; Schema: public; Owner: -
+--
+
+CREATE SEQUENCE public.job_stack_requests_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1;
+
+
+--
+-- Name: job_stack_requests_id_seq; Type: SEQUENCE OWNED BY; Schema: public; Owner: -
+--
+
+ALTER SEQUENCE public.job_stack_requests_id_seq OWNED BY public.job_stack_requests.id;
+
+
+--
+-- Name: job_stacks; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.job_stacks (
+    job_id character varying(36) NOT NULL,
+    attempt integer NOT NULL,
+    worker_id character varying(64) NOT NULL,
+    taken_at timestamp with time zone NOT NULL,
+    frames jsonb NOT NULL
+);
+
+
+--
 -- Name: job_stats; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -1395,6 +1473,13 @@ CREATE TABLE public.workers (
 
 
 --
+-- Name: job_stack_requests id; Type: DEFAULT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.job_stack_requests ALTER COLUMN id SET DEFAULT nextval('public.job_stack_requests_id_seq'::regclass);
+
+
+--
 -- Name: api_idempotency_keys api_idempotency_keys_pkey; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -1488,6 +1573,22 @@ ALTER TABLE ONLY public.job_progress
 
 ALTER TABLE ONLY public.job_queue_depth
     ADD CONSTRAINT job_queue_depth_pkey PRIMARY KEY (status, bucket);
+
+
+--
+-- Name: job_stack_requests job_stack_requests_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.job_stack_requests
+    ADD CONSTRAINT job_stack_requests_pkey PRIMARY KEY (id);
+
+
+--
+-- Name: job_stacks job_stacks_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.job_stacks
+    ADD CONSTRAINT job_stacks_pkey PRIMARY KEY (job_id);
 
 
 --
@@ -1649,6 +1750,13 @@ CREATE INDEX job_dependencies_parent_idx ON public.job_dependencies USING btree 
 --
 
 CREATE INDEX job_events_key_idx ON public.job_events USING btree (key, id);
+
+
+--
+-- Name: job_stack_requests_worker; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX job_stack_requests_worker ON public.job_stack_requests USING btree (worker_id);
 
 
 --
@@ -1814,6 +1922,13 @@ CREATE TRIGGER jobs_forget_children AFTER DELETE ON public.jobs REFERENCING OLD 
 
 
 --
+-- Name: jobs jobs_forget_stacks; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER jobs_forget_stacks AFTER DELETE ON public.jobs REFERENCING OLD TABLE AS gone_rows FOR EACH STATEMENT EXECUTE FUNCTION public.jobdesk_jobs_forget_stacks();
+
+
+--
 -- Name: jobs jobs_keep_id; Type: TRIGGER; Schema: public; Owner: -
 --
 
@@ -1867,6 +1982,13 @@ CREATE TRIGGER jobs_rescheduled AFTER UPDATE OF scheduled_at ON public.jobs FOR 
 --
 
 CREATE TRIGGER jobs_truncate_children AFTER TRUNCATE ON public.jobs FOR EACH STATEMENT EXECUTE FUNCTION public.jobdesk_jobs_truncate_children();
+
+
+--
+-- Name: jobs jobs_truncate_stacks; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER jobs_truncate_stacks AFTER TRUNCATE ON public.jobs FOR EACH STATEMENT EXECUTE FUNCTION public.jobdesk_jobs_truncate_stacks();
 
 
 --

@@ -1,5 +1,5 @@
 """Detail panes of the selected job: metadata and progress, input and result JSON, error, attempt
-history, dependencies, a durable processor's stored steps, and the job's own log lines. Large JSON
+history, dependencies, a durable processor's stored steps, the job's own log lines, and its stack. Large JSON
 documents are shown lazily and truncated, so they never freeze the UI."""
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from jobdesk.console.jobs.attempt_table import attempts_table, retries_text, run
 from jobdesk.console.jobs.attempt_timeline import AttemptTimeline, marks, segments
 from jobdesk.console.jobs.job_logs_view import JobLogsView
 from jobdesk.console.jobs.job_progress import ProgressField
+from jobdesk.console.jobs.job_stack_view import JobStackView
 from jobdesk.console.jobs.step_list import StepTable
 from jobdesk.console.table_model import Query
 from jobdesk.console.theme import STATUS_COLOURS, status_label
@@ -162,6 +163,8 @@ class JobDetail(QWidget):
         self.tabs.insertTab(self.tabs.indexOf(history_box), steps_box, "Steps")  # History stays last
         self.logs = JobLogsView(query, on_count=self._logs_counted)
         self.tabs.insertTab(self.tabs.indexOf(history_box), self.logs, "Logs")
+        self.stack = JobStackView(query)  # what the running job is doing now, asked when shown
+        self.tabs.insertTab(self.tabs.indexOf(history_box), self.stack, "Stack")
         meta_box = QWidget()
         meta_box.setLayout(self.meta)
         layout = QVBoxLayout(self)
@@ -184,6 +187,7 @@ class JobDetail(QWidget):
         self._show_steps(None)
         self.progress.show_progress(None)
         self.logs.clear()
+        self.stack.clear()
         self.record = None
 
     def show_job(self, detail: service.JobDetail) -> None:
@@ -228,6 +232,7 @@ class JobDetail(QWidget):
         self.timeline.show_segments(segments(record, attempts, now, wake_at), marks(detail.steps))
         self._show_steps(detail)
         self.logs.show_job(record.id, record.status)
+        self.stack.show_job(record.id, record.status)
         show_attempts(self.history, attempts)
         if record.error_message and self.tabs.currentIndex() == 0 and record.status.value == "failed":
             self.tabs.setCurrentWidget(self.error_view)

@@ -76,12 +76,15 @@ async def test_every_command_takes_the_short_id_and_a_part_of_the_id(dsn: str, c
     await conn.execute("UPDATE jobs SET status = 'waiting_approval' WHERE id = $1", job_id)
     assert run_cli("approve", short, dsn=dsn).returncode == 0
     assert await conn.fetchval("SELECT status FROM jobs WHERE id = $1", job_id) == "completed"
+    stack = run_cli("stack", short, dsn=dsn)  # found by its short id: the whole id in its answer
+    assert (stack.returncode, stack.stderr) == (1, f"jobdesk: error: job {job_id} is not running (completed)\n")
 
 
 async def test_an_ambiguous_id_is_one_line_and_changes_nothing(dsn: str, conn: asyncpg.Connection) -> None:
     await conn.executemany("INSERT INTO jobs (id, type, input_data) VALUES ($1, 'echo', '{}')", [(A,), (B,)])
     for args in (("show", "11112222"), ("cancel", A, "11112222"), ("logs", "11112222"),
-                 ("reject", "0190aaaa-bbbb", "--reason", "no"), ("open", "11112222", "--no-worker")):
+                 ("reject", "0190aaaa-bbbb", "--reason", "no"), ("open", "11112222", "--no-worker"),
+                 ("stack", "11112222")):
         proc = run_cli(*args, dsn=dsn)
         assert proc.returncode == 1, (args, proc)
         lines = proc.stderr.strip().splitlines()

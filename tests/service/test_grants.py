@@ -13,7 +13,7 @@ from urllib.parse import urlsplit, urlunsplit
 import asyncpg
 import pytest
 
-from jobdesk.core.errors import MissingGrant, ReadOnlyRole
+from jobdesk.core.errors import MissingGrant, ReadOnlyRole, WorkerNotAnswering
 from jobdesk.core.schedules import Schedule
 from jobdesk.core.settings import load_settings
 from jobdesk.service.jobs import JobService
@@ -53,6 +53,8 @@ async def seed(conn: asyncpg.Connection) -> None:
     await conn.execute("INSERT INTO jobs (id, type, input_data, status, pipeline_id) VALUES "
                        "('q1', 'mail', '{}', 'queued', 'p1'), ('f1', 'mail', '{}', 'failed', NULL), "
                        "('w1', 'review', '{}', 'waiting_approval', NULL)")
+    await conn.execute("INSERT INTO job_stacks (job_id, attempt, worker_id, taken_at, frames) VALUES "
+                       "('f1', 1, 'w-gone', now(), '[]')")  # the stack kept of its last run
 
 
 async def snapshot(conn: asyncpg.Connection) -> tuple[object, ...]:
@@ -74,7 +76,7 @@ async def test_a_viewer_reads_and_every_action_is_refused_in_one_line(dsn: str, 
     assert f"role {viewer} is a jobdesk viewer" in granted.stdout
     url = as_role(dsn, viewer)
     for read in (["jobs"], ["show", "f1"], ["logs", "f1"], ["types"], ["stats"], ["pipelines"], ["workers"],
-                 ["schedule", "list"], ["retry", "--all", "--dry-run"]):
+                 ["schedule", "list"], ["retry", "--all", "--dry-run"], ["stack", "f1"]):
         proc = run_cli(*read, dsn=url)
         assert proc.returncode == 0, (read, proc.stderr)
     before = await snapshot(conn)
@@ -199,3 +201,18 @@ async def test_write_refusal_names_read_only_sessions(dsn: str, conn: asyncpg.Co
     finally:
         await conn.execute("SET default_transaction_read_only = off")
         await conn.execute(f"ALTER DATABASE {database} RESET default_transaction_read_only")
+
+
+async def test_a_viewer_may_ask_a_worker_for_a_running_jobs_stack(dsn: str, conn: asyncpg.Connection,
+                                                                   new_role: Callable[[str], str]) -> None:
+    """`stack` is a read: the viewer's question reaches the worker (here one that never answers,
+    so the answer is the worker's name, not a refusal), and is taken back afterwards."""
+    viewer = await created(conn, new_role("viewer"))
+    await conn.execute("INSERT INTO jobs (id, type, input_data, status, worker_id, started_at) VALUES "
+                       "('r1', 'mail', '{}', 'in_progress', 'w-silent', now())")
+    assert run_cli("grant", "viewer", viewer, dsn=dsn).returncode == 0
+    url = as_role(dsn, viewer)
+    async with await JobService.connect(url, settings=load_settings(DATABASE_URL=url), pool_size=1) as jobs:
+        with pytest.raises(WorkerNotAnswering, match="worker w-silent did not answer"):
+            await jobs.job_stack("r1", within=0.3)
+    assert await conn.fetchval("SELECT count(*) FROM job_stack_requests") == 0

@@ -15,6 +15,7 @@ from jobdesk.api import (
     routes_bulk,
     routes_events,
     routes_job_logs,
+    routes_job_stacks,
     routes_jobs,
     routes_pipelines,
     routes_schedules,
@@ -108,7 +109,8 @@ def create_app(service: JobService, dsn: str, *, settings: Settings | None = Non
     # the app's own list, which is matched once per request in order: `include_router` keeps a
     # router as a branch that is matched twice (to choose it, then inside it), and that cost the
     # constant route half its time in a profile. FastAPI's /openapi.json and /docs go last.
-    routers = (routes_system.router, routes_jobs.router, routes_job_logs.router, routes_bulk.router,
+    routers = (routes_system.router, routes_jobs.router, routes_job_logs.router, routes_job_stacks.router,
+               routes_bulk.router,
                routes_pipelines.router, routes_schedules.router, routes_types.router, routes_events.router)
     framework_routes = list(app.router.routes)
     app.router.routes[:] = [*(route for router in routers for route in router.routes), *framework_routes]

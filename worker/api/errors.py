@@ -13,7 +13,15 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 from starlette.routing import Match
 
-from jobdesk.core.errors import DatabaseUnavailable, IllegalTransition, InvalidJob, JobNotFound, ReadOnlyRole
+from jobdesk.core.errors import (
+    DatabaseUnavailable,
+    IllegalTransition,
+    InvalidJob,
+    JobNotFound,
+    JobNotRunning,
+    ReadOnlyRole,
+    WorkerNotAnswering,
+)
 from jobdesk.store.db import CONNECTION_ERRORS
 from jobdesk.store.idempotency import IdempotencyConflict
 from jobdesk.store.outage import reason
@@ -96,6 +104,14 @@ async def _on_read_only_role(_: Request, exc: Exception) -> JSONResponse:
     return error_response(403, "read_only", str(exc))
 
 
+async def _on_not_running(_: Request, exc: Exception) -> JSONResponse:
+    return error_response(409, "not_running", str(exc))
+
+
+async def _on_not_answering(_: Request, exc: Exception) -> JSONResponse:
+    return error_response(504, "worker_not_answering", str(exc))
+
+
 async def _on_idempotency(_: Request, exc: Exception) -> JSONResponse:
     return error_response(409, "idempotency_conflict", str(exc))
 
@@ -146,6 +162,8 @@ def install(app: FastAPI) -> None:
     app.add_exception_handler(JobNotFound, _on_not_found)
     app.add_exception_handler(IllegalTransition, _on_illegal)
     app.add_exception_handler(ReadOnlyRole, _on_read_only_role)
+    app.add_exception_handler(JobNotRunning, _on_not_running)
+    app.add_exception_handler(WorkerNotAnswering, _on_not_answering)
     app.add_exception_handler(IdempotencyConflict, _on_idempotency)
     app.add_exception_handler(InvalidJob, _on_invalid)
     app.add_exception_handler(asyncpg.DataError, _on_data_error)

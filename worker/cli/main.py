@@ -39,13 +39,14 @@ GROUPS: dict[str, tuple[str, ...]] = {
     "sharing": ("export", "open"),
     "logs": ("logs",),
     "grants": ("grant",),
+    "stacks": ("stack",),
 }
 GROUP_OF = {command: group for group, commands in GROUPS.items() for command in commands}
 
 # Each group's parser adders, in the order `jobdesk --help` lists their commands.
 PARSERS: tuple[tuple[str, str], ...] = (
     ("database", "add_setup_parsers"), ("workers", "add_worker_parser"), ("jobs", "add_parsers"),
-    ("logs", "add_parsers"), ("sharing", "add_parsers"), ("workers", "add_fleet_parser"),
+    ("logs", "add_parsers"), ("stacks", "add_parsers"), ("sharing", "add_parsers"), ("workers", "add_fleet_parser"),
     ("pipelines", "add_parsers"), ("database", "add_upkeep_parsers"), ("workers", "add_control_parser"),
     ("api", "add_parsers"), ("schedules", "add_parsers"), ("types", "add_parsers"), ("events", "add_parsers"),
     ("doctor", "add_parsers"), ("grants", "add_parsers"))

@@ -104,3 +104,15 @@ class MissingGrant(JobdeskError):
 
 class AmbiguousJobId(JobdeskError):
     """A part of an id that more than one job's id starts or ends with; nothing was done."""
+
+
+class JobNotRunning(JobdeskError):
+    """A running job's stack was asked for, but the job is not running and no stack of it was kept."""
+
+
+class WorkerNotAnswering(JobdeskError):
+    """The worker running a job did not answer a request for its stack in time; `worker_id` names it."""
+
+    def __init__(self, message: str, worker_id: str) -> None:
+        super().__init__(message)
+        self.worker_id = worker_id

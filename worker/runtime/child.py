@@ -5,9 +5,11 @@ and sends the outcome back over its pipe.
 This module is what the child imports first, so it imports little: the processor's own module
 brings what the processor needs.
 
-The pipe carries tuples. Parent to child: ("cancel",) and ("reply", seq, ok, value). Child to
-parent: ("call", seq, name, args, kwargs), a method of the job to call in the worker, ("log",
-fields), a log record, and at the end ("done", True, result) or ("done", False, exception).
+The pipe carries tuples. Parent to child: ("cancel",), ("reply", seq, ok, value) and ("stack",),
+an operator asking what the processor is doing. Child to parent: ("call", seq, name, args,
+kwargs), a method of the job to call in the worker, ("log", fields), a log record, ("stack",
+frames), the processor's stack now, and at the end ("done", True, result) or ("done", False,
+exception).
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ class ChildJob(SyncJob):
         self._cancelled = threading.Event()
         self._replies: dict[int, queue.SimpleQueue[tuple[bool, Any]]] = {}
         self._seq = 0
+        self._awaiting: Any = None  # an async processor's coroutine, while the main thread runs it
 
     @property
     def cancelled(self) -> bool:
@@ -73,6 +76,16 @@ class ChildJob(SyncJob):
         with self._send_lock:
             self._pipe.send(message)
 
+    def _send_stack(self) -> None:
+        """The processor's stack now: its coroutine's, or the main thread's that runs it."""
+        from jobdesk.runtime import stacks  # loaded when first asked: most children never are
+
+        frames = stacks.coroutine_stack(self._awaiting) if self._awaiting is not None else stacks.main_thread_stack()
+        try:
+            self.send(("stack", frames))
+        except (OSError, ValueError):
+            pass  # the worker has gone
+
     def listen(self) -> None:
         """Read what the worker sends until the pipe closes (a daemon thread)."""
         while True:
@@ -82,6 +95,8 @@ class ChildJob(SyncJob):
                 return
             if message[0] == "cancel":
                 self._cancelled.set()
+            elif message[0] == "stack":
+                self._send_stack()
             elif message[0] == "reply":
                 answer = self._replies.pop(message[1], None)
                 if answer is not None:
@@ -151,6 +166,7 @@ def main(pipe: Connection, module: str, qualname: str, fields: dict[str, Any], l
 
         result = processor.process(job if isinstance(processor, SyncProcessor) else AwaitableReports(job))
         if inspect.isawaitable(result):
+            job._awaiting = result
             result = asyncio.run(_awaited(result))
     except BaseException as exc:  # noqa: BLE001 - the worker records it as the attempt's error
         job.send(("done", False, portable(exc)))

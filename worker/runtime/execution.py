@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
+import threading
 import time
 from collections import deque
 from collections.abc import Mapping
@@ -18,6 +19,7 @@ from jobdesk.core import tracing
 from jobdesk.core.durable import Suspension
 from jobdesk.core.errors import InvalidJob, JobTimedOut, PermanentJobError
 from jobdesk.core.input_validation import check_job_input
+from jobdesk.core.job_stack import StackFrame
 from jobdesk.core.models import Job, JobCreate, ProcessorResult
 from jobdesk.core.processor import (
     AnyProcessor,
@@ -31,6 +33,7 @@ from jobdesk.core.processor import (
 from jobdesk.core.sync_job import AwaitableReports
 from jobdesk.runtime.job_reports import current_job
 from jobdesk.runtime.parts import RunAids, Shared, TimeLimits
+from jobdesk.runtime.stacks import Place, job_stack
 from jobdesk.runtime.threads import JobThreads, ThreadJob
 from jobdesk.store import transitions
 
@@ -95,16 +98,21 @@ def time_limit(job_type: str, processor: AnyProcessor, type_timeouts: Mapping[st
     return processor.timeout if processor.timeout is not None else default
 
 
-def _in_thread(processor: AnyProcessor, job: Job, loop: asyncio.AbstractEventLoop) -> object:
+def _in_thread(processor: AnyProcessor, job: Job, loop: asyncio.AbstractEventLoop, place: Place) -> object:
     """A processor's `process`, in a thread: a SyncProcessor's with a SyncJob; a BaseProcessor's
     (a plain def, or an async def told to run in a thread, which runs to its end on a loop of the
-    thread's own) with the same job, whose `progress` and `log` may be awaited as a Job's."""
-    if isinstance(processor, SyncProcessor):
-        return processor.process(ThreadJob(job, loop))
-    result: object = processor.process(cast(Job, AwaitableReports(ThreadJob(job, loop))))  # its names, not its type
-    if inspect.iscoroutine(result):
-        result = asyncio.run(result)
-    return result
+    thread's own) with the same job, whose `progress` and `log` may be awaited as a Job's. `place`
+    says which thread, for its stack."""
+    place.thread = threading.get_ident()
+    try:
+        if isinstance(processor, SyncProcessor):
+            return processor.process(ThreadJob(job, loop))
+        result: object = processor.process(cast(Job, AwaitableReports(ThreadJob(job, loop))))  # its names, not its type
+        if inspect.iscoroutine(result):
+            result = asyncio.run(result)
+        return result
+    finally:
+        place.thread = None
 
 
 class Execution:
@@ -129,6 +137,7 @@ class Execution:
         self.stop = shared.stop
         self.metrics = shared.metrics
         self.running: dict[str, tuple[Job, asyncio.Task[None]]] = {}
+        self.places: dict[str, Place] = {}  # where each running job's code is, besides its task
         self.ready: deque[Job] = deque()  # claimed, waiting for a free slot
         self.avg_run_s: float | None = None
         self.threads = aids.threads or JobThreads(concurrency)
@@ -213,6 +222,7 @@ class Execution:
             stats.wait.observe(job.waited_s)
         task = asyncio.create_task(self._run_job(job), name=f"job-{job.id}")
         self.running[job.id] = (job, task)
+        self.places[job.id] = Place()
 
     async def _run_job(self, job: Job) -> None:
         started = time.monotonic()
@@ -230,6 +240,7 @@ class Execution:
                 self.metrics.of(job.type).run.observe(took)
             self.avg_run_s = took if self.avg_run_s is None else 0.9 * self.avg_run_s + 0.1 * took
             self.running.pop(job.id, None)
+            self.places.pop(job.id, None)
             self.start_ready()
             if self.stop.is_set():
                 self.kicks.set()
@@ -326,12 +337,13 @@ class Execution:
         can stop it): its slot is freed now, and its late result ignored."""
         try:
             async with asyncio.timeout(limit) as deadline:
+                place = self.places.get(job.id, Place())
                 if executor == "thread":
-                    return await self.threads.run(_in_thread, processor, job, asyncio.get_running_loop())
+                    return await self.threads.run(_in_thread, processor, job, asyncio.get_running_loop(), place)
                 if executor == "process":
                     from jobdesk.runtime.processes import run_in_process  # loaded with the first (see __init__)
 
-                    return await run_in_process(job, processor, self.threads)
+                    return await run_in_process(job, processor, self.threads, place)
                 return await cast(BaseProcessor, processor).process(job)  # "async": a BaseProcessor's
         except TimeoutError:
             if not deadline.expired() or limit is None:
@@ -340,6 +352,20 @@ class Execution:
                 log.warning("job %s (%s) passed its time limit of %s; its thread cannot be stopped: it runs on, "
                             "and its result will be ignored", job.id, job.type, seconds_text(limit))
             raise JobTimedOut(timeout_text(limit)) from None
+
+    def attempt_of(self, job_id: str) -> int | None:
+        """The attempt of a job this worker runs or has claimed; None for one it does not hold."""
+        held = self.running.get(job_id)
+        job = held[0] if held is not None else next((j for j in self.ready if j.id == job_id), None)
+        return job.attempt if job is not None else None
+
+    async def stack_of(self, job_id: str) -> list[StackFrame] | None:
+        """The current stack of a job this worker holds: empty for one claimed but not started,
+        None for one it does not hold (any more)."""
+        held = self.running.get(job_id)
+        if held is None:
+            return [] if any(job.id == job_id for job in self.ready) else None
+        return await job_stack(held[1].get_coro(), self.places.get(job_id))
 
     def block_allowance(self) -> float | None:
         """How long the event loop may be blocked before this worker's lease lapses: the longest

@@ -24,9 +24,11 @@ from multiprocessing.connection import Connection
 from multiprocessing.context import SpawnContext
 from typing import Any, cast
 
+from jobdesk.core.job_stack import StackFrame
 from jobdesk.core.models import Job
 from jobdesk.core.processor import AnyProcessor
 from jobdesk.runtime import child
+from jobdesk.runtime.stacks import Place
 from jobdesk.runtime.threads import JobThreads
 
 # Typed as the spawn context, which every platform has; the fork server's has the same API.
@@ -68,8 +70,45 @@ class ChildDied(Exception):
     """The process running a job ended without sending its outcome."""
 
 
-async def run_in_process(job: Job, processor: AnyProcessor, threads: JobThreads) -> Any:  # noqa: ANN401
-    """Run `processor.process(job)` in a child process; return its result or raise its error."""
+class ChildStacks:
+    """The stacks asked of a child over its pipe: each question sends ("stack",), and the thread
+    that reads the pipe hands the child's answer to every asker waiting."""
+
+    def __init__(self, pipe: Connection, lock: threading.Lock, loop: asyncio.AbstractEventLoop) -> None:
+        self.pipe = pipe
+        self.lock = lock
+        self.loop = loop
+        self.waiting: list[asyncio.Future[list[StackFrame]]] = []
+
+    async def ask(self) -> list[StackFrame]:
+        answer: asyncio.Future[list[StackFrame]] = self.loop.create_future()
+        self.waiting.append(answer)
+        try:
+            with self.lock:
+                self.pipe.send(("stack",))
+        except (OSError, ValueError):
+            self.waiting.remove(answer)
+            return []  # the child is gone: its run is ending
+        return await answer
+
+    def answered(self, frames: list[StackFrame]) -> None:
+        """From the pipe's reading thread."""
+        try:
+            self.loop.call_soon_threadsafe(self._settle, frames)
+        except RuntimeError:  # the loop is closed: nobody waits any more
+            pass
+
+    def _settle(self, frames: list[StackFrame]) -> None:
+        waiting, self.waiting = self.waiting, []
+        for answer in waiting:
+            if not answer.done():
+                answer.set_result(frames)
+
+
+async def run_in_process(job: Job, processor: AnyProcessor, threads: JobThreads,
+                         place: Place | None = None) -> Any:  # noqa: ANN401
+    """Run `processor.process(job)` in a child process; return its result or raise its error.
+    While it runs, `place` asks the child for its stack."""
     cls = type(processor)
     fields = {name: getattr(job, name) for name in child.JOB_FIELDS}
     ours, theirs = _SPAWN.Pipe(duplex=True)
@@ -82,8 +121,13 @@ async def run_in_process(job: Job, processor: AnyProcessor, threads: JobThreads)
         await threads.run(proc.start)  # spawning writes the child's start-up data: not on the loop
         theirs.close()
         cancel_sent = asyncio.create_task(_send_cancel(job, ours, send_lock), name=f"job-{job.id}-cancel")
-        ok, value = await threads.run(_serve, ours, send_lock, job, asyncio.get_running_loop(), proc)
+        stacks = ChildStacks(ours, send_lock, asyncio.get_running_loop())
+        if place is not None:
+            place.child = stacks.ask
+        ok, value = await threads.run(_serve, ours, send_lock, job, stacks, proc)
     finally:
+        if place is not None:
+            place.child = None
         if cancel_sent is not None:
             cancel_sent.cancel()
         if proc.is_alive():
@@ -105,9 +149,10 @@ async def _send_cancel(job: Job, pipe: Connection, lock: threading.Lock) -> None
         pass  # the child is gone already
 
 
-def _serve(pipe: Connection, lock: threading.Lock, job: Job, loop: asyncio.AbstractEventLoop,
+def _serve(pipe: Connection, lock: threading.Lock, job: Job, stacks: ChildStacks,
            proc: Any) -> tuple[bool, Any]:  # noqa: ANN401 - a multiprocessing process
     """In a worker thread: answer the child's calls until its outcome comes, or it dies."""
+    loop = stacks.loop
     while True:
         try:
             message = pipe.recv()
@@ -117,6 +162,8 @@ def _serve(pipe: Connection, lock: threading.Lock, job: Job, loop: asyncio.Abstr
                                     f"(exit code {proc.exitcode})")
         if message[0] == "done":
             return bool(message[1]), message[2]
+        if message[0] == "stack":
+            stacks.answered(message[1])
         if message[0] == "log":  # in this thread, in the job's context, as from a thread job
             record = logging.makeLogRecord(message[1])
             logging.getLogger(record.name).handle(record)

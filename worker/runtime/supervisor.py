@@ -19,7 +19,7 @@ import asyncpg
 from jobdesk.core.settings import Settings
 from jobdesk.core.version import __version__
 from jobdesk.observe.alerts import Alert, job_failed, worker_lost
-from jobdesk.store import fleet, transitions
+from jobdesk.store import fleet, job_stacks, transitions
 from jobdesk.store.db import CONNECTION_ERRORS
 
 log = logging.getLogger("jobdesk.worker")
@@ -49,6 +49,10 @@ class Supervised(Protocol):
     def known_ids(self) -> list[str]: ...
 
     def cancel_running(self, job_id: str) -> None: ...
+
+    def stacks_asked(self) -> None:
+        """An operator may wait for a running job's stack: answer."""
+        ...
 
     def kick(self) -> None:
         """Look for work now."""
@@ -128,9 +132,12 @@ class Supervisor:
             if command:
                 self.apply(command)
         running = list(w.running_ids())
-        if running:
-            for job_id in await w.db_call(lambda c: transitions.inactive_among(c, running)):
+        if running:  # a cancel or a stack request whose NOTIFY was missed
+            cancelled, asked = await w.db_call(lambda c: job_stacks.running_news(c, w.worker_id, running))
+            for job_id in cancelled:
                 w.cancel_running(job_id)
+            if asked:
+                w.stacks_asked()
         known = w.known_ids()
         orphans = await w.db_call(lambda c: transitions.release_orphans(c, w.worker_id, known,
                                                                         max(5.0, 2 * self.interval)))

@@ -28,6 +28,7 @@ from jobdesk.core.processor import AnyProcessor
 from jobdesk.core.settings import Settings
 from jobdesk.observe.alerts import Alert, AlertSender
 from jobdesk.runtime import scheduler
+from jobdesk.runtime.blocked_stacks import BlockedLoopAnswers
 from jobdesk.runtime.dblink import DbLink
 from jobdesk.runtime.durable import Durability
 from jobdesk.runtime.execution import Execution
@@ -38,13 +39,13 @@ from jobdesk.runtime.outcomes import Outcomes
 from jobdesk.runtime.parts import Claiming, RunAids, Shared, TimeLimits
 from jobdesk.runtime.pump import PUMPS, Kicks, Pumps
 from jobdesk.runtime.retention import Pruner
+from jobdesk.runtime.stack_answers import StackAnswers
 from jobdesk.runtime.supervisor import Supervisor
 from jobdesk.runtime.threads import JobThreads
 from jobdesk.runtime.type_watch import TypeWatch
 from jobdesk.runtime.watchdog import LoopWatch
-from jobdesk.store import flow_limits, transitions, type_limits
+from jobdesk.store import flow_limits, job_stacks, transitions, type_limits
 from jobdesk.store import rollup as stats_rollup
-from jobdesk.store.db import CONNECTION_ERRORS
 from jobdesk.store.listen_supervisor import ListenerSupervisor
 from jobdesk.store.listener import NEW_JOBS_CHANNEL
 
@@ -105,11 +106,14 @@ class Worker:
         self.execution = Execution(processors, self.concurrency, shared,
                                    RunAids(self.durability, self.reports, self.threads),
                                    TimeLimits(settings.JOB_TYPE_TIMEOUTS, settings.JOB_TIMEOUT))
+        self.stacks = StackAnswers(self.db.call, self.worker_id, self.execution.stack_of,
+                                   self.execution.attempt_of, self.known_ids)
         # The loop's watchdog, and the lease renewed from a thread of its own (see runtime.lease).
         self.watch = LoopWatch(lambda: self.execution.type_on_loop(self._loop) if self._loop is not None else None)
         self._loop: asyncio.AbstractEventLoop | None = None
         renew_s = min(settings.JOB_HEARTBEAT_INTERVAL, settings.JOB_LEASE_TIMEOUT / 3)
         self.lease = LeaseKeeper(dsn, self.worker_id, renew_s, self.watch, self.execution.block_allowance)
+        self.blocked_stacks = BlockedLoopAnswers(dsn, self.worker_id, self.watch, self.execution)
         claiming = Claiming(self.types, settings.JOB_PROCESSOR_POLL_INTERVAL, ClaimLimits(local=dict(type_caps or {})))
         self.pumps = Pumps(shared, self.execution, claiming,
                            hearing=lambda: self.listening is not None and self.listening.listening)
@@ -191,6 +195,10 @@ class Worker:
     def cancel_running(self, job_id: str) -> None:
         self.execution.cancel(job_id)
 
+    def stacks_asked(self) -> None:
+        """An operator may wait for a running job's stack: answer."""
+        self.stacks.asked()
+
     async def db_call(self, fn: Callable[[asyncpg.Connection], Awaitable[T]]) -> T:
         """Run fn(conn), retrying while the database is unreachable (see DbLink.call)."""
         return await self.db.call(fn)
@@ -253,6 +261,7 @@ class Worker:
         self.alerts.start()
         self._loop = asyncio.get_running_loop()
         self.watch.start()
+        self.blocked_stacks.start()
         # Three independent paths to the database at once, each a round trip or a connection of
         # its own: listening, registering (with the rescue of dead workers' jobs), and the limits.
         await together(self.listening.start(), self.supervisor.start(), self._learn_limits())
@@ -282,12 +291,18 @@ class Worker:
                        asyncio.create_task(scheduler.run_loop(self.db.call, self._stop), name="jobdesk-scheduler"),
                        asyncio.create_task(stats_rollup.run_loop(self.db.call, self.rollup, self._stop),
                                            name="jobdesk-rollup"),
-                       asyncio.create_task(self._poll_cancels(), name="jobdesk-cancels"),
+                       asyncio.create_task(self.stacks.poll(self.settings.JOB_PROCESSOR_POLL_INTERVAL, self._deaf,
+                                                            self.execution.cancel), name="jobdesk-cancels"),
                        asyncio.create_task(self.outcomes.tally.run(self._stop), name="jobdesk-job-tally"),
                        supervising := asyncio.create_task(self.supervisor.run(), name="jobdesk-supervisor")]
         for task in self._tasks:
             task.add_done_callback(self._task_died)
         return supervising
+
+    def _deaf(self) -> list[str]:
+        """Without LISTEN, the running jobs whose cancel or stack request could go unheard."""
+        deaf = self.listening is not None and not self.listening.listening
+        return [job.id for job, _ in self.execution.running.values() if not job.cancelled] if deaf else []
 
     def _listening_again(self) -> None:
         """The listener hears NOTIFYs again: what was said while it was away is read now (new jobs
@@ -295,30 +310,13 @@ class Worker:
         self.kicks.set()
         self.type_watch.changed()
 
-    async def _poll_cancels(self) -> None:
-        """Without LISTEN (behind a pooler with no DATABASE_LISTEN_URL, or while the listener is
-        away) no cancel is heard: look for the running jobs' cancellations every poll interval,
-        so that `job.cancelled` turns true as soon as with it. (The supervisor's heartbeat looks
-        too, far less often.) With LISTEN this costs nothing: a cancel's NOTIFY is heard at once."""
-        while True:
-            await asyncio.sleep(self.settings.JOB_PROCESSOR_POLL_INTERVAL)
-            if self.listening is None or self.listening.listening:
-                continue
-            running = [job.id for job, _ in self.execution.running.values() if not job.cancelled]
-            if not running:
-                continue
-            try:
-                cancelled = await self.db.call(lambda c: transitions.inactive_among(c, running))
-            except CONNECTION_ERRORS:
-                continue
-            for job_id in cancelled:
-                self.execution.cancel(job_id)
-
     async def _close(self) -> None:
         """The way out, every step of it bounded: a worker asked to stop always exits."""
         self.durability.close()
+        await self.stacks.close()
         self.watch.stop()
-        await asyncio.get_running_loop().run_in_executor(None, self.lease.stop)
+        await asyncio.gather(*(asyncio.get_running_loop().run_in_executor(None, keeper.stop)
+                               for keeper in (self.lease, self.blocked_stacks)))
         self.threads.close()
         for task in self._tasks:
             task.cancel()
@@ -397,3 +395,5 @@ class Worker:
         job_id = message.get("cancel")
         if job_id in self.execution.running:
             self.cancel_running(job_id)
+        if message.get(job_stacks.WORKER_KEY) == self.worker_id:
+            self.stacks.asked()

@@ -15,8 +15,8 @@ a user's token sees and acts on that user's jobs only, and another user's job is
 record lookups of `job_reads`, `actions` and `waiting`. The service adds `submissions` (the HTTP
 API's enqueueing), the rest of `job_reads`, `pipelines`, `bulk`, `fleet`, `schedules`, `stats`,
 `tokens`, `export`, `types` (job types paused and limited across the fleet) and `access` (grants,
-and the refusal of actions on a role that cannot change jobs) and `job_ids` (a job named by a
-part of its id); its read models are
+and the refusal of actions on a role that cannot change jobs) `job_ids` (a job named by a
+part of its id) and `job_stacks` (what a running job is doing now); its read models are
 in `read_models`, the schema checks in `schema`.
 """
 
@@ -29,6 +29,7 @@ from jobdesk.service.export import JobExport
 from jobdesk.service.fleet import FleetControl
 from jobdesk.service.job_ids import JobIds
 from jobdesk.service.job_logs import JobLogReads
+from jobdesk.service.job_stacks import JobStacks
 from jobdesk.service.pipelines import PipelineReads
 from jobdesk.service.read_models import (
     BULK_COUNT_CAP,
@@ -52,7 +53,8 @@ from jobdesk.service.types import TypeControls
 
 
 class JobService(JobClient, Submissions, StatsReads, PipelineReads, BulkActions, FleetControl, ScheduleControl,
-                 TokenStore, JobExport, TypeControls, JobLogReads, AccessControl, JobIds):
+                 TokenStore, JobExport, TypeControls, JobLogReads, AccessControl, JobIds,
+                 JobStacks):
     """Reads and actions on jobs, pipelines and workers, over one pool: everything a `JobClient`
     does, and what the console, the CLI and the HTTP API read and do besides. A job id a person
     typed (whole, short, or a part) becomes the whole id through `resolve_job_id`."""

@@ -2,7 +2,8 @@
 ROLE`, and the question every action asks first, whether this connection's role can change jobs.
 
 A viewer reads every table of the schema but the API's credentials (token hashes, idempotency
-keys) and changes nothing; an operator reads and writes every table (acts on jobs, pauses types
+keys) and changes nothing (it may only ask a worker for a running job's stack, a request row that
+is taken back); an operator reads and writes every table (acts on jobs, pauses types
 and schedules, commands workers, enqueues, and may run workers and the HTTP API). Both are
 granted on the tables there are now and, through default privileges of the role that owns the
 tables, on those a later migration adds (when that same role runs `jobdesk migrate`)."""
@@ -60,6 +61,10 @@ def _statements(level: str, role: str, owner: str) -> list[str]:
             f"GRANT SELECT ON ALL TABLES IN SCHEMA {SCHEMA} TO {role}",
             f"GRANT SELECT ON ALL SEQUENCES IN SCHEMA {SCHEMA} TO {role}",
             *(f"REVOKE ALL ON TABLE {SCHEMA}.{table} FROM {role}" for table in SECRET_TABLES),
+            # Asking a worker for a running job's stack (`jobdesk stack`) writes a request, and
+            # takes it back: a question, which changes no job.
+            f"GRANT INSERT, DELETE ON TABLE {SCHEMA}.job_stack_requests TO {role}",
+            f"GRANT USAGE ON SEQUENCE {SCHEMA}.job_stack_requests_id_seq TO {role}",
             f"{defaults} REVOKE {WRITES} ON TABLES FROM {role}",
             f"{defaults} REVOKE USAGE, UPDATE ON SEQUENCES FROM {role}",
             f"{defaults} GRANT SELECT ON TABLES TO {role}",
