@@ -38,8 +38,8 @@ async def stack_in(jobs: JobService, job_id: str, function: str) -> JobStack | N
     return stack if function in functions(stack) else None
 
 
-async def test_an_async_job_shows_its_task_and_the_coroutines_it_awaits(conn: asyncpg.Connection, dsn: str) -> None:
-    holds = AsyncHold()
+async def stack_of_held(conn: asyncpg.Connection, dsn: str, holds: AsyncHold | ThreadHold) -> JobStack:
+    """The stack of a `hold` job, asked while it runs on a worker of its own; released after."""
     [job_id] = await transitions.enqueue(conn, [JobCreate("hold", {})])
     worker = RunningWorker(dsn, {"hold": holds})
     jobs = await service(dsn)
@@ -50,8 +50,13 @@ async def test_an_async_job_shows_its_task_and_the_coroutines_it_awaits(conn: as
         holds.release.set()
         await worker.stop()
         await jobs.close()
-    assert stack.running and stack.status == "in_progress" and stack.attempt == 1
     assert stack.worker_id == worker.worker.worker_id
+    return stack
+
+
+async def test_an_async_job_shows_its_task_and_the_coroutines_it_awaits(conn: asyncpg.Connection, dsn: str) -> None:
+    stack = await stack_of_held(conn, dsn, AsyncHold())
+    assert stack.running and stack.status == "in_progress" and stack.attempt == 1
     names = functions(stack)
     # Outermost first: the processor's `process`, the coroutine it awaits, then asyncio's wait.
     assert names[:2] == ["process", "hold_async"], names
@@ -62,17 +67,7 @@ async def test_an_async_job_shows_its_task_and_the_coroutines_it_awaits(conn: as
 
 
 async def test_a_thread_job_shows_its_thread(conn: asyncpg.Connection, dsn: str) -> None:
-    holds = ThreadHold()
-    [job_id] = await transitions.enqueue(conn, [JobCreate("hold", {})])
-    worker = RunningWorker(dsn, {"hold": holds})
-    jobs = await service(dsn)
-    try:
-        await wait_for(lambda: running(conn, job_id), what="the job to run")
-        stack = await jobs.job_stack(job_id)
-    finally:
-        holds.release.set()
-        await worker.stop()
-        await jobs.close()
+    stack = await stack_of_held(conn, dsn, ThreadHold())
     names = functions(stack)
     assert names[:2] == ["process", "hold_in_thread"], names
     assert stack.frames[1].source == "while not release.wait(0.05):  # the thread job waits here"
