@@ -10,7 +10,15 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from jobdesk.core.durations import parse_duration, parse_seconds
 from jobdesk.core.errors import SettingsError
-from jobdesk.core.limits import Rate, parse_rates, parse_type_limits, parse_type_names, parse_type_timeouts
+from jobdesk.core.limits import (
+    Rate,
+    parse_rates,
+    parse_type_limits,
+    parse_type_names,
+    parse_type_sizes,
+    parse_type_timeouts,
+)
+from jobdesk.core.sizes import parse_size
 
 
 def _duration_seconds(value: object) -> object:
@@ -39,6 +47,7 @@ PER_TYPE_PARSERS: dict[str, Callable[[str], object]] = {
     "JOB_TYPE_LIMITS": parse_type_limits, "JOB_USER_LIMITS": parse_type_limits,
     "JOB_RATE_LIMITS": parse_rates, "JOB_USER_RATE_LIMITS": parse_rates,
     "JOB_TYPE_TIMEOUTS": parse_type_timeouts, "JOB_FAIR_SHARE": parse_type_names,
+    "JOB_TYPE_PROCESS_MAX_TASKS": parse_type_limits, "JOB_TYPE_PROCESS_MAX_MEMORY": parse_type_sizes,
 }
 
 
@@ -73,6 +82,14 @@ class Settings(BaseSettings):
     JOB_TYPE_TIMEOUTS: Annotated[dict[str, float], NoDecode] = {}
     # Longest run, in seconds, of a job whose type neither JOB_TYPE_TIMEOUTS nor its processor limits; unset: none.
     JOB_TIMEOUT: float | None = Field(None, gt=0)
+    # Jobs a process of executor "process" runs before a fresh one replaces it; unset: no limit.
+    JOB_PROCESS_MAX_TASKS: int | None = Field(None, ge=1)
+    # Jobs of a type after which the process that ran the last one is replaced, over JOB_PROCESS_MAX_TASKS: `video.render=10`.
+    JOB_TYPE_PROCESS_MAX_TASKS: Annotated[dict[str, int], NoDecode] = {}
+    # Resident memory past which a process of executor "process" is replaced after its job, like `512MB` or `2GB` (units of 1024 bytes); unset: no limit.
+    JOB_PROCESS_MAX_MEMORY: int | None = Field(None, gt=0)
+    # The same by type, over JOB_PROCESS_MAX_MEMORY: `video.render=2GB,image.thumb=256MB`.
+    JOB_TYPE_PROCESS_MAX_MEMORY: Annotated[dict[str, int], NoDecode] = {}
     # Types claimed round-robin across user_id (oldest first within each user): `video.render,image.generate` or `*`.
     JOB_FAIR_SHARE: Annotated[list[str], NoDecode] = []
     # Seconds to wait before each retry; N intervals mean N retries.
@@ -163,6 +180,18 @@ class Settings(BaseSettings):
     def _parse_timeout(cls, value: object) -> object:
         if isinstance(value, str):
             return _duration_seconds(value) if value.strip() else None  # empty: no limit
+        return value
+
+    @field_validator("JOB_PROCESS_MAX_TASKS", mode="before")
+    @classmethod
+    def _parse_max_tasks(cls, value: object) -> object:
+        return None if isinstance(value, str) and not value.strip() else value  # empty: no limit
+
+    @field_validator("JOB_PROCESS_MAX_MEMORY", mode="before")
+    @classmethod
+    def _parse_memory(cls, value: object) -> object:
+        if isinstance(value, str):
+            return parse_size(value) if value.strip() else None  # empty: no limit
         return value
 
     @field_validator("JOBDESK_EMBEDDED_IDLE_STOP", mode="before")

@@ -35,6 +35,7 @@ from jobdesk.runtime.job_reports import Reports, run_logging
 from jobdesk.runtime.lease import LeaseKeeper
 from jobdesk.runtime.listening import worker_listener
 from jobdesk.runtime.outcomes import Outcomes
+from jobdesk.runtime.process_pool import Recycling
 from jobdesk.runtime.pump import PUMPS, Kicks, Pumps
 from jobdesk.runtime.retention import Pruner
 from jobdesk.runtime.supervisor import Supervisor
@@ -103,6 +104,7 @@ class Worker:
         self.execution = Execution(processors, self.concurrency, self.outcomes, self.kicks, self._stop, self.metrics,
                                    self.durability, self.reports, threads=self.threads,
                                    type_timeouts=settings.JOB_TYPE_TIMEOUTS, default_timeout=settings.JOB_TIMEOUT)
+        self.execution.recycle_processes(Recycling.of(settings))
         # The loop's watchdog, and the lease renewed from a thread of its own (see runtime.lease).
         self.watch = LoopWatch(lambda: self.execution.type_on_loop(self._loop) if self._loop is not None else None)
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -318,6 +320,7 @@ class Worker:
         self.watch.stop()
         await asyncio.get_running_loop().run_in_executor(None, self.lease.stop)
         self.threads.close()
+        self.execution.close()
         for task in self._tasks:
             task.cancel()
         _, stuck = await asyncio.wait(self._tasks, timeout=CLOSE_TIMEOUT_S) if self._tasks else (set(), set())
