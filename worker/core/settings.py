@@ -39,6 +39,17 @@ def _duration(value: object) -> object:
     return seconds
 
 
+def _size(value: object) -> object:
+    if isinstance(value, str):
+        return parse_size(value) if value.strip() else None  # empty: no limit
+    if isinstance(value, (int, float)) and value <= 0:
+        raise ValueError("must be more than 0 bytes")
+    return value
+
+
+# Bytes, or None for no limit; read from `512MB`, `2GB` or a number of bytes (jobdesk.core.sizes).
+Size = Annotated[int | None, BeforeValidator(_size)]
+
 # Seconds, or None for "forever"; read from `90s`, `12h`, `7d` or `forever`.
 Duration = Annotated[float | None, BeforeValidator(_duration)]
 
@@ -84,11 +95,14 @@ class Settings(BaseSettings):
     JOB_TIMEOUT: float | None = Field(None, gt=0)
     # Jobs a process of executor "process" runs before a fresh one replaces it; unset: no limit.
     JOB_PROCESS_MAX_TASKS: int | None = Field(None, ge=1)
-    # Jobs of a type after which the process that ran the last one is replaced, over JOB_PROCESS_MAX_TASKS: `video.render=10`.
+    # Jobs a process runs before a fresh one replaces it, by the type of the job it just ran, over
+    # JOB_PROCESS_MAX_TASKS: `video.render=10`.
     JOB_TYPE_PROCESS_MAX_TASKS: Annotated[dict[str, int], NoDecode] = {}
-    # Resident memory past which a process of executor "process" is replaced after its job, like `512MB` or `2GB` (units of 1024 bytes); unset: no limit.
-    JOB_PROCESS_MAX_MEMORY: int | None = Field(None, gt=0)
-    # The same by type, over JOB_PROCESS_MAX_MEMORY: `video.render=2GB,image.thumb=256MB`.
+    # Resident memory past which a process of executor "process" is replaced after its job, like
+    # `512MB` or `2GB` (K, M, G, T are units of 1024 bytes; a plain number is bytes); unset: no limit.
+    JOB_PROCESS_MAX_MEMORY: Size = None
+    # The same by the type of the job a process just ran, over JOB_PROCESS_MAX_MEMORY:
+    # `video.render=2GB,image.thumb=256MB`.
     JOB_TYPE_PROCESS_MAX_MEMORY: Annotated[dict[str, int], NoDecode] = {}
     # Types claimed round-robin across user_id (oldest first within each user): `video.render,image.generate` or `*`.
     JOB_FAIR_SHARE: Annotated[list[str], NoDecode] = []
@@ -186,13 +200,6 @@ class Settings(BaseSettings):
     @classmethod
     def _parse_max_tasks(cls, value: object) -> object:
         return None if isinstance(value, str) and not value.strip() else value  # empty: no limit
-
-    @field_validator("JOB_PROCESS_MAX_MEMORY", mode="before")
-    @classmethod
-    def _parse_memory(cls, value: object) -> object:
-        if isinstance(value, str):
-            return parse_size(value) if value.strip() else None  # empty: no limit
-        return value
 
     @field_validator("JOBDESK_EMBEDDED_IDLE_STOP", mode="before")
     @classmethod

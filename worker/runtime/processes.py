@@ -19,8 +19,8 @@ import asyncio
 import inspect
 import logging
 import multiprocessing
-import sys
 import signal
+import sys
 import types
 from multiprocessing.context import SpawnContext
 from typing import Any, cast
