@@ -51,13 +51,14 @@ class Holds(InProcess):
 
 
 class SegfaultsFirst(InProcess):
-    """Its first attempt kills its own process with SIGSEGV, as a crash in C code would; the
-    next one completes."""
+    """Its first attempt kills its own process with SIGSEGV, as a crash in C code would (or with
+    the signal named by input_data["signal"]: SIGKILL, as the OOM killer does); the next one
+    completes."""
 
     def process(self, job: SyncJob) -> ProcessorResult:
         _note(job)
         if job.attempt == 1:
-            os.kill(os.getpid(), signal.SIGSEGV)
+            os.kill(os.getpid(), signal.Signals[job.input_data.get("signal", "SIGSEGV")])
             time.sleep(60)
         return ProcessorResult({"pid": os.getpid()})
 

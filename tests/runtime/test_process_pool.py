@@ -105,14 +105,15 @@ async def test_a_child_is_replaced_once_its_memory_passes_the_limit(conn: asyncp
     await wait_for(lambda: _gone(big["pid"]), what="the child past its memory limit to end")
 
 
-async def test_a_segfault_fails_only_its_attempt_and_a_fresh_child_runs_the_retry(
-        conn: asyncpg.Connection, dsn: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize("signal_name", ["SIGSEGV", "SIGKILL"])
+async def test_a_death_fails_only_its_attempt_and_a_fresh_child_runs_the_retry(
+        conn: asyncpg.Connection, dsn: str, tmp_path: Path, signal_name: str) -> None:
     runs = tmp_path / "runs"
     worker = RunningWorker(dsn, {"ids": procs.Ids(), "crashes": procs.SegfaultsFirst()}, MAX_CONCURRENT_JOBS=1,
                            JOB_RETRY_INTERVALS=[0.1])
     try:
         before = await _run(conn, JobCreate("ids", {"runs": str(runs)}))
-        crash = JobCreate("crashes", {"runs": str(runs)})
+        crash = JobCreate("crashes", {"runs": str(runs), "signal": signal_name})
         retried = await _run(conn, crash)
         after = await _run(conn, JobCreate("ids", {"runs": str(runs)}))
     finally:
@@ -120,12 +121,34 @@ async def test_a_segfault_fails_only_its_attempt_and_a_fresh_child_runs_the_retr
     attempts = await conn.fetch("SELECT outcome, error_message FROM job_attempts WHERE job_id = $1 ORDER BY attempt",
                                 crash.id)
     assert [(a["outcome"], a["error_message"]) for a in attempts] == [
-        ("failed", f"ChildDied: the process running job {crash.id} was killed by SIGSEGV")]
+        ("failed", f"ChildDied: the process running job {crash.id} was killed by {signal_name}")]
     assert await conn.fetchval("SELECT attempts FROM jobs WHERE id = $1", crash.id) == 2
     crashed_in = _pids(runs)[1]
     assert crashed_in == before["pid"], "the crash happened in the reused child"
     assert retried["pid"] != crashed_in and after["pid"] == retried["pid"]
     assert await _gone(crashed_in)
+
+
+async def test_an_idle_child_that_died_is_replaced_before_the_next_job(conn: asyncpg.Connection, dsn: str) -> None:
+    worker = RunningWorker(dsn, {"ids": procs.Ids()}, MAX_CONCURRENT_JOBS=1)
+    try:
+        before = await _run(conn, JobCreate("ids", {}))
+        os.kill(before["pid"], signal.SIGKILL)  # as the OOM killer would, between two jobs
+        await wait_for(lambda: _dead(before["pid"]), what="the idle child to die")
+        job = JobCreate("ids", {})
+        after = await _run(conn, job)
+    finally:
+        await worker.stop()
+    assert after["pid"] != before["pid"] and after["runs_here"] == 1
+    assert await conn.fetchval("SELECT attempts FROM jobs WHERE id = $1", job.id) == 1, "no attempt failed"
+
+
+async def _dead(pid: int) -> bool:
+    """The process has ended: gone, or a zombie its parent has not waited for yet (Linux)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except (FileNotFoundError, ProcessLookupError):
+        return True
 
 
 async def test_a_child_killed_at_its_time_limit_is_replaced(conn: asyncpg.Connection, dsn: str,
