@@ -90,6 +90,7 @@ class ProcessPool:
         self.recycling = recycling or Recycling()
         self.keep = max(1, keep)  # idle children kept at most: the worker's concurrency
         self._idle: list[Child] = []
+        self._live: set[Child] = set()  # every child started and not yet let go
         self.running: dict[str, tuple[Child, int]] = {}  # by job id: its child, and the number of its run
         self._runs = itertools.count(1)
         self._closed = False
@@ -103,7 +104,7 @@ class ProcessPool:
             child = self._idle.pop()
             if child.proc.is_alive():
                 return child
-            _end_in_thread(child, kill=True)  # died while idle: its end is waited for aside
+            self._end(child, kill=True)  # died while idle: its end is waited for aside
         return None
 
     def start(self, target: Any, log_level: int) -> Child:  # noqa: ANN401 - child.serve
@@ -116,7 +117,11 @@ class ProcessPool:
         proc.start()
         theirs.close()
         control_in.close()
-        return Child(proc, ours, control_out)
+        started = Child(proc, ours, control_out)
+        self._live.add(started)  # ended by `close` even if the run it was for was cancelled meanwhile
+        if self._closed:  # the worker stopped while it started
+            self._end(started, kill=False)
+        return started
 
     def must_retire(self, child: Child, job_type: str, rss: int | None) -> str | None:
         """Why `child` is replaced after its run of a job of `job_type`, or None to keep it."""
@@ -142,22 +147,24 @@ class ProcessPool:
 
     def give_back(self, child: Child) -> None:
         if self._closed or len(self._idle) >= self.keep:
-            _end_in_thread(child, kill=False)
+            self._end(child, kill=False)
         else:
             self._idle.append(child)
 
     def discard(self, child: Child, kill: bool) -> None:
         """A child not given back: killed now with `kill` (its run was stopped), else let go."""
-        _end_in_thread(child, kill=kill)
+        self._end(child, kill=kill)
 
     def close(self) -> None:
         """Let the idle children go (each ends when its pipe closes); a child still running a
         job is killed or let go when that run ends."""
         self._closed = True
-        idle, self._idle = self._idle, []
-        for child in idle:
-            _end_in_thread(child, kill=False)
+        self._idle = []
+        running = {id(child) for child, _ in self.running.values()}
+        for child in [c for c in list(self._live) if id(c) not in running]:  # list(): one step, under the GIL
+            self._end(child, kill=False)
 
-
-def _end_in_thread(child: Child, kill: bool) -> None:
-    threading.Thread(target=child.end, args=(kill,), name=f"jobdesk-process-end-{child.pid}", daemon=True).start()
+    def _end(self, child: Child, kill: bool) -> None:
+        """End a child, waiting for its end in a thread of its own."""
+        self._live.discard(child)
+        threading.Thread(target=child.end, args=(kill,), name=f"jobdesk-process-end-{child.pid}", daemon=True).start()
