@@ -1,6 +1,6 @@
 """Where `process` runs: what an async, a thread and a process run cost, and ten blocking jobs at once.
 
-    python benchmarks/executors_bench.py [--jobs 5000] [--process-jobs 100] [--quick]
+    python benchmarks/executors_bench.py [--jobs 5000] [--process-jobs 5000] [--quick]
 
 It starts its own embedded PostgreSQL (durable settings) in a temporary folder, a fresh database
 for each measurement, and runs an in-process worker with MAX_CONCURRENT_JOBS=10.
@@ -10,8 +10,9 @@ for each measurement, and runs an in-process worker with MAX_CONCURRENT_JOBS=10.
   the other they take 10 s), and how many ticks the async job got (30 on a free loop), with the
   event loop's lag meanwhile.
 * cost: N no-op jobs on each path: `async def` (the fast path), `async def` under a time limit,
-  a plain `def` (a worker thread), and `executor = "process"` (a new process per run, fewer
-  jobs): jobs/s, and the worker's CPU per job (this process's CPU: the worker runs in it).
+  a plain `def` (a worker thread), and `executor = "process"` (the worker's pool of reused
+  processes): jobs/s, and the worker's CPU per job (this process's CPU: the worker runs in it;
+  the processes' own CPU is not in it).
 """
 
 from __future__ import annotations
@@ -124,11 +125,11 @@ async def bench_cost(server: EmbeddedServer, n: int, n_process: int) -> None:
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--jobs", type=int, help="no-op jobs per path (default 5,000)")
-    parser.add_argument("--process-jobs", type=int, help="no-op jobs run in processes (default 100)")
+    parser.add_argument("--process-jobs", type=int, help="no-op jobs run in processes (default: as --jobs)")
     parser.add_argument("--quick", action="store_true", help="small sizes, to check that the benchmark works")
     args = parser.parse_args()
     n = args.jobs or (500 if args.quick else 5_000)
-    n_process = args.process_jobs or (20 if args.quick else 100)
+    n_process = args.process_jobs or n
     if min(n, n_process) < 1:
         raise SystemExit("--jobs and --process-jobs must be at least 1")
     server, root = pg.start_server()

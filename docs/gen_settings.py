@@ -83,6 +83,15 @@ def is_duration(field: FieldInfo) -> bool:
     return any(getattr(getattr(m, "func", None), "__name__", "") == "_duration" for m in field.metadata)
 
 
+def is_size(field: FieldInfo) -> bool:
+    return any(getattr(getattr(m, "func", None), "__name__", "") == "_size" for m in field.metadata)
+
+
+def per_type_sizes(name: str) -> bool:
+    parser = getattr(sys.modules.get(settings_class().__module__), "PER_TYPE_PARSERS", {}).get(name)
+    return getattr(parser, "__name__", "") == "parse_type_sizes"
+
+
 def number(value: float) -> str:
     return str(int(value)) if float(value).is_integer() else str(value)
 
@@ -120,10 +129,14 @@ def limits(field: FieldInfo) -> str:
     return ", ".join(f"{words[k]} {number(v)}" for k, v in bounds.items())
 
 
-def kind(field: FieldInfo) -> str:
+def kind(field: FieldInfo, name: str = "") -> str:
     annotation = field.annotation
     if is_duration(field):
         return "a duration"
+    if is_size(field):
+        return "a size: `512MB`, `2GB` or bytes"
+    if per_type_sizes(name):
+        return "`TYPE=SIZE` pairs, comma-separated"
     args = [a for a in get_args(annotation) if a is not type(None)]
     if get_origin(annotation) is not None and len(args) == 1 and get_origin(annotation) not in (list, dict):
         annotation = args[0]
@@ -141,7 +154,7 @@ def render() -> str:
     rows = []
     for name, field in cls.model_fields.items():  # type: ignore[attr-defined]
         text = (field.description or notes.get(name, "")).replace("|", "\\|")
-        values = ", ".join(part for part in (kind(field), limits(field)) if part)
+        values = ", ".join(part for part in (kind(field, name), limits(field)) if part)
         rows.append(f"| `{name}` | {shown_default(field)} | {values} | {text} |")
     return HEAD + "\n".join(rows) + "\n" + TAIL
 

@@ -81,3 +81,31 @@ async def test_the_lines_of_a_traced_run_carry_its_ids(spans: InMemorySpanExport
         rows = await conn.fetch("SELECT trace_id, span_id FROM job_logs WHERE job_id = $1", job_id)
         assert len(rows) == 2
         assert {(r["trace_id"], r["span_id"]) for r in rows} == {(f"{run.trace_id:032x}", f"{run.span_id:016x}")}
+
+
+async def test_a_reused_process_reports_for_each_job_and_its_trace(spans: InMemorySpanExporter,  # noqa: F811
+                                                                    conn: asyncpg.Connection, dsn: str) -> None:
+    """Two traced jobs, one after the other in the same child: each gets its own progress and
+    lines, carrying its own run's trace and span ids."""
+    async with await JobClient.connect(dsn, pool_size=2) as client:
+        ids = []
+        for _ in range(2):
+            with trace.get_tracer("test").start_as_current_span("request"):
+                ids.append(await client.enqueue("reports.process", {}))
+    worker = RunningWorker(dsn, {"reports.process": procs.ReportsFromProcess()}, MAX_CONCURRENT_JOBS=1)
+    try:
+        for job_id in ids:
+            await wait_for(lambda j=job_id: _done(conn, j), what="the traced process jobs to complete")
+    finally:
+        await worker.stop()
+    pids = {await conn.fetchval("SELECT result_data->>'pid' FROM jobs WHERE id = $1", j) for j in ids}
+    assert len(pids) == 1 and int(pids.pop()) != os.getpid(), "both ran in one child of the worker's"
+    runs = {s.attributes["jobdesk.job.id"]: s for s in spans.get_finished_spans() if s.name == "jobdesk.run"}
+    for job_id in ids:
+        progress = await conn.fetchrow("SELECT fraction, message FROM job_progress WHERE job_id = $1", job_id)
+        assert (progress["fraction"], progress["message"]) == (0.7, "most of the way, from a process")
+        assert await _lines(conn, job_id) == [("WARNING", "job", "a line from the process"),
+                                              ("INFO", "app.process", "a logging record from the process")]
+        run = runs[job_id].get_span_context()
+        rows = await conn.fetch("SELECT trace_id, span_id FROM job_logs WHERE job_id = $1", job_id)
+        assert {(r["trace_id"], r["span_id"]) for r in rows} == {(f"{run.trace_id:032x}", f"{run.span_id:016x}")}

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from jobdesk.core.durations import parse_seconds
+from jobdesk.core.sizes import parse_size
 
 V = TypeVar("V")
 
@@ -185,3 +186,18 @@ def parse_type_timeout(part: str) -> dict[str, float]:
     if seconds <= 0:
         raise ValueError(f"{part!r}: SECONDS must be more than 0")
     return {name: seconds}
+
+
+def parse_type_sizes(text: str) -> dict[str, int]:
+    """`video.render=2GB,image.thumb=256MB` as {type: bytes} (see jobdesk.core.sizes);
+    ValueError naming the bad part."""
+    return _parse_per_type(text, parse_type_size)
+
+
+def parse_type_size(part: str) -> dict[str, int]:
+    """One `TYPE=SIZE` (more than 0 bytes)."""
+    name, value = _split_part(part, "TYPE=SIZE", "video.render=2GB")
+    try:
+        return {name: parse_size(value)}
+    except ValueError as exc:
+        raise ValueError(f"{part!r}: {exc}") from None

@@ -10,7 +10,15 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from jobdesk.core.durations import parse_duration, parse_seconds
 from jobdesk.core.errors import SettingsError
-from jobdesk.core.limits import Rate, parse_rates, parse_type_limits, parse_type_names, parse_type_timeouts
+from jobdesk.core.limits import (
+    Rate,
+    parse_rates,
+    parse_type_limits,
+    parse_type_names,
+    parse_type_sizes,
+    parse_type_timeouts,
+)
+from jobdesk.core.sizes import parse_size
 
 
 def _duration_seconds(value: object) -> object:
@@ -31,6 +39,17 @@ def _duration(value: object) -> object:
     return seconds
 
 
+def _size(value: object) -> object:
+    if isinstance(value, str):
+        return parse_size(value) if value.strip() else None  # empty: no limit
+    if isinstance(value, (int, float)) and value <= 0:
+        raise ValueError("must be more than 0 bytes")
+    return value
+
+
+# Bytes, or None for no limit; read from `512MB`, `2GB` or a number of bytes (jobdesk.core.sizes).
+Size = Annotated[int | None, BeforeValidator(_size)]
+
 # Seconds, or None for "forever"; read from `90s`, `12h`, `7d` or `forever`.
 Duration = Annotated[float | None, BeforeValidator(_duration)]
 
@@ -39,6 +58,7 @@ PER_TYPE_PARSERS: dict[str, Callable[[str], object]] = {
     "JOB_TYPE_LIMITS": parse_type_limits, "JOB_USER_LIMITS": parse_type_limits,
     "JOB_RATE_LIMITS": parse_rates, "JOB_USER_RATE_LIMITS": parse_rates,
     "JOB_TYPE_TIMEOUTS": parse_type_timeouts, "JOB_FAIR_SHARE": parse_type_names,
+    "JOB_TYPE_PROCESS_MAX_TASKS": parse_type_limits, "JOB_TYPE_PROCESS_MAX_MEMORY": parse_type_sizes,
 }
 
 
@@ -73,6 +93,17 @@ class Settings(BaseSettings):
     JOB_TYPE_TIMEOUTS: Annotated[dict[str, float], NoDecode] = {}
     # Longest run, in seconds, of a job whose type neither JOB_TYPE_TIMEOUTS nor its processor limits; unset: none.
     JOB_TIMEOUT: float | None = Field(None, gt=0)
+    # Jobs a process of executor "process" runs before a fresh one replaces it; unset: no limit.
+    JOB_PROCESS_MAX_TASKS: int | None = Field(None, ge=1)
+    # Jobs a process runs before a fresh one replaces it, by the type of the job it just ran, over
+    # JOB_PROCESS_MAX_TASKS: `video.render=10`.
+    JOB_TYPE_PROCESS_MAX_TASKS: Annotated[dict[str, int], NoDecode] = {}
+    # Resident memory past which a process of executor "process" is replaced after its job, like
+    # `512MB` or `2GB` (K, M, G, T are units of 1024 bytes; a plain number is bytes); unset: no limit.
+    JOB_PROCESS_MAX_MEMORY: Size = None
+    # The same by the type of the job a process just ran, over JOB_PROCESS_MAX_MEMORY:
+    # `video.render=2GB,image.thumb=256MB`.
+    JOB_TYPE_PROCESS_MAX_MEMORY: Annotated[dict[str, int], NoDecode] = {}
     # Types claimed round-robin across user_id (oldest first within each user): `video.render,image.generate` or `*`.
     JOB_FAIR_SHARE: Annotated[list[str], NoDecode] = []
     # Seconds to wait before each retry; N intervals mean N retries.
@@ -164,6 +195,11 @@ class Settings(BaseSettings):
         if isinstance(value, str):
             return _duration_seconds(value) if value.strip() else None  # empty: no limit
         return value
+
+    @field_validator("JOB_PROCESS_MAX_TASKS", mode="before")
+    @classmethod
+    def _parse_max_tasks(cls, value: object) -> object:
+        return None if isinstance(value, str) and not value.strip() else value  # empty: no limit
 
     @field_validator("JOBDESK_EMBEDDED_IDLE_STOP", mode="before")
     @classmethod

@@ -38,7 +38,7 @@ from jobdesk.runtime.threads import JobThreads, ThreadJob
 from jobdesk.store import transitions
 
 if TYPE_CHECKING:
-    pass
+    from jobdesk.runtime.process_pool import ProcessPool, Recycling
 
 log = logging.getLogger("jobdesk.worker")
 
@@ -150,11 +150,24 @@ class Execution:
             self.plans[job_type] = None if executor == "async" and limit is None else (executor, limit)
         in_processes = {type(processors[t]).__module__ for t, plan in self.plans.items()
                         if plan is not None and plan[0] == "process"}
+        self.pool: ProcessPool | None = None  # the processes that run them, reused from run to run
         if in_processes:
             # Loaded only for a worker that runs processes: multiprocessing and pickle cost its start.
-            from jobdesk.runtime.processes import preload
+            from jobdesk.runtime.process_pool import Recycling
+            from jobdesk.runtime.processes import make_pool, preload
 
             preload(sorted(in_processes))
+            self.pool = make_pool(Recycling(), concurrency)
+
+    def recycle_processes(self, recycling: Recycling) -> None:
+        """When a process of executor "process" is replaced (JOB_PROCESS_MAX_TASKS...)."""
+        if self.pool is not None:
+            self.pool.recycling = recycling
+
+    def close(self) -> None:
+        """Let the idle processes go (the worker is stopping)."""
+        if self.pool is not None:
+            self.pool.close()
 
     def capacity(self) -> int:
         """Slots plus a small local queue, used only while jobs are short.
@@ -202,6 +215,8 @@ class Execution:
         job, task = self.running[job_id]
         if job.cancel_event is not None:
             job.cancel_event.set()
+        if self.pool is not None:
+            self.pool.cancel(job_id)  # to a process, where job.cancelled turns true
         log.info("job %s cancelled by an operator", job_id)
         asyncio.get_running_loop().call_later(CANCEL_GRACE_S, lambda: task.done() or task.cancel())
 
@@ -340,10 +355,10 @@ class Execution:
                 place = self.places.get(job.id, Place())
                 if executor == "thread":
                     return await self.threads.run(_in_thread, processor, job, asyncio.get_running_loop(), place)
-                if executor == "process":
-                    from jobdesk.runtime.processes import run_in_process  # loaded with the first (see __init__)
+                if executor == "process" and self.pool is not None:
+                    from jobdesk.runtime.processes import run_in_process  # loaded with the pool (see __init__)
 
-                    return await run_in_process(job, processor, self.threads, place)
+                    return await run_in_process(job, processor, self.threads, self.pool, place)
                 return await cast(BaseProcessor, processor).process(job)  # "async": a BaseProcessor's
         except TimeoutError:
             if not deadline.expired() or limit is None:

@@ -1,14 +1,17 @@
-"""The worker's side of a processor with `executor = "process"`: one child process per run,
-started with multiprocessing's "forkserver" ("spawn" where there is none). A plain fork of the
-worker, which runs an event loop and threads, may copy a lock another thread holds, and hang; the
-fork server is a process of its own, started once, single-threaded, that has imported the
-processors' modules, so a child starts in milliseconds instead of importing them again.
+"""The worker's side of a processor with `executor = "process"`: each run goes to a child of
+the worker's pool (runtime.process_pool), reused from run to run. Children are started with
+multiprocessing's "forkserver" ("spawn" where there is none). A plain fork of the worker, which
+runs an event loop and threads, may copy a lock another thread holds, and hang; the fork server
+is a process of its own, started once, single-threaded, that has imported the processors'
+modules, so a child starts in milliseconds instead of importing them again.
 
-A thread of the worker reads the child's pipe: each job method the child calls (`progress`,
-`log`...) is called on the real job, on the event loop, and its result sent back; the last
-message is the processor's result or error. A cancel of the job is sent to the child, where
-`job.cancelled` turns true. A run cancelled (its grace period over) or past its time limit is
-killed, and the worker goes on.
+A thread of the worker reads the child's pipe while its job runs: each job method the child
+calls (`progress`, `log`...) is called on the real job, on the event loop, and its result sent
+back; the last message is the processor's result or error. A cancel of the job is sent to the
+child, where `job.cancelled` turns true, and a question for the job's stack (`jobdesk stack`),
+which the child answers. A run cancelled (its grace period over) or past its
+time limit is killed with its child, and the worker goes on; a child that dies fails its run's
+attempt with the signal that killed it (`killed by SIGSEGV`), and the next run gets a new one.
 """
 
 from __future__ import annotations
@@ -17,10 +20,9 @@ import asyncio
 import inspect
 import logging
 import multiprocessing
+import signal
 import sys
-import threading
 import types
-from multiprocessing.connection import Connection
 from multiprocessing.context import SpawnContext
 from typing import Any, cast
 
@@ -28,13 +30,16 @@ from jobdesk.core.job_stack import StackFrame
 from jobdesk.core.models import Job
 from jobdesk.core.processor import AnyProcessor
 from jobdesk.runtime import child
+from jobdesk.runtime.process_pool import Child, ProcessPool, Recycling
 from jobdesk.runtime.stacks import Place
 from jobdesk.runtime.threads import JobThreads
+
+log = logging.getLogger("jobdesk.worker")
 
 # Typed as the spawn context, which every platform has; the fork server's has the same API.
 _SPAWN = cast(SpawnContext, multiprocessing.get_context(
     "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"))
-JOIN_S = 5.0  # how long the end of a killed child is waited for
+JOIN_S = 5.0  # how long the end of a child whose pipe closed is waited for, to read its exit code
 
 
 def preload(modules: list[str]) -> None:
@@ -71,12 +76,12 @@ class ChildDied(Exception):
 
 
 class ChildStacks:
-    """The stacks asked of a child over its pipe: each question sends ("stack",), and the thread
-    that reads the pipe hands the child's answer to every asker waiting."""
+    """The stacks asked of a run's child: each question sends ("stack", run) on its control pipe,
+    and the thread that reads the child's pipe hands the answer to every asker waiting."""
 
-    def __init__(self, pipe: Connection, lock: threading.Lock, loop: asyncio.AbstractEventLoop) -> None:
-        self.pipe = pipe
-        self.lock = lock
+    def __init__(self, worker: Child, run: int, loop: asyncio.AbstractEventLoop) -> None:
+        self.worker = worker
+        self.run = run
         self.loop = loop
         self.waiting: list[asyncio.Future[list[StackFrame]]] = []
 
@@ -84,8 +89,7 @@ class ChildStacks:
         answer: asyncio.Future[list[StackFrame]] = self.loop.create_future()
         self.waiting.append(answer)
         try:
-            with self.lock:
-                self.pipe.send(("stack",))
+            self.worker.tell(("stack", self.run))
         except (OSError, ValueError):
             self.waiting.remove(answer)
             return []  # the child is gone: its run is ending
@@ -105,76 +109,90 @@ class ChildStacks:
                 answer.set_result(frames)
 
 
-async def run_in_process(job: Job, processor: AnyProcessor, threads: JobThreads,
+def make_pool(recycling: Recycling, keep: int) -> ProcessPool:
+    """The pool of a worker that runs `keep` jobs at once."""
+    return ProcessPool(_SPAWN, recycling, keep)
+
+
+async def run_in_process(job: Job, processor: AnyProcessor, threads: JobThreads, pool: ProcessPool,
                          place: Place | None = None) -> Any:  # noqa: ANN401
-    """Run `processor.process(job)` in a child process; return its result or raise its error.
+    """Run `processor.process(job)` in a child of `pool`; return its result or raise its error.
     While it runs, `place` asks the child for its stack."""
     cls = type(processor)
-    fields = {name: getattr(job, name) for name in child.JOB_FIELDS}
-    ours, theirs = _SPAWN.Pipe(duplex=True)
-    level = logging.getLogger().getEffectiveLevel()  # the child sends the records the worker would log
-    proc = _SPAWN.Process(target=child.main, name=f"jobdesk-job-{job.id}", daemon=True,
-                          args=(theirs, cls.__module__, cls.__qualname__, fields, level))
-    send_lock = threading.Lock()
-    cancel_sent: asyncio.Task[None] | None = None
+    task = (pool.next_run(), cls.__module__, cls.__qualname__, {name: getattr(job, name) for name in child.JOB_FIELDS},
+            pool.wants_memory(job.type))
+    worker = pool.take()
+    if worker is None:
+        # The child sends the records the worker would log; starting it writes its start-up
+        # data, which may block: not on the loop.
+        worker = await threads.run(pool.start, child.serve, logging.getLogger().getEffectiveLevel())
+    pool.running[job.id] = (worker, task[0])  # a cancel of the job is sent to this run (pool.cancel)
+    if job.cancelled:
+        pool.cancel(job.id)
+    stacks = ChildStacks(worker, task[0], asyncio.get_running_loop())
+    if place is not None:
+        place.child = stacks.ask
+    ended = False
     try:
-        await threads.run(proc.start)  # spawning writes the child's start-up data: not on the loop
-        theirs.close()
-        cancel_sent = asyncio.create_task(_send_cancel(job, ours, send_lock), name=f"job-{job.id}-cancel")
-        stacks = ChildStacks(ours, send_lock, asyncio.get_running_loop())
-        if place is not None:
-            place.child = stacks.ask
-        ok, value = await threads.run(_serve, ours, send_lock, job, stacks, proc)
+        ok, value, rss = await threads.run(_serve, worker, task, job, stacks)
+        ended = True
     finally:
         if place is not None:
             place.child = None
-        if cancel_sent is not None:
-            cancel_sent.cancel()
-        if proc.is_alive():
-            proc.kill()  # cancelled or past its time limit
-        await threads.run(_reap, proc, ours)
+        pool.running.pop(job.id, None)
+        if not ended:  # cancelled, or past its time limit: the child is killed
+            pool.discard(worker, kill=True)
+    if isinstance(value, ChildDied):
+        pool.discard(worker, kill=False)
+    else:
+        worker.runs += 1
+        why = pool.must_retire(worker, job.type, rss)
+        if why is None:
+            pool.give_back(worker)
+        else:
+            log.info("the process %d that ran job %s is replaced: %s", worker.pid, job.id, why)
+            pool.discard(worker, kill=False)
     if not ok:
-        raise value if isinstance(value, Exception) else ChildDied(f"the process running job {job.id} ended: {value!r}")
+        raise value
     return value
 
 
-async def _send_cancel(job: Job, pipe: Connection, lock: threading.Lock) -> None:
-    if job.cancel_event is None:
-        return
-    await job.cancel_event.wait()
+def _serve(worker: Child, task: tuple[Any, ...], job: Job, stacks: ChildStacks) -> tuple[bool, Any, int | None]:
+    """In a worker thread: send the run to the child, then answer its calls until its outcome
+    comes (ok, the result or the error, its resident memory if asked), or it dies."""
+    run, loop = task[0], stacks.loop
     try:
-        with lock:
-            pipe.send(("cancel",))
-    except OSError:
-        pass  # the child is gone already
+        worker.pipe.send(("run", *task))
+        while True:
+            message = worker.pipe.recv()
+            kind = message[0]
+            if kind == "done" and message[1] == run:
+                return bool(message[2]), message[3], message[4]
+            if kind == "log" and message[1] == run:  # in this thread, in the job's context, as from a thread job
+                record = logging.makeLogRecord(message[2])
+                logging.getLogger(record.name).handle(record)
+            elif kind == "stack" and message[1] == run:
+                stacks.answered(message[2])
+            elif kind == "call":
+                _, their_run, seq, name, args, kwargs = message
+                reply = _apply(job, loop, name, args, kwargs) if their_run == run else \
+                    (False, RuntimeError(f"job.{name} was called after the job's run had ended"))
+                worker.tell(("reply", seq, *reply))
+    except (EOFError, OSError, ValueError):
+        worker.proc.join(JOIN_S)
+        return False, ChildDied(f"the process running job {job.id} {ended_how(worker.proc.exitcode)}"), None
 
 
-def _serve(pipe: Connection, lock: threading.Lock, job: Job, stacks: ChildStacks,
-           proc: Any) -> tuple[bool, Any]:  # noqa: ANN401 - a multiprocessing process
-    """In a worker thread: answer the child's calls until its outcome comes, or it dies."""
-    loop = stacks.loop
-    while True:
+def ended_how(exitcode: int | None) -> str:
+    """`was killed by SIGSEGV`, `exited with code 3 without a result`..."""
+    if exitcode is not None and exitcode < 0:
         try:
-            message = pipe.recv()
-        except (EOFError, OSError):
-            proc.join(JOIN_S)
-            return False, ChildDied(f"the process running job {job.id} ended without a result "
-                                    f"(exit code {proc.exitcode})")
-        if message[0] == "done":
-            return bool(message[1]), message[2]
-        if message[0] == "stack":
-            stacks.answered(message[1])
-        if message[0] == "log":  # in this thread, in the job's context, as from a thread job
-            record = logging.makeLogRecord(message[1])
-            logging.getLogger(record.name).handle(record)
-        if message[0] == "call":
-            _, seq, name, args, kwargs = message
-            reply = _apply(job, loop, name, args, kwargs)
-            try:
-                with lock:
-                    pipe.send(("reply", seq, *reply))
-            except (OSError, ValueError):
-                pass  # the child is gone; the next recv says so
+            return f"was killed by {signal.Signals(-exitcode).name}"
+        except ValueError:
+            return f"was killed by signal {-exitcode}"
+    if exitcode is None:
+        return "closed its pipe without a result"
+    return f"exited with code {exitcode} without a result"
 
 
 def _apply(job: Job, loop: asyncio.AbstractEventLoop, name: str, args: tuple[Any, ...],
@@ -193,10 +211,3 @@ def _apply(job: Job, loop: asyncio.AbstractEventLoop, name: str, args: tuple[Any
         return False, child.portable(exc)
     except BaseException as exc:  # noqa: BLE001 - a suspension or a cancel does not cross processes
         return False, RuntimeError(f"job.{name} cannot be used from a separate process ({type(exc).__name__})")
-
-
-def _reap(proc: Any, pipe: Connection) -> None:  # noqa: ANN401 - a multiprocessing process
-    proc.join(JOIN_S)
-    pipe.close()
-    if proc.exitcode is not None:
-        proc.close()

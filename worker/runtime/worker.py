@@ -37,6 +37,7 @@ from jobdesk.runtime.lease import LeaseKeeper
 from jobdesk.runtime.listening import worker_listener
 from jobdesk.runtime.outcomes import Outcomes
 from jobdesk.runtime.parts import Claiming, RunAids, Shared, TimeLimits
+from jobdesk.runtime.process_pool import Recycling
 from jobdesk.runtime.pump import PUMPS, Kicks, Pumps
 from jobdesk.runtime.retention import Pruner
 from jobdesk.runtime.stack_answers import StackAnswers
@@ -108,6 +109,7 @@ class Worker:
                                    TimeLimits(settings.JOB_TYPE_TIMEOUTS, settings.JOB_TIMEOUT))
         self.stacks = StackAnswers(self.db.call, self.worker_id, self.execution.stack_of,
                                    self.execution.attempt_of, self.known_ids)
+        self.execution.recycle_processes(Recycling.of(settings))
         # The loop's watchdog, and the lease renewed from a thread of its own (see runtime.lease).
         self.watch = LoopWatch(lambda: self.execution.type_on_loop(self._loop) if self._loop is not None else None)
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -318,6 +320,7 @@ class Worker:
         await asyncio.gather(*(asyncio.get_running_loop().run_in_executor(None, keeper.stop)
                                for keeper in (self.lease, self.blocked_stacks)))
         self.threads.close()
+        self.execution.close()
         for task in self._tasks:
             task.cancel()
         _, stuck = await asyncio.wait(self._tasks, timeout=CLOSE_TIMEOUT_S) if self._tasks else (set(), set())
