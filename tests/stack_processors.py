@@ -10,7 +10,8 @@ import time
 from pathlib import Path
 
 from jobdesk.core.models import Job, ProcessorResult
-from jobdesk.core.processor import BaseProcessor
+from jobdesk.core.processor import BaseProcessor, SyncProcessor
+from jobdesk.core.sync_job import SyncJob
 
 
 class AsyncHold(BaseProcessor):
@@ -27,13 +28,13 @@ class AsyncHold(BaseProcessor):
         await self.release.wait()  # the async job waits here
 
 
-class ThreadHold(BaseProcessor):
+class ThreadHold(SyncProcessor):
     """A plain `def` processor, run in a thread, that waits in a function of its own."""
 
     def __init__(self) -> None:
         self.release = threading.Event()
 
-    def process(self, job: Job) -> ProcessorResult:  # type: ignore[override]
+    def process(self, job: SyncJob) -> ProcessorResult:
         hold_in_thread(self.release)
         return ProcessorResult({})
 
@@ -43,12 +44,12 @@ def hold_in_thread(release: threading.Event) -> None:
         pass
 
 
-class ProcessHold(BaseProcessor):
+class ProcessHold(SyncProcessor):
     """Run in a child process; waits until the file its input names exists."""
 
     executor = "process"
 
-    def process(self, job: Job) -> ProcessorResult:  # type: ignore[override]
+    def process(self, job: SyncJob) -> ProcessorResult:
         hold_in_process(Path(job.input_data["release"]))
         return ProcessorResult({})
 

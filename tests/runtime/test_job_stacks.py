@@ -24,6 +24,10 @@ async def running(conn: asyncpg.Connection, job_id: str) -> bool:
     return await conn.fetchval("SELECT status FROM jobs WHERE id = $1", job_id) == "in_progress"
 
 
+async def finished(conn: asyncpg.Connection, job_id: str) -> bool:
+    return await conn.fetchval("SELECT status FROM jobs WHERE id = $1", job_id) == "completed"
+
+
 async def service(dsn: str) -> JobService:
     return await JobService.connect(dsn, settings=load_settings(DATABASE_URL=dsn), source="cli", pool_size=2)
 
@@ -79,17 +83,30 @@ async def test_a_process_job_answers_from_its_child(conn: asyncpg.Connection, ds
     [job_id] = await transitions.enqueue(conn, [JobCreate("hold", {"release": str(release)})])
     worker = RunningWorker(dsn, {"hold": ProcessHold()})
     jobs = await service(dsn)
+    next_release = tmp_path / "next"
     try:
         await wait_for(lambda: running(conn, job_id), what="the job to run")
         stack = await wait_for(lambda: stack_in(jobs, job_id, "hold_in_process"), what="the child to run")
         again = await jobs.job_stack(job_id)  # the child answers each time it is asked
+        pool = worker.worker.execution.pool
+        assert pool is not None
+        first_child = pool.running[job_id][0].pid
+        release.touch()
+        await wait_for(lambda: finished(conn, job_id), what="the first job to end")
+        # The next job runs in the same child, reused, which answers for that job's run.
+        [next_id] = await transitions.enqueue(conn, [JobCreate("hold", {"release": str(next_release)})])
+        await wait_for(lambda: running(conn, next_id), what="the next job to run")
+        reused = await wait_for(lambda: stack_in(jobs, next_id, "hold_in_process"), what="the child to answer")
+        assert pool.running[next_id][0].pid == first_child
     finally:
         release.touch()
+        next_release.touch()
         await worker.stop()
         await jobs.close()
     assert functions(stack) == ["process", "hold_in_process"], stack.text()
     assert stack.frames[1].source == "time.sleep(0.02)  # the process job waits here"
     assert again.taken_at > stack.taken_at and functions(again) == functions(stack)
+    assert reused.job_id == next_id and functions(reused) == functions(stack)
 
 
 async def test_the_last_stack_is_kept_after_the_job_ends(conn: asyncpg.Connection, dsn: str) -> None:
