@@ -147,7 +147,11 @@ bench-progress: $(STAMP)
 bench-report: $(STAMP)
 	$(PY) benchmarks/report.py
 
-.PHONY: chaos bench-pressure
+.PHONY: chaos bench-pressure bench-cli
+
+## bench-cli: the median wall time of `jobdesk --version`, `--help`, `jobs --limit 20`, `show ID` (on DATABASE_URL) and a worker's launch to its first job's start, beside `python -c pass` (prints figures)
+bench-cli: $(STAMP) bytecode
+	$(PY) benchmarks/cli_bench.py
 
 ## chaos: the chaos suite at full length, every case (about 20 min; CASE=kill runs one), as a markdown table; `make test` runs its --quick version
 chaos: $(STAMP)
