@@ -13,6 +13,7 @@ before it (`benchmarks/startup_bench.py`).
 from __future__ import annotations
 
 import argparse
+import shutil
 import statistics
 import subprocess
 import sys
@@ -87,6 +88,7 @@ def main() -> None:
               f"max {max(starts):.3f}), launch to its first job's start")
     finally:
         server.stop()
+        shutil.rmtree(root, ignore_errors=True)
 
 
 if __name__ == "__main__":
