@@ -84,7 +84,7 @@ def run_command(args: argparse.Namespace) -> int:
     import asyncio
 
     from jobdesk.cli.session import Invocation
-    from jobdesk.core.settings import load_settings
+    from jobdesk.core.plain_settings import load_settings
     from jobdesk.observe import otel_setup
 
     settings = load_settings()
