@@ -7,7 +7,12 @@ set) and timed from launch to exit; the runs of all commands are interleaved, an
 median is printed. The worker's figure is the time from its launch to the start of a job enqueued
 before it (`benchmarks/startup_bench.py`).
 
-    .venv/bin/python benchmarks/cli_bench.py [--runs 7] [--jobs 1000]
+    .venv/bin/python benchmarks/cli_bench.py [--runs 7] [--jobs 1000] [--other /older/checkout]
+
+`--other DIR` measures another checkout's jobdesk (a copy of the repository, e.g. from `git archive`)
+in the same run, interleaved, with this venv's Python; both are then launched as
+`python -c "...launcher.main()"` with their own folder first on the path, so that the two differ only
+in their code.
 """
 
 from __future__ import annotations
@@ -44,22 +49,36 @@ def one_run(command: list[str], dsn: str) -> float:
     return elapsed
 
 
-def commands(job_id: str) -> dict[str, list[str]]:
-    script = Path(sys.executable).parent / "jobdesk"  # the console script, as a user launches it
-    jobdesk = [str(script)] if script.exists() else [sys.executable, "-m", "jobdesk.cli"]
+# What the console script runs, with the jobdesk of a given checkout.
+LAUNCH = "import sys; sys.path.insert(0, {root!r}); from jobdesk.console.launcher import main; sys.exit(main())"
+
+
+def jobdesk_commands(job_id: str, jobdesk: list[str], label: str = "") -> dict[str, list[str]]:
     return {
-        "python -c pass": [sys.executable, "-c", "pass"],
-        "jobdesk --version": [*jobdesk, "--version"],
-        "jobdesk --help": [*jobdesk, "--help"],
-        "jobdesk jobs --limit 20": [*jobdesk, "jobs", "--limit", "20"],
-        "jobdesk show ID": [*jobdesk, "show", job_id],
+        f"jobdesk --version{label}": [*jobdesk, "--version"],
+        f"jobdesk --help{label}": [*jobdesk, "--help"],
+        f"jobdesk jobs --limit 20{label}": [*jobdesk, "jobs", "--limit", "20"],
+        f"jobdesk show ID{label}": [*jobdesk, "show", job_id],
+        f"jobdesk worker{label}": [*jobdesk, "worker"],
     }
+
+
+def commands(job_id: str, other: Path | None) -> dict[str, list[str]]:
+    measured = {"python -c pass": [sys.executable, "-c", "pass"]}
+    if other is None:
+        script = Path(sys.executable).parent / "jobdesk"  # the console script, as a user launches it
+        jobdesk = [str(script)] if script.exists() else [sys.executable, "-m", "jobdesk.cli"]
+        return {**measured, **jobdesk_commands(job_id, jobdesk)}
+    for root, label in ((ROOT, " (this checkout)"), (other.resolve(), f" ({other})")):
+        measured.update(jobdesk_commands(job_id, [sys.executable, "-c", LAUNCH.format(root=str(root))], label))
+    return measured
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=7)
     parser.add_argument("--jobs", type=int, default=1000, help="jobs seeded for `jobs` and `show` to read")
+    parser.add_argument("--other", type=Path, help="another checkout to measure in the same run")
     args = parser.parse_args()
     root = Path(tempfile.mkdtemp(prefix="jdcli-"))
     root.chmod(0o755)
@@ -70,22 +89,26 @@ def main() -> None:
         with psycopg.connect(dsn, autocommit=True) as conn:
             conn.execute(SEED, (args.jobs,))
             job_id = str(conn.execute("SELECT id FROM jobs ORDER BY id LIMIT 1").fetchone()[0])  # type: ignore[index]
-        measured = commands(job_id)
+        measured = commands(job_id, args.other)
+        workers = {name: command for name, command in measured.items() if command[-1] == "worker"}
+        for name in workers:
+            del measured[name]
+        times: dict[str, list[float]] = {name: [] for name in [*measured, *workers]}
         for command in measured.values():  # a first launch warms the file cache; it is not counted
             one_run(command, dsn)
-        times: dict[str, list[float]] = {name: [] for name in measured}
         for _ in range(args.runs):
             for name, command in measured.items():
                 times[name].append(one_run(command, dsn))
-        worker = [str(Path(measured["jobdesk --version"][0])), *measured["jobdesk --version"][1:-1], "worker"]
-        one_start(worker, dsn)  # warm-up, not counted
-        starts = [one_start(worker, dsn)[0] for _ in range(args.runs)]
-        width = max(len(name) for name in measured)
-        print(f"median of {args.runs} runs, wall seconds from launch to exit:")
+        # Then the workers (each run deletes every job and enqueues the one it waits for).
+        for command in workers.values():
+            one_start(command, dsn)
+        for _ in range(args.runs):
+            for name, command in workers.items():
+                times[name].append(one_start(command, dsn)[0])
+        width = max(len(name) for name in times)
+        print(f"median of {args.runs} runs, wall seconds from launch to exit (a worker: to its first job's start):")
         for name, got in times.items():
             print(f"  {name:<{width}}  {statistics.median(got):.3f} s  (min {min(got):.3f}, max {max(got):.3f})")
-        print(f"  {'jobdesk worker':<{width}}  {statistics.median(starts):.3f} s  (min {min(starts):.3f}, "
-              f"max {max(starts):.3f}), launch to its first job's start")
     finally:
         server.stop()
         shutil.rmtree(root, ignore_errors=True)
