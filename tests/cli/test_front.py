@@ -1,5 +1,6 @@
 """`jobdesk --version` and `jobdesk --help` answered before anything heavy is imported: the same
-text as the full parser's, and which modules they load (never how long they take)."""
+text as the full parser's, and which modules they load (never how long they take); and what the
+commands that read jobs load."""
 
 from __future__ import annotations
 
@@ -31,9 +32,9 @@ print(json.dumps({"code": code, "out": out.getvalue(), "modules": sorted(sys.mod
 HEAVY = ("pydantic", "pydantic_core", "pydantic_settings", "asyncpg", "asyncio", "psycopg")
 
 
-def launch(*args: str, columns: int = 80) -> dict[str, object]:
-    env = {**os.environ, "COLUMNS": str(columns)}
-    env.pop("PYDANTIC_DISABLE_PLUGINS", None)
+def launch(*args: str, columns: int = 80, dsn: str | None = None) -> dict[str, object]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("JOB", "DATABASE_", "DB_", "PYDANTIC_"))}
+    env.update(COLUMNS=str(columns), **({"DATABASE_URL": dsn} if dsn else {}))
     done = subprocess.run([sys.executable, "-c", LAUNCH, *args], capture_output=True, text=True, check=True,
                           cwd=ROOT, env=env)
     result: dict[str, object] = json.loads(done.stdout)
@@ -79,6 +80,18 @@ def test_a_command_still_loads_its_group() -> None:
     got = launch("jobs", "--help")
     assert got["code"] == 0
     assert "jobdesk.cli.jobs" in got["modules"]  # type: ignore[operator]
+
+
+async def test_jobs_and_show_on_database_url_load_neither_pydantic_nor_pydantic_settings(dsn: str) -> None:
+    created = launch("submit", "noop", "--json", dsn=dsn)
+    assert created["code"] == 0
+    job_id = json.loads(str(created["out"]))["id"]
+    for args in (("jobs", "--limit", "20"), ("show", job_id)):
+        got = launch(*args, dsn=dsn)
+        assert got["code"] == 0 and job_id[-8:] in str(got["out"])
+        modules = set(got["modules"])  # type: ignore[call-overload]
+        assert not {m for m in modules if m.startswith(("pydantic", "annotated_types"))}, args
+        assert "jobdesk.core.settings" not in modules
 
 
 def test_a_stale_index_gives_way_to_the_full_parser(monkeypatch: pytest.MonkeyPatch) -> None:
