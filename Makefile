@@ -159,7 +159,16 @@ bench-progress: $(STAMP)
 bench-report: $(STAMP)
 	$(PY) benchmarks/report.py
 
-.PHONY: chaos bench-pressure
+.PHONY: chaos bench-pressure bench-cli indexes
+
+## indexes: rewrite what `jobdesk --help` lists and how the settings read without pydantic (worker/cli/help_index.py, worker/core/settings_index.py), after a change to a command's help or to a setting; tests/cli/test_front.py and tests/core/test_plain_settings.py fail while they are out of date
+indexes: $(STAMP)
+	$(PY) -m jobdesk.cli.front --write
+	$(PY) -m jobdesk.core.plain_settings --write
+
+## bench-cli: the median wall time of `jobdesk --version`, `--help`, `jobs --limit 20`, `show ID` (on DATABASE_URL) and a worker's launch to its first job's start, beside `python -c pass` (prints figures)
+bench-cli: $(STAMP) bytecode
+	$(PY) benchmarks/cli_bench.py
 
 ## chaos: the chaos suite at full length, every case (about 20 min; CASE=kill runs one), as a markdown table; `make test` runs its --quick version
 chaos: $(STAMP)

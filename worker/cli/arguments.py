@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any, NoReturn, TypeAlias
+from typing import TYPE_CHECKING, Any, NoReturn, TypeAlias
 
-from jobdesk.core.models import Status
+if TYPE_CHECKING:
+    from jobdesk.core.models import Status
 
 EXIT_ERROR = 1
 EXIT_USAGE = 2
@@ -45,6 +46,8 @@ def search_arg(text: str) -> str:
 
 
 def status_arg(text: str) -> Status:
+    from jobdesk.core.models import Status  # loaded by the commands that take a status
+
     try:
         return Status(text)
     except ValueError:

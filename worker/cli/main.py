@@ -5,23 +5,23 @@ non-zero exit code."""
 from __future__ import annotations
 
 import argparse
-import asyncio
-import logging
 import os
 import sys
 from collections.abc import Callable, Sequence
 from importlib import import_module  # noqa: TID251 - the CLI's own groups, loaded by the command run
 from types import ModuleType
+from typing import TYPE_CHECKING
 
-import asyncpg
-
+from jobdesk.cli import front
 from jobdesk.cli.arguments import EXIT_ERROR, ArgumentParser, Subparsers
-from jobdesk.cli.session import Command, Invocation
 from jobdesk.core.errors import JobdeskError, ReadOnlyRole
 from jobdesk.core.extras import MissingExtra
-from jobdesk.core.settings import load_settings
-from jobdesk.core.version import __version__
-from jobdesk.observe import otel_setup
+
+if TYPE_CHECKING:
+    from jobdesk.cli.session import Command
+
+# This module imports nothing heavy (pydantic, asyncio, asyncpg and the command groups load when a
+# command runs), so that `jobdesk --version` and `jobdesk --help` answer at once (jobdesk.cli.front).
 
 # Each command group's module (jobdesk.cli.GROUP) and the commands it runs (its COMMANDS). A
 # command loads its group's module alone (and what that imports): `jobdesk worker` does not load
@@ -62,9 +62,7 @@ def build_parser(command: str | None = None) -> ArgumentParser:
     groups = {GROUP_OF[command]} if command in GROUP_OF else set(GROUPS)
     common = ArgumentParser(add_help=False)
     common.add_argument("--json", action="store_true", help="print JSON for scripts")
-    parser = ArgumentParser(prog="jobdesk", description="A job system on PostgreSQL.")
-    parser.add_argument("--version", action="version", version=f"jobdesk {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=ArgumentParser)
+    parser, sub = front.top_parser()
     for group, adder in PARSERS:
         if group in groups:
             add: Callable[[Subparsers, ArgumentParser], None] = getattr(group_module(group), adder)
@@ -73,6 +71,8 @@ def build_parser(command: str | None = None) -> ArgumentParser:
 
 
 def setup_logging(level: str) -> None:
+    import logging
+
     logging.basicConfig(level=getattr(logging, level, logging.INFO), stream=sys.stderr,
                         format="%(asctime)s %(levelname)-7s %(name)s: %(message)s")
     # While the database is away, asyncpg's pool logs a traceback every second as it retries; the
@@ -82,6 +82,12 @@ def setup_logging(level: str) -> None:
 
 def run_command(args: argparse.Namespace) -> int:
     """Run a parsed command; its failures are the caller's to report."""
+    import asyncio
+
+    from jobdesk.cli.session import Invocation
+    from jobdesk.core.plain_settings import load_settings
+    from jobdesk.observe import otel_setup
+
     settings = load_settings()
     setup_logging(settings.LOG_LEVEL if args.command == "worker" else "WARNING")
     # Traces when OTEL_TRACES_EXPORTER asks for them: the worker's runs, the CLI's enqueues. The
@@ -97,8 +103,18 @@ def run_command(args: argparse.Namespace) -> int:
             shutdown()  # the spans still batched are exported before the process ends
 
 
+def is_postgres_error(exc: BaseException) -> bool:
+    """Whether `exc` is an error PostgreSQL reported (asyncpg's, when a command loaded it)."""
+    asyncpg = sys.modules.get("asyncpg")
+    return asyncpg is not None and isinstance(exc, asyncpg.PostgresError)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
+    front.answer_at_once(argv)
+    # pydantic's scan of the installed packages for its plugins, which jobdesk does not use, is
+    # skipped, unless the user asked for plugins by setting the variable (empty: every plugin).
+    os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
     parser = build_parser(argv[0] if argv else None)
     args = parser.parse_args(argv)
     if args.command is None:
@@ -120,12 +136,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except JobdeskError as exc:
         print(f"jobdesk: error: {exc}", file=sys.stderr)
         return EXIT_ERROR
-    except asyncpg.PostgresError as exc:
-        print(f"jobdesk: database error: {str(exc).splitlines()[0]}", file=sys.stderr)
-        return EXIT_ERROR
     except KeyboardInterrupt:
         return 130
     except Exception as exc:
+        if is_postgres_error(exc):
+            print(f"jobdesk: database error: {str(exc).splitlines()[0]}", file=sys.stderr)
+            return EXIT_ERROR
         if debug:
             raise
         print(f"jobdesk: internal error: {type(exc).__name__}: {exc} (set JOBDESK_DEBUG=1 for details)",

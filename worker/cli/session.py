@@ -10,10 +10,10 @@ from contextlib import asynccontextmanager
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-from jobdesk.core.settings import Settings
 from jobdesk.store.db import Database
 
 if TYPE_CHECKING:
+    from jobdesk.core.settings import Settings
     from jobdesk.service.jobs import JobService
 
 CLI_POOL_SIZE = 2  # a command runs its statements one after another

@@ -12,8 +12,6 @@ from enum import StrEnum
 from random import getrandbits
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from pydantic import BaseModel
-
 from jobdesk.core.errors import DurableUnavailable, NoJobResult
 from jobdesk.core.job_report import DONE, LEVELS, JobReport, Reported, check_fraction, check_message
 from jobdesk.core.json_value import JsonObject, JsonValue
@@ -21,6 +19,8 @@ from jobdesk.core.trace_ids import current_trace_ids
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
+
+    from pydantic import BaseModel
 
     from jobdesk.core.durable import DurableRun
 
@@ -40,7 +40,7 @@ TERMINAL_STATUSES = frozenset({Status.COMPLETED, Status.FAILED, Status.CANCELLED
 # The statuses whose job has its processor's result: held for approval, it is stored already.
 RESULT_STATUSES = frozenset({Status.COMPLETED, Status.WAITING_APPROVAL})
 
-OutputT = TypeVar("OutputT", bound=BaseModel)
+OutputT = TypeVar("OutputT", bound="BaseModel")  # pydantic loads with the processors that use it
 
 
 _ID_RANDOM_BITS = (1 << 76) - 1 ^ 3 << 62  # the 76 bits after the version: all random but the variant's two

@@ -12,8 +12,6 @@ import os
 import sys
 from pathlib import Path
 
-import platformdirs
-
 
 def project_root() -> Path:
     """The folder that holds `sql/` and `resources/`: the checkout, or the bundle."""
@@ -76,4 +74,6 @@ def data_dir() -> Path:
         return Path(override).expanduser().resolve()
     if hasattr(os, "geteuid") and os.geteuid() == 0:
         return Path("/var/lib/jobdesk")
+    import platformdirs  # only where no folder is given: a worker on DATABASE_URL never loads it
+
     return Path(platformdirs.user_data_dir("jobdesk", appauthor=False))

@@ -23,11 +23,11 @@ from typing import TYPE_CHECKING
 
 from jobdesk.core.job_report import JobReport, LogLine, Progress
 from jobdesk.core.models import Job
-from jobdesk.core.settings import Settings
 from jobdesk.core.trace_ids import current_trace_ids
 from jobdesk.store import job_reports
 
 if TYPE_CHECKING:
+    from jobdesk.core.settings import Settings
     from jobdesk.runtime.dblink import DbLink
 
 log = logging.getLogger("jobdesk.worker")

@@ -12,10 +12,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING
 
-from jobdesk.core.settings import Settings
 from jobdesk.store.listen_supervisor import ListenerSupervisor, ListenTiming, ListenWording
 from jobdesk.store.listener import Handler, Sender, listen_dsn
+
+if TYPE_CHECKING:
+    from jobdesk.core.settings import Settings
 
 log = logging.getLogger("jobdesk.worker")
 

@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING
 from jobdesk.core.durable import Wait
 from jobdesk.core.errors import InvalidJob
 from jobdesk.core.models import Job, ProcessorResult
-from jobdesk.core.settings import Settings
 from jobdesk.observe.alerts import Alert, job_failed
 from jobdesk.observe.job_tally import JobTally
 from jobdesk.runtime.dblink import DbLink
@@ -25,6 +24,7 @@ from jobdesk.store import durable, transitions
 from jobdesk.store import rollup as stats_rollup
 
 if TYPE_CHECKING:
+    from jobdesk.core.settings import Settings
     from jobdesk.observe.metrics import WorkerMetrics
 
 log = logging.getLogger("jobdesk.worker")

@@ -18,12 +18,15 @@ import asyncio
 import logging
 import time
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import asyncpg
 
 from jobdesk.core.errors import JobdeskError
-from jobdesk.core.settings import Settings
 from jobdesk.store.db import CONNECTION_ERRORS
+
+if TYPE_CHECKING:
+    from jobdesk.core.settings import Settings
 
 log = logging.getLogger("jobdesk.retention")
 

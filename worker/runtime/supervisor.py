@@ -12,15 +12,17 @@ import logging
 import os
 import socket
 from collections.abc import Awaitable, Callable
-from typing import Protocol, TypeVar
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 import asyncpg
 
-from jobdesk.core.settings import Settings
 from jobdesk.core.version import __version__
 from jobdesk.observe.alerts import Alert, job_failed, worker_lost
 from jobdesk.store import fleet, job_stacks, transitions
 from jobdesk.store.db import CONNECTION_ERRORS
+
+if TYPE_CHECKING:
+    from jobdesk.core.settings import Settings
 
 log = logging.getLogger("jobdesk.worker")
 

@@ -25,7 +25,6 @@ import asyncpg
 
 from jobdesk.core.limits import ClaimLimits, flow_configs
 from jobdesk.core.processor import AnyProcessor
-from jobdesk.core.settings import Settings
 from jobdesk.observe.alerts import Alert, AlertSender
 from jobdesk.runtime import scheduler
 from jobdesk.runtime.blocked_stacks import BlockedLoopAnswers
@@ -51,6 +50,7 @@ from jobdesk.store.listen_supervisor import ListenerSupervisor
 from jobdesk.store.listener import NEW_JOBS_CHANNEL
 
 if TYPE_CHECKING:
+    from jobdesk.core.settings import Settings
     from jobdesk.observe.metrics import WorkerMetrics
 
 log = logging.getLogger("jobdesk.worker")

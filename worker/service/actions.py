@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from jobdesk.core.errors import JobNotFound
-from jobdesk.core.input_validation import Validator
 from jobdesk.service.access import acts
 from jobdesk.service.base import ServiceBase
 from jobdesk.store import pipelines as pipeline_queries
 from jobdesk.store import transitions
 from jobdesk.store.jobs import fetch_records
+
+if TYPE_CHECKING:
+    from jobdesk.core.input_validation import Validator
 
 
 class OperatorActions(ServiceBase):

@@ -6,19 +6,22 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 from types import TracebackType
-from typing import Self, TypeVar
+from typing import TYPE_CHECKING, Self, TypeVar
 
 import asyncpg
 
 from jobdesk.core.errors import DatabaseUnavailable, JobNotFound
 from jobdesk.core.models import JobRecord
-from jobdesk.core.settings import Settings, load_settings
+from jobdesk.core.plain_settings import load_settings
 from jobdesk.service.replica import ReadReplica, ReplicaLag
 from jobdesk.service.served_types import ServedTypes
 from jobdesk.store import transitions
 from jobdesk.store.db import CONNECTION_ERRORS, Database, describe
 from jobdesk.store.jobs import JobFilter, fetch_records
 from jobdesk.store.outage import reason
+
+if TYPE_CHECKING:
+    from jobdesk.core.settings import Settings
 
 _T = TypeVar("_T")
 

@@ -13,12 +13,12 @@ bulk actions, schedules, tokens) is on `jobdesk.service.JobService`, which is a 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Self
+from typing import TYPE_CHECKING, Self
 
 import asyncpg
 
 from jobdesk.core.errors import DatabaseUnavailable
-from jobdesk.core.settings import Settings, load_settings
+from jobdesk.core.plain_settings import load_settings
 from jobdesk.service.actions import OperatorActions
 from jobdesk.service.events import Events
 from jobdesk.service.job_reads import JobLookups
@@ -26,6 +26,9 @@ from jobdesk.service.replica import ReadReplica
 from jobdesk.service.schema import ensure_schema
 from jobdesk.service.waiting import Waiting
 from jobdesk.store.db import Database, create_pool
+
+if TYPE_CHECKING:
+    from jobdesk.core.settings import Settings
 
 
 class JobClient(Waiting, JobLookups, OperatorActions, Events):

@@ -6,16 +6,19 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import asyncpg
 
 from jobdesk.core.errors import DatabaseUnavailable
-from jobdesk.core.settings import Settings
 from jobdesk.store import cluster, fleet
 from jobdesk.store.cluster import HostState, Replica
 from jobdesk.store.db import CONNECT_FAILURES, Database, connect
 from jobdesk.store.migrations import available_migrations, pending_migrations
 from jobdesk.store.outage import reason
+
+if TYPE_CHECKING:
+    from jobdesk.core.settings import Settings
 
 # A host that cannot be reached: the driver's failures, or `connect`'s own error for them.
 _UNREACHABLE: tuple[type[BaseException], ...] = (*CONNECT_FAILURES, DatabaseUnavailable)

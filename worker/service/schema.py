@@ -4,14 +4,16 @@ database migrated on the fly), `jobdesk migrate`, and the schedules processor mo
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import asyncpg
 
 from jobdesk.core.errors import DatabaseUnavailable
-from jobdesk.core.schedules import Schedule
-from jobdesk.service.schedules import upsert_declared
 from jobdesk.store.db import connect
 from jobdesk.store.migrations import Migration, migrate, pending_migrations
+
+if TYPE_CHECKING:
+    from jobdesk.core.schedules import Schedule
 
 
 async def ensure_schema(conn: asyncpg.Connection, *, embedded: bool) -> None:
@@ -33,7 +35,9 @@ async def prepare_schema(dsn: str, *, embedded: bool, schedules: Sequence[tuple[
     conn = await connect(dsn)
     try:
         await ensure_schema(conn, embedded=embedded)
-        if schedules:
+        if schedules:  # loaded by the workers whose processor modules declare some
+            from jobdesk.service.schedules import upsert_declared
+
             await upsert_declared(conn, schedules)
     finally:
         await conn.close()

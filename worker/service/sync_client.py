@@ -22,7 +22,6 @@ from collections.abc import Callable, Coroutine
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, ClassVar, Self, TypeVar
 
-from jobdesk.core.settings import Settings
 from jobdesk.service.client import JobClient
 from jobdesk.service.foreign import sync_writer
 from jobdesk.store.db import Database
@@ -34,6 +33,7 @@ if TYPE_CHECKING:
     from jobdesk.core.input_validation import Validator
     from jobdesk.core.json_value import JsonValue
     from jobdesk.core.models import JobCreate, JobRecord, Status
+    from jobdesk.core.settings import Settings
     from jobdesk.service.replica import ReplicaLag
     from jobdesk.store.jobs import JobFilter
 

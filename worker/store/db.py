@@ -8,14 +8,16 @@ import logging
 import os
 import socket
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import asyncpg
 
 from jobdesk.core.errors import DatabaseUnavailable
-from jobdesk.core.settings import Settings
 from jobdesk.store.fair_pool import FairPool
+
+if TYPE_CHECKING:
+    from jobdesk.core.settings import Settings
 
 log = logging.getLogger(__name__)
 

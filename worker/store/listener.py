@@ -15,11 +15,14 @@ import asyncio
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING
 
 import asyncpg
 
-from jobdesk.core.settings import Settings
 from jobdesk.store.db import Database, connect
+
+if TYPE_CHECKING:
+    from jobdesk.core.settings import Settings
 
 Handler = Callable[[str], None]  # gets the NOTIFY payload
 Sender = Callable[[str, str], Awaitable[object]]  # sends NOTIFY (channel, payload) to the database
