@@ -1,7 +1,7 @@
 """What `jobdesk --help` lists: written by `python -m jobdesk.cli.front --write` from the full
 parser (do not edit by hand). CHECKSUM is that of the modules the text came from."""
 
-CHECKSUM: int | None = 1712258222
+CHECKSUM: int | None = 1447432615
 COMMANDS: tuple[tuple[str, tuple[str, ...], str], ...] = (
     ('migrate', (), 'apply the schema migrations'),
     ('db', (), 'the embedded PostgreSQL: run it in the foreground, or `db status`, `db stop`'),
@@ -15,6 +15,7 @@ COMMANDS: tuple[tuple[str, tuple[str, ...], str], ...] = (
     ('approve', (), 'approve jobs waiting for approval'),
     ('reject', (), 'reject jobs waiting for approval'),
     ('logs', (), "print the log lines a job's processor emitted"),
+    ('stack', (), "print a running job's current Python stack (after it ended, the last one taken)"),
     ('export', (), 'write every column of the jobs matching the filter to stdout, id first'),
     ('open', (), 'open the console on one job (an id that does not exist opens nothing)'),
     ('workers', (), 'list workers and what they run'),
@@ -25,7 +26,7 @@ COMMANDS: tuple[tuple[str, tuple[str, ...], str], ...] = (
     ('worker-ctl', (), 'pause, resume, drain or stop a worker'),
     ('api', (), 'serve the HTTP API'),
     ('token', (), "manage the HTTP API's tokens"),
-    ('schedule', (), 'periodic jobs: add, list, pause, resume, remove'),
+    ('schedule', (), 'periodic jobs: add, list, pause, resume, remove, run now'),
     ('types', (), 'job types: paused or not, their limits and rates; pause, resume, set limits'),
     ('event', (), 'emit an event that durable jobs wait for'),
     ('doctor', (), "check the database: each host's role, standby lag, schema, workers"),

@@ -3,7 +3,7 @@
 
 from typing import Any
 
-CHECKSUM = 986621087
+CHECKSUM = 3179895087
 FIELDS: dict[str, tuple[Any, str, tuple[float | None, float | None, float | None, float | None]]] = {
     'DATABASE_URL': (None, 'str?', (None, None, None, None)),
     'DATABASE_LISTEN_URL': (None, 'str?', (None, None, None, None)),
@@ -17,6 +17,10 @@ FIELDS: dict[str, tuple[Any, str, tuple[float | None, float | None, float | None
     'JOB_USER_LIMITS': ({}, 'other', (None, None, None, None)),
     'JOB_TYPE_TIMEOUTS': ({}, 'other', (None, None, None, None)),
     'JOB_TIMEOUT': (None, 'other', (0, None, None, None)),
+    'JOB_PROCESS_MAX_TASKS': (None, 'other', (None, 1, None, None)),
+    'JOB_TYPE_PROCESS_MAX_TASKS': ({}, 'other', (None, None, None, None)),
+    'JOB_PROCESS_MAX_MEMORY': (None, 'other', (None, None, None, None)),
+    'JOB_TYPE_PROCESS_MAX_MEMORY': ({}, 'other', (None, None, None, None)),
     'JOB_FAIR_SHARE': ([], 'other', (None, None, None, None)),
     'JOB_RETRY_INTERVALS': ([10.0, 30.0, 60.0, 120.0, 240.0, 240.0, 240.0, 240.0, 240.0, 240.0], 'other', (None, None, None, None)),
     'DB_POOL_SIZE': (20, 'int', (None, 2, None, 1000)),
