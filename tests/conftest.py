@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 from collections.abc import AsyncIterator, Iterator
@@ -20,6 +21,7 @@ from tests.pgbouncer import PgBouncer
 @pytest.fixture(scope="session")
 def pg_server() -> Iterator[EmbeddedServer]:
     server, root = pg.start_server()
+    asyncio.run(pg.skip_fsync(server.dsn))
     yield server
     server.stop()
     shutil.rmtree(root, ignore_errors=True)

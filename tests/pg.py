@@ -31,6 +31,19 @@ def start_server() -> tuple[EmbeddedServer, Path]:
     return server, root
 
 
+async def skip_fsync(dsn: str) -> None:
+    """Turn off `fsync` on a test server: a commit then waits for no disk flush. What a crash of
+    PostgreSQL or of a client leaves behind is the same (the WAL is still written before each
+    commit returns); only a crash of the whole machine could lose data, and the server is thrown
+    away with the run. The benchmarks' servers keep durable commits."""
+    conn = await asyncpg.connect(with_database(dsn, "postgres"))
+    try:
+        await conn.execute("ALTER SYSTEM SET fsync = off")
+        await conn.execute("SELECT pg_reload_conf()")
+    finally:
+        await conn.close()
+
+
 async def build_template(dsn: str) -> None:
     conn = await asyncpg.connect(with_database(dsn, "postgres"))
     try:
