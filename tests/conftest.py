@@ -23,6 +23,7 @@ def pg_server() -> Iterator[EmbeddedServer]:
     server, root = pg.start_server()
     asyncio.run(pg.skip_fsync(server.dsn))
     yield server
+    pg.stop_spares()
     server.stop()
     shutil.rmtree(root, ignore_errors=True)
 
@@ -30,6 +31,7 @@ def pg_server() -> Iterator[EmbeddedServer]:
 @pytest.fixture(scope="session")
 async def template(pg_server: EmbeddedServer) -> str:
     await pg.build_template(pg_server.dsn)
+    pg.make_spares(pg_server.dsn)
     return pg_server.dsn
 
 
