@@ -148,8 +148,11 @@ async def test_sigterm_puts_running_jobs_back_and_they_complete_later(dsn: str, 
     ids = [r["id"] for r in await conn.fetch(
         "INSERT INTO jobs (type, input_data) SELECT 'test.sleep_record', '{\"seconds\": 60}' "
         "FROM generate_series(1, 3) RETURNING id")]
-    worker = start_worker(dsn, log_path=tmp_path / "a.log", RUN_LOG=str(log), JOB_SHUTDOWN_TIMEOUT="0.5", **FAST)
-    await wait_for(lambda: conn.fetchval("SELECT count(*) = 3 FROM jobs WHERE status = 'in_progress'"),
+    starts = tmp_path / "starts.txt"
+    worker = start_worker(dsn, log_path=tmp_path / "a.log", RUN_LOG=str(log), START_LOG=str(starts),
+                          JOB_SHUTDOWN_TIMEOUT="0.5", **FAST)
+    # Running, not only claimed: a job claimed but not yet started is given back without an attempt.
+    await wait_for(lambda: asyncio.sleep(0, starts.exists() and len(starts.read_text().split()) == 3),
                    what="three jobs to run")
     t0 = time.monotonic()
     worker.send_signal(signal.SIGTERM)
