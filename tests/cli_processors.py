@@ -21,11 +21,15 @@ PROCESSOR_MAP: dict[str, type[BaseProcessor]] = {"test.record": RecordRun}
 
 
 class SleepRecord(BaseProcessor):
-    """Sleeps input_data["seconds"] (default 0.01), then records the run like RecordRun."""
+    """Sleeps input_data["seconds"] (default 0.01), then records the run like RecordRun. With
+    START_LOG set, it first appends the job's id to that file: the run has begun."""
 
     async def process(self, job: Job) -> ProcessorResult:
         import asyncio
 
+        if "START_LOG" in os.environ:
+            with Path(os.environ["START_LOG"]).open("a") as log:
+                log.write(f"{job.id}\n")
         await asyncio.sleep(float(job.input_data.get("seconds", 0.01)))
         with Path(os.environ["RUN_LOG"]).open("a") as log:
             log.write(f"{job.id} {os.getpid()}\n")

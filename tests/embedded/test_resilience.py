@@ -144,16 +144,21 @@ async def _all_ids(dsn: str) -> list[str]:
 async def test_sigterm_puts_running_jobs_back_and_they_complete_later(dsn: str, conn: asyncpg.Connection,
                                                                       tmp_path: Path) -> None:
     log = tmp_path / "runs.txt"
+    # Jobs far longer than the shutdown timeout (0.5 s) and than any slowness of a loaded machine.
     ids = [r["id"] for r in await conn.fetch(
-        "INSERT INTO jobs (type, input_data) SELECT 'test.sleep_record', '{\"seconds\": 5}' "
+        "INSERT INTO jobs (type, input_data) SELECT 'test.sleep_record', '{\"seconds\": 60}' "
         "FROM generate_series(1, 3) RETURNING id")]
-    worker = start_worker(dsn, log_path=tmp_path / "a.log", RUN_LOG=str(log), JOB_SHUTDOWN_TIMEOUT="0.5", **FAST)
-    await wait_for(lambda: conn.fetchval("SELECT count(*) = 3 FROM jobs WHERE status = 'in_progress'"),
+    starts = tmp_path / "starts.txt"
+    worker = start_worker(dsn, log_path=tmp_path / "a.log", RUN_LOG=str(log), START_LOG=str(starts),
+                          JOB_SHUTDOWN_TIMEOUT="0.5", **FAST)
+    # Running, not only claimed: a job claimed but not yet started is given back without an attempt.
+    await wait_for(lambda: asyncio.sleep(0, starts.exists() and len(starts.read_text().split()) == 3),
                    what="three jobs to run")
     t0 = time.monotonic()
     worker.send_signal(signal.SIGTERM)
-    assert worker.wait(20) == 0
-    assert time.monotonic() - t0 < 4, "it did not wait for the 5 s jobs"
+    assert worker.wait(30) == 0
+    assert time.monotonic() - t0 < 30, "it did not wait for the 60 s jobs"
+    assert not log.exists(), "no run finished"
     rows = await conn.fetch("SELECT status, retry_count, worker_id FROM jobs")
     assert {(r["status"], r["retry_count"], r["worker_id"]) for r in rows} == {("queued", 0, None)}
     assert await conn.fetchval("SELECT count(*) FROM job_attempts WHERE outcome = 'interrupted'") == 3

@@ -162,6 +162,14 @@ def test_bad_schedule_commands_are_one_line(dsn: str, args: list[str], code: int
     assert message in line
 
 
+async def wait_for_count(dsn: str, sql: str, count: int) -> None:
+    conn = await asyncpg.connect(dsn)
+    try:
+        await wait_for(lambda: conn.fetchval(f"SELECT ({sql}) >= $1", count), timeout=60, what=sql)
+    finally:
+        await conn.close()
+
+
 def test_three_workers_make_exactly_one_job_per_tick_across_a_restart(dsn: str, tmp_path: Path) -> None:
     """A one-second schedule, three workers, all restarted in the middle: every tick from the
     first to the last has exactly one job (misfire all fills the gap of the restart)."""
@@ -171,8 +179,11 @@ def test_three_workers_make_exactly_one_job_per_tick_across_a_restart(dsn: str, 
                    "--misfire", "all", dsn=dsn).returncode == 0
 
     def start() -> list[subprocess.Popen[str]]:
-        return [start_worker(dsn, "--processors", "cli_processors", RUN_LOG=str(run_log),
-                             JOB_PROCESSOR_POLL_INTERVAL="0.05") for _ in range(3)]
+        workers = [start_worker(dsn, "--processors", "cli_processors", RUN_LOG=str(run_log),
+                                JOB_PROCESSOR_POLL_INTERVAL="0.05") for _ in range(3)]
+        # Up before the five seconds they run (a worker stopped while it starts dies of the signal).
+        asyncio.run(wait_for_count(dsn, "SELECT count(*) FROM workers WHERE state = 'running'", 3))
+        return workers
 
     def stop(workers: list[subprocess.Popen[str]]) -> None:
         for w in workers:
