@@ -27,7 +27,7 @@ from jobdesk.service.foreign import sync_writer
 from jobdesk.store.db import Database
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Iterable, Sequence
     from datetime import datetime
 
     from jobdesk.core.input_validation import Validator
@@ -164,6 +164,7 @@ class SyncJobClient:
         def fence_reads(self, *, wait: float = 0.5) -> bool: ...
         def notify(self, channel: str, payload: str) -> None: ...
         def replica_lag(self) -> ReplicaLag | None: ...
+        def unserved_warnings(self, job_types: Iterable[str]) -> dict[str, str]: ...
 
 
 def _blocking(name: str, method: Callable[..., Coroutine[Any, Any, Any]]) -> Callable[..., Any]:
