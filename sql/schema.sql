@@ -1812,7 +1812,7 @@ CREATE INDEX jobs_in_progress_worker_idx ON public.jobs USING btree (worker_id) 
 -- Name: jobs_input_data_path_idx; Type: INDEX; Schema: public; Owner: -
 --
 
-CREATE INDEX jobs_input_data_path_idx ON public.jobs USING gin (input_data jsonb_path_ops);
+CREATE INDEX jobs_input_data_path_idx ON public.jobs USING gin (input_data jsonb_path_ops) WHERE (input_data <> '{}'::jsonb);
 
 
 --

@@ -116,7 +116,9 @@ class JobFilter:
             clauses.append(f"error_message ILIKE {bind('%' + escape_like(self.error.strip()) + '%')}")
         for term in self.input_terms:
             # Containment, not `input_data #> path = value`: the GIN index (sql/030) serves `@>`.
-            clauses.append(f"input_data @> {bind(term.document())}::text::jsonb")
+            # It holds only the non-empty inputs (sql/040), which are all a term can match: the
+            # index's condition, said again, lets the planner use it.
+            clauses.append(f"input_data @> {bind(term.document())}::text::jsonb AND input_data <> '{{}}'::jsonb")
         if self.fingerprint:
             key = bind(self.fingerprint)
             # Failed jobs without any error message group as NO_ERROR.
