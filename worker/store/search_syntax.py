@@ -14,7 +14,7 @@ unquoted: `42` is the number 42 (not 420, not the string "42"), `true`/`false` t
 `null` a JSON null; anything else is a string compared whole (`business` is not
 `businessplus`). Quoted, a value is always a string: `input.order_id:"42"` is the string "42".
 Each term becomes `input_data @> '{"user":{"plan":"business"}}'`, served by the GIN index of
-sql/030."""
+sql/030, which holds the non-empty inputs (sql/040)."""
 
 from __future__ import annotations
 
