@@ -106,7 +106,7 @@ class ApprovalsTab(QWidget):
     def on_jobs_changed(self, ids: set[str] | None) -> None:
         self.live.changed(ids)  # on screen only; else the list is read again when shown
         if not self._count_timer.isActive():
-            self._count_timer.start()
+            self._count_timer.start(COUNT_EVERY_MS)  # start(0) on connecting left its interval at 0
 
     async def refresh_count(self) -> None:
         try:
