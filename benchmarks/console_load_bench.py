@@ -4,7 +4,9 @@ A million jobs are seeded by plain SQL; a writer process then inserts jobs and m
 completed, by plain SQL, at a steady rate; and 1, then 3 consoles (`jobdesk`, no subcommand,
 offscreen, each a process of its own) are left open on one tab. CPU is read from /proc: the
 consoles' processes, and the PostgreSQL backends whose application_name is the console's
-(`jobdesk-console`). Both are printed per console, in ms of CPU per second of wall time.
+(`jobdesk-console`). Both are printed per console, in ms of CPU per second of wall time. The
+server runs without parallel query, so that no part of a console's query runs in a process
+that the reading of its backends misses.
 
     python benchmarks/console_load_bench.py [--jobs 1000000] [--rate 1000] [--seconds 60]
         [--tab Jobs] [--consoles 1,3] [--statements]
@@ -236,10 +238,15 @@ async def print_statements(conn: asyncpg.Connection) -> None:
         print(f"    {r['ms']:>9} ms {r['calls']:>7} calls {r['rows']:>9} rows  {r['query']}", flush=True)
 
 
-async def enable_statements(server_dsn: str) -> None:
+async def configure(server_dsn: str, *, statements: bool) -> None:
+    """No parallel query: a parallel worker's CPU would escape the reading of the backends (it
+    lives a moment, apart from them). With `statements`, pg_stat_statements (after a restart)."""
     conn = await asyncpg.connect(pg.with_database(server_dsn, "postgres"))
     try:
-        await conn.execute("ALTER SYSTEM SET shared_preload_libraries = 'pg_stat_statements'")
+        await conn.execute("ALTER SYSTEM SET max_parallel_workers_per_gather = 0")
+        if statements:
+            await conn.execute("ALTER SYSTEM SET shared_preload_libraries = 'pg_stat_statements'")
+        await conn.execute("SELECT pg_reload_conf()")
     finally:
         await conn.close()
 
@@ -259,8 +266,8 @@ def main() -> None:
         sys.exit(console_child(args.console_child))
 
     with private_server() as server, tempfile.TemporaryDirectory(prefix="jdload-") as config:
+        asyncio.run(configure(server.dsn, statements=args.statements))
         if args.statements:
-            asyncio.run(enable_statements(server.dsn))
             server.stop()
             server.ensure_running()
 

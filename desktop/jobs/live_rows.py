@@ -8,8 +8,9 @@ together once it ends:
 
 - at the top of the table, where new jobs arrive, a change the table does not hold reads the
   first rows again, as many as are on screen and a margin (`JobTableModel.refresh_head`);
-- elsewhere, only the changed jobs among the rows on screen (and a margin) are read back; jobs
-  that may have arrived above are read when the view is scrolled back to the top;
+- elsewhere, or while a row is selected (the rows hold still under it), only the changed jobs
+  among the rows on screen (and a margin) are read back; jobs that may have arrived above are
+  read when the view is back at the top with nothing selected;
 - while the tab is hidden or the window minimised, nothing is read (`ShownGate`): the tab is
   read again when it is on screen.
 """
@@ -37,12 +38,13 @@ class LiveRows(QObject):
     """Turns announced changes into bounded reads of the job table's model."""
 
     def __init__(self, table: QTableView, model: JobTableModel, gate: ShownGate, *,
-                 after: Callable[[], None] = lambda: None) -> None:
+                 after: Callable[[], None] = lambda: None, holding: Callable[[], bool] = lambda: False) -> None:
         super().__init__(table)
         self.table = table
         self.model = model
         self.gate = gate
         self._after = after  # called after each read (the selection may have changed)
+        self._holding = holding  # whether the rows must hold still (a row is selected)
         self._pending: set[str] = set()
         self._everything = False
         self._task: asyncio.Task[None] | None = None
@@ -95,7 +97,7 @@ class LiveRows(QObject):
         """One bounded read for these changes (None: any job may have changed)."""
         model = self.model
         first, last = self.rows_on_screen()
-        if self.at_top() and (ids is None or any(model.row_of(i) is None for i in ids)):
+        if self.at_top() and not self._holding() and (ids is None or any(model.row_of(i) is None for i in ids)):
             self.head_stale = False
             await model.refresh_head(max(last + 1, self.visible_capacity()) + MARGIN_ROWS)
             return
@@ -115,5 +117,10 @@ class LiveRows(QObject):
             await model.apply_changes(wanted)
 
     def _scrolled(self, value: int) -> None:
-        if value == 0 and self.head_stale:
+        if value == 0:
+            self.released()
+
+    def released(self) -> None:
+        """The view is back at the top, or let go of its selection: read what arrived above."""
+        if self.head_stale and self.at_top() and not self._holding():
             self.changed(None)
