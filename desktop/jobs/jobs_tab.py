@@ -99,7 +99,7 @@ class JobsTab(QWidget):
         # stops; it is read again when it is shown.
         self.gate = ShownGate(self, self._read_again, active=lambda: self.model.active, clocks=(self._clock,))
         self.live = LiveRows(self.table, self.model, self.gate, after=self._selection_may_have_changed,
-                             holding=lambda: self.table.selectionModel().hasSelection())
+                             selected=self._last_selected_row)
         self._update_status_labels(StatusCounts())
 
     def _build_table(self, connection: ConsoleConnection) -> None:
@@ -361,8 +361,9 @@ class JobsTab(QWidget):
         rows = self.selected_rows()
         self._selected = rows
         self.selection_changed.emit(rows)
-        if not rows:
-            self.live.released()
+
+    def _last_selected_row(self) -> int:
+        return max((i.row() for i in self.table.selectionModel().selectedRows()), default=-1)
 
     def _selection_may_have_changed(self) -> None:
         """After a live read: tell only if the selected rows changed (a read that leaves them

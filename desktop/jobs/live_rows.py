@@ -7,10 +7,11 @@ Instead, `LiveRows` reads at most one thing at a time, and changes announced mea
 together once it ends:
 
 - at the top of the table, where new jobs arrive, a change the table does not hold reads the
-  first rows again, as many as are on screen and a margin (`JobTableModel.refresh_head`);
-- elsewhere, or while a row is selected (the rows hold still under it), only the changed jobs
-  among the rows on screen (and a margin) are read back; jobs that may have arrived above are
-  read when the view is back at the top with nothing selected;
+  first rows again, as many as are on screen and a margin, and down to the selected row
+  (`JobTableModel.refresh_head`);
+- scrolled down (where a selected row also keeps the view once jobs arrive above it), only the
+  changed jobs among the rows on screen (and a margin) are read back; jobs that may have arrived
+  above are read when the view is back at the top;
 - while the tab is hidden or the window minimised, nothing is read (`ShownGate`): the tab is
   read again when it is on screen.
 """
@@ -38,13 +39,13 @@ class LiveRows(QObject):
     """Turns announced changes into bounded reads of the job table's model."""
 
     def __init__(self, table: QTableView, model: JobTableModel, gate: ShownGate, *,
-                 after: Callable[[], None] = lambda: None, holding: Callable[[], bool] = lambda: False) -> None:
+                 after: Callable[[], None] = lambda: None, selected: Callable[[], int] = lambda: -1) -> None:
         super().__init__(table)
         self.table = table
         self.model = model
         self.gate = gate
         self._after = after  # called after each read (the selection may have changed)
-        self._holding = holding  # whether the rows must hold still (a row is selected)
+        self._selected = selected  # the last selected row's position, -1 without a selection
         self._pending: set[str] = set()
         self._everything = False
         self._task: asyncio.Task[None] | None = None
@@ -97,9 +98,14 @@ class LiveRows(QObject):
         """One bounded read for these changes (None: any job may have changed)."""
         model = self.model
         first, last = self.rows_on_screen()
-        if self.at_top() and not self._holding() and (ids is None or any(model.row_of(i) is None for i in ids)):
+        unknown = 0 if ids is None else sum(model.row_of(i) is None for i in ids)
+        if self.at_top() and (ids is None or unknown):
             self.head_stale = False
-            await model.refresh_head(max(last + 1, self.visible_capacity()) + MARGIN_ROWS)
+            limit = max(last + 1, self.visible_capacity()) + MARGIN_ROWS
+            held = self._selected()
+            if held >= 0:  # the selected row stays in the table, below the jobs that arrive above it
+                limit = max(limit, held + 1 + unknown + MARGIN_ROWS)
+            await model.refresh_head(limit)
             return
         low, high = max(0, first - MARGIN_ROWS), last + MARGIN_ROWS
         if ids is None:
@@ -121,6 +127,6 @@ class LiveRows(QObject):
             self.released()
 
     def released(self) -> None:
-        """The view is back at the top, or let go of its selection: read what arrived above."""
-        if self.head_stale and self.at_top() and not self._holding():
+        """The view is back at the top: read what arrived above meanwhile."""
+        if self.head_stale and self.at_top():
             self.changed(None)
