@@ -9,7 +9,7 @@ server runs without parallel query, so that no part of a console's query runs in
 that the reading of its backends misses.
 
     python benchmarks/console_load_bench.py [--jobs 1000000] [--rate 1000] [--seconds 60]
-        [--tab Jobs] [--consoles 1,3] [--statements]
+        [--tab Jobs,Pipelines,...] [--consoles 1,3] [--statements]
     python benchmarks/console_load_bench.py --jobs 200000 --seconds 20     # quick
 
 --statements loads pg_stat_statements and prints the statements that took the most time while
@@ -197,11 +197,11 @@ async def wait_connected(conn: asyncpg.Connection, n: int, timeout: float = 120.
         await asyncio.sleep(0.5)
 
 
-async def measure(dsn: str, n: int, args: argparse.Namespace, counters: tuple[mp.Value, mp.Value],  # type: ignore[type-arg]
+async def measure(dsn: str, n: int, tab: str, args: argparse.Namespace, counters: tuple[mp.Value, mp.Value],  # type: ignore[type-arg]
                   writing: mp.process.BaseProcess, config: Path) -> None:
     conn = await asyncpg.connect(dsn)
     try:
-        with consoles(dsn, n, args.tab, config) as procs:
+        with consoles(dsn, n, tab, config) as procs:
             await wait_connected(conn, n)
             await asyncio.sleep(args.warmup)  # the first screen is read; the pools fill
             if args.statements:
@@ -219,7 +219,7 @@ async def measure(dsn: str, n: int, args: argparse.Namespace, counters: tuple[mp
             if dead:
                 raise SystemExit(f"consoles {dead} exited while measured")
         pg_ms, own_ms = spent(pg0, pg1) / wall * 1000 / n, spent(own0, own1) / wall * 1000 / n
-        print(f"CONSOLES {n} on {args.tab}: PostgreSQL {pg_ms:.1f} ms/s per console, console {own_ms:.1f} ms/s "
+        print(f"CONSOLES {n} on {tab}: PostgreSQL {pg_ms:.1f} ms/s per console, console {own_ms:.1f} ms/s "
               f"per console; rates {(ins1 - ins0) / wall:,.0f} inserted/s + {(done1 - done0) / wall:,.0f} "
               f"completed/s over {wall:.0f} s", flush=True)
         if args.statements:
@@ -257,7 +257,7 @@ def main() -> None:
     parser.add_argument("--rate", type=int, default=1000, help="jobs/s inserted, and jobs/s completed")
     parser.add_argument("--seconds", type=float, default=60.0, help="measured window per run")
     parser.add_argument("--warmup", type=float, default=10.0, help="seconds the consoles run before measuring")
-    parser.add_argument("--tab", default="Jobs", help="the tab the consoles are left on")
+    parser.add_argument("--tab", default="Jobs", help="the tab the consoles are left on (a list: one run each)")
     parser.add_argument("--consoles", default="1,3", help="numbers of consoles, one run each")
     parser.add_argument("--statements", action="store_true", help="print the top statements (pg_stat_statements)")
     parser.add_argument("--console-child", metavar="TAB", help=argparse.SUPPRESS)
@@ -288,8 +288,9 @@ def main() -> None:
         proc.start()
         try:
             time.sleep(COMPLETE_AFTER_S)  # the writer's first completions
-            for n in (int(x) for x in args.consoles.split(",")):
-                asyncio.run(measure(dsn, n, args, counters, proc, Path(config)))
+            for tab in args.tab.split(","):
+                for n in (int(x) for x in args.consoles.split(",")):
+                    asyncio.run(measure(dsn, n, tab, args, counters, proc, Path(config)))
         finally:
             proc.terminate()
             proc.join(10)
