@@ -14,6 +14,7 @@ import pytest
 from PySide6.QtWidgets import QApplication
 
 from jobdesk.console.connection import COALESCE_S
+from jobdesk.console.failures.failures_tab import REFRESH_MS
 from jobdesk.console.jobs.live_rows import MARGIN_ROWS
 from jobdesk.console.main_window import MainWindow
 from jobdesk.console.notify.notifier import READ_EVERY_S
@@ -23,7 +24,8 @@ from tests import pg
 from tests.desktop.qt_helpers import run_qasync, until
 from tests.desktop.test_console import ids_shown, open_window
 
-COUNTED = ("job_page", "job_rows", "job_progress", "status_counts", "transitions_since", "attention")
+COUNTED = ("job_page", "job_rows", "job_progress", "status_counts", "transitions_since", "attention",
+           "failure_groups", "failures_mark")
 
 
 @pytest.fixture
@@ -139,6 +141,35 @@ def test_hidden_tabs_and_a_minimised_window_read_nothing(qapp: QApplication, qtb
         assert reads.table_reads() == 0 and reads.calls["status_counts"] == 0, reads.calls
         window.showNormal()
         await until(lambda: ids_shown(window)[0].startswith("minimised-4-"), timeout=2, what="the jobs added meanwhile")
+        await conn.close()
+        window.close()
+        await window.connection.close()
+
+    run_qasync(qapp, scenario(), timeout=60)
+
+
+def test_the_failures_tab_reads_its_groups_again_only_when_failures_change(  # type: ignore[no-untyped-def]
+        qapp: QApplication, qtbot, test_db: str) -> None:
+    async def scenario() -> None:
+        conn = await asyncpg.connect(test_db)
+        await conn.execute("INSERT INTO jobs (type, input_data, status, error_message) "
+                           "SELECT 'echo', '{}', 'failed', 'Boom ' || g FROM generate_series(1, 5) g")
+        window, reads = await opened(qtbot, test_db)
+        window.tabs.setCurrentWidget(window.failures)
+        await until(lambda: window.failures.model.rowCount() == 5, what="the groups")
+        await asyncio.sleep(0.2)
+        reads.reset()
+        # Jobs change, none fails: the mark is read, the groups are not.
+        await burst(conn, 3, 10, "fine")
+        await conn.execute("UPDATE jobs SET status = 'completed' WHERE id LIKE 'fine-%'")
+        await until(lambda: reads.calls["failures_mark"] >= 1, timeout=REFRESH_MS / 1000 + 2, what="the mark")
+        await asyncio.sleep(0.3)
+        assert reads.calls["failure_groups"] == 0, reads.calls
+        # A job fails: the groups are read again.
+        await conn.execute("INSERT INTO jobs (type, input_data, status, error_message) "
+                           "VALUES ('echo', '{}', 'failed', 'Crash')")
+        await until(lambda: window.failures.model.rowCount() == 6, timeout=REFRESH_MS / 1000 + 3,
+                    what="the new group")
         await conn.close()
         window.close()
         await window.connection.close()
