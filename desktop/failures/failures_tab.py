@@ -40,8 +40,8 @@ COLUMN_WIDTHS = (80, 115, 120, 75, 75, 300)
 REFRESH_MS = 3000  # while shown, live changes refresh the groups at most this often
 # The groups are counted from every failed job, so a change re-reads them only when a cheap mark
 # of the failures moved (`failures_mark`), or after a full refresh signal, or this long after the
-# last read (failed attempts age out of the window).
-FULL_READ_S = 60.0
+# last read (failed attempts age out of the 24-hour window, slowly).
+FULL_READ_S = 600.0
 
 
 class FailuresTab(QWidget):
