@@ -17,6 +17,7 @@ from jobdesk.console.connection import COALESCE_S
 from jobdesk.console.failures.failures_tab import REFRESH_MS
 from jobdesk.console.jobs.live_rows import MARGIN_ROWS
 from jobdesk.console.main_window import MainWindow
+from jobdesk.console.metrics.metrics_tab import PACE
 from jobdesk.console.notify.notifier import READ_EVERY_S
 from jobdesk.core.models import Status
 from jobdesk.service.jobs import JobService
@@ -235,6 +236,30 @@ def test_the_approvals_title_counts_only_the_waiting_jobs(qapp: QApplication, qt
         await until(lambda: texts, what="the Approvals title")
         assert texts[-1] == "Approvals (10)"
         await conn.close()
+        window.close()
+        await window.connection.close()
+
+    run_qasync(qapp, scenario(), timeout=30)
+
+
+def test_the_metrics_tab_waits_longer_after_a_slower_read(qapp: QApplication, qtbot,  # type: ignore[no-untyped-def]
+                                                          test_db: str) -> None:
+    async def scenario() -> None:
+        conn = await asyncpg.connect(test_db)
+        await seed(conn, 5)
+        await conn.close()
+        window, _reads = await opened(qtbot, test_db)
+        client = window.connection.client
+        assert client is not None
+        real = client.metrics
+
+        async def slow(*args: Any, **kwargs: Any) -> Any:  # a read of a deep queue, 0.1 s
+            await asyncio.sleep(0.1)
+            return await real(*args, **kwargs)
+
+        client.metrics = slow  # type: ignore[method-assign]
+        window.tabs.setCurrentWidget(window.metrics)
+        await until(lambda: window.metrics._timer.interval() >= 0.1 * PACE * 1000, what="the paced refresh")
         window.close()
         await window.connection.close()
 
