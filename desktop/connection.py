@@ -29,7 +29,9 @@ from jobdesk.store.listener import JOB_CHANGES_CHANNEL, listen_dsn
 log = logging.getLogger("jobdesk.console")
 T = TypeVar("T")
 
-COALESCE_S = 0.25  # bursts of NOTIFYs collapse into one refresh per this many seconds
+# Bursts of NOTIFYs collapse into one refresh per this many seconds: at most two a second,
+# however many jobs change, and a change still shows within a second (this, plus one read).
+COALESCE_S = 0.5
 # While a bulk action runs, each of its chunks changes a thousand jobs: the console refreshes at
 # most this often, so that its reloads leave the event loop (and the database) to the run.
 BULK_COALESCE_S = 1.0

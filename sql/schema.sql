@@ -1866,6 +1866,13 @@ CREATE INDEX jobs_user_ready_idx ON public.jobs USING btree (type, priority DESC
 
 
 --
+-- Name: jobs_waiting_approval_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX jobs_waiting_approval_idx ON public.jobs USING btree (updated_at) WHERE ((status)::text = 'waiting_approval'::text);
+
+
+--
 -- Name: jobs_waiting_idx; Type: INDEX; Schema: public; Owner: -
 --
 

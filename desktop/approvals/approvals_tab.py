@@ -17,6 +17,7 @@ from jobdesk.console.errors import EXPECTED, REFUSED, await_or_refuse
 from jobdesk.console.jobs.job_actions import JobActions
 from jobdesk.console.jobs.job_detail import JsonView
 from jobdesk.console.jobs.job_table_model import COL_CREATED, COL_ID, COL_PIPELINE, COL_TYPE, COLUMNS, JobTableModel
+from jobdesk.console.jobs.live_rows import LiveRows
 from jobdesk.console.list_table import list_table, scaled
 from jobdesk.console.shown_gate import ShownGate
 from jobdesk.console.tasks import spawn
@@ -27,6 +28,7 @@ log = logging.getLogger("jobdesk.console")
 
 SHOWN_COLUMNS = (COL_TYPE, COL_ID, COL_PIPELINE, COL_CREATED)
 WAITING = JobFilter(statuses=frozenset({Status.WAITING_APPROVAL}))
+COUNT_EVERY_MS = 5000
 
 
 class ApprovalsTab(QWidget):
@@ -81,12 +83,14 @@ class ApprovalsTab(QWidget):
         layout.setContentsMargins(0, 4, 0, 0)
         layout.addWidget(split)
 
-        self._count_timer = QTimer(self, singleShot=True, interval=500)
+        # The count on the tab's title is read at most this often while jobs change.
+        self._count_timer = QTimer(self, singleShot=True, interval=COUNT_EVERY_MS)
         self._count_timer.timeout.connect(lambda: spawn(self.refresh_count(), "approvals-count"))
         self._result_task: asyncio.Task[None] | None = None
         # While hidden, changes only mark the list stale (the count on the tab's title stays
         # live): a busy queue costs no inbox queries until somebody looks.
         self.gate = ShownGate(self, self.model.reload, active=lambda: self.model.active)
+        self.live = LiveRows(self.table, self.model, self.gate)  # reads bounded by the rows on screen
 
     def stop_timers(self) -> None:
         self._count_timer.stop()
@@ -100,23 +104,14 @@ class ApprovalsTab(QWidget):
             self.gate.refresh()
 
     def on_jobs_changed(self, ids: set[str] | None) -> None:
-        if self.gate.shown():  # else the list is read again when shown
-            if ids is None:
-                self.model.reload()
-            else:
-                spawn(self._apply(ids), "approvals-changes")
+        self.live.changed(ids)  # on screen only; else the list is read again when shown
         if not self._count_timer.isActive():
-            self._count_timer.start()
-
-    async def _apply(self, ids: set[str]) -> None:
-        try:
-            await self.model.apply_changes(ids)
-        except EXPECTED as exc:  # expected failures are messages; bugs reach the error hook
-            log.warning("approvals update failed: %s", exc)
+            self._count_timer.start(COUNT_EVERY_MS)  # start(0) on connecting left its interval at 0
 
     async def refresh_count(self) -> None:
         try:
-            counts = await self.connection.run(lambda jobs: jobs.status_counts(WAITING))
+            counts = await self.connection.run(
+                lambda jobs: jobs.status_counts(WAITING, only=[Status.WAITING_APPROVAL]))
         except EXPECTED as exc:  # expected failures are messages; bugs reach the error hook
             log.warning("approvals count failed: %s", exc)
             return

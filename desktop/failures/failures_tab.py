@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 
 from PySide6.QtCore import QModelIndex, Qt, QTimer, Signal
 from PySide6.QtGui import QShowEvent
@@ -28,6 +29,7 @@ from jobdesk.console.errors import REFUSED, await_or_refuse, reason
 from jobdesk.console.failures.failure_model import COL_ERROR, FailureGroupModel
 from jobdesk.console.jobs.job_detail import monospace
 from jobdesk.console.list_table import list_table
+from jobdesk.console.shown_gate import on_screen
 from jobdesk.console.tasks import spawn
 from jobdesk.core.models import Status, short_id
 from jobdesk.store.failures import WINDOW_HOURS, FailureGroup, FailureSample
@@ -37,6 +39,10 @@ log = logging.getLogger("jobdesk.console")
 
 COLUMN_WIDTHS = (80, 115, 120, 75, 75, 300)
 REFRESH_MS = 3000  # while shown, live changes refresh the groups at most this often
+# The groups are counted from every failed job, so a change re-reads them only when a cheap mark
+# of the failures moved (`failures_mark`), or after a full refresh signal, or this long after the
+# last read (failed attempts age out of the 24-hour window, slowly).
+FULL_READ_S = 600.0
 
 RETRY_TIP = "Retry every failed job of this group, 1,000 per transaction"
 
@@ -104,7 +110,10 @@ class FailuresTab(QWidget):
         layout.addWidget(split, 1)
 
         self._throttle = QTimer(self, singleShot=True, interval=REFRESH_MS)
-        self._throttle.timeout.connect(self.reload)
+        self._throttle.timeout.connect(self._changed)
+        self._mark: tuple[object, ...] | None = None  # the failures' mark when the groups were read
+        self._loaded_at = 0.0  # time.monotonic() of that read
+        self._full = False  # a full refresh was asked for since
         self.update_enabled()
 
     # -- loading ----------------------------------------------------------------------------
@@ -125,9 +134,35 @@ class FailuresTab(QWidget):
         if self.active:
             self.reload()
 
-    def on_jobs_changed(self, _ids: set[str] | None) -> None:
-        if self.active and self.isVisible() and not self._throttle.isActive():
+    def on_jobs_changed(self, ids: set[str] | None) -> None:
+        if ids is None:
+            self._full = True  # a bulk action, a reconnection: read the groups whatever the mark
+        if self.active and on_screen(self) and not self._throttle.isActive():
             self._throttle.start()
+
+    def _changed(self) -> None:
+        """The throttle ran out: read the groups again if the failures may have changed."""
+        if not self.active:
+            return
+        if self._load is not None and not self._load.done():
+            return  # one load at a time; the throttle brings the next
+        self._load = spawn(self._load_if_changed(), "failure-groups")
+
+    async def _load_if_changed(self) -> None:
+        full = self._full or time.monotonic() - self._loaded_at >= FULL_READ_S
+        if not full:
+            mark = await await_or_refuse(self.connection.run(lambda jobs: jobs.failures_mark()), self._refused)
+            if mark is REFUSED or mark == self._mark:
+                return
+        await self.load()
+
+    async def _read_groups(self) -> tuple[tuple[object, ...], list[FailureGroup]]:
+        """The failures' mark, then the groups it stands for."""
+        mark = await self.connection.run(lambda jobs: jobs.failures_mark())
+        return mark, await self.connection.run(lambda jobs: jobs.failure_groups())
+
+    def _refused(self, exc: BaseException) -> None:
+        self.message.emit(f"cannot load the failures: {reason(exc)}")
 
     def stop_timers(self) -> None:
         self._throttle.stop()
@@ -142,10 +177,12 @@ class FailuresTab(QWidget):
     async def load(self) -> None:
         """Fetch the groups and show them, keeping the selected group selected."""
         selected = self.selected_group()
-        groups = await await_or_refuse(self.connection.run(lambda jobs: jobs.failure_groups()), lambda exc:
-                                       self.message.emit(f"cannot load the failures: {reason(exc)}"))
-        if groups is REFUSED:
+        self._full = False
+        loaded = await await_or_refuse(self._read_groups(), self._refused)
+        if loaded is REFUSED:
             return
+        mark, groups = loaded
+        self._mark, self._loaded_at = mark, time.monotonic()
         self.model.set_groups(groups)
         total = sum(g.failed_jobs for g in groups)
         self.summary.setText(f"{len(groups):,} error group(s) · {total:,} failed job(s), and failed attempts of "

@@ -8,12 +8,13 @@ that no longer match the filter, without resetting the view.
 from __future__ import annotations
 
 import logging
+import time
 from datetime import UTC, datetime
 from typing import Any
 
 from PySide6.QtCore import Qt
 
-from jobdesk.console.live_diff import diff_rows
+from jobdesk.console.live_diff import diff_rows, reload_diff
 from jobdesk.console.table_model import Index, PagedTableModel, Query
 from jobdesk.console.theme import status_label
 from jobdesk.core.job_report import JobProgress
@@ -60,16 +61,17 @@ class JobTableModel(PagedTableModel):
         self.filter = JobFilter()
         self.sort_key = "created"
         self.descending = True
+        self.head_read_at = 0.0  # time.monotonic() of the last head read that changed the rows
 
     def row_key(self, row: JobRow) -> str:
         return row.id
 
-    async def fetch(self, after: JobRow | None) -> tuple[list[JobRow], bool]:
+    async def fetch(self, after: JobRow | None, *, limit: int = PAGE_SIZE) -> tuple[list[JobRow], bool]:
         filt, sort, desc = self.filter, self.sort_key, self.descending
         keyset = after.keyset(sort) if after is not None else None
 
         async def read(jobs: JobService) -> tuple[Page, dict[str, JobProgress]]:
-            page = await jobs.job_page(filt, sort=sort, descending=desc, after=keyset, limit=PAGE_SIZE)
+            page = await jobs.job_page(filt, sort=sort, descending=desc, after=keyset, limit=limit)
             return page, await jobs.job_progress([r.id for r in page.rows if r.started_at is not None])
 
         page, progress = await self._query(read)
@@ -172,6 +174,30 @@ class JobTableModel(PagedTableModel):
         self.reload(new_query=True)
 
     # -- live updates -----------------------------------------------------------------------
+
+    async def refresh_head(self, limit: int) -> None:
+        """Read the first `limit` rows again (those on screen, and a margin) and apply them row by
+        row. Rows past them go, and come back a page at a time as the view scrolls: a live table
+        at the top holds what it shows, however many jobs arrive above it."""
+        if not self.active:
+            return
+        generation = self._generation
+        rows, has_more = await self.fetch(None, limit=limit)
+        if generation != self._generation or self._loading is not None:
+            return  # a reload, a new query or a page overtook this read; the next change reads again
+        self.now = datetime.now(UTC)
+        diff = reload_diff(self._rows, rows, key=self.row_key)
+        if diff is None:
+            self.beginResetModel()
+            self._rows = list(rows)
+            self._reindex()
+            self.endResetModel()
+        else:
+            self.apply_diff(diff)
+        if diff is None or diff:
+            self.head_read_at = time.monotonic()  # the rows on screen were redrawn at `now`
+        self._has_more = has_more
+        self.loaded.emit()
 
     async def apply_changes(self, job_ids: set[str]) -> None:
         """Fetch just these rows and update the model row by row."""

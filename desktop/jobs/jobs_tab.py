@@ -6,6 +6,7 @@ signals, as it does for the Pipelines tab."""
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
@@ -27,12 +28,14 @@ from jobdesk.console.jobs.job_table_model import (
     COL_USER,
     JobTableModel,
 )
+from jobdesk.console.jobs.live_rows import LiveRows
 from jobdesk.console.jobs.saved_views import SavedViews
 from jobdesk.console.jobs.search_box import SearchBox
 from jobdesk.console.jobs.search_syntax import parse_search
 from jobdesk.console.jobs.status_delegate import StatusChipDelegate
 from jobdesk.console.list_table import list_table, scaled
 from jobdesk.console.scroll_anchor import ScrollAnchor
+from jobdesk.console.shown_gate import ShownGate
 from jobdesk.console.status_filter import checked, status_buttons
 from jobdesk.console.tasks import spawn
 from jobdesk.console.theme import STATUS_COLOURS, status_label
@@ -55,6 +58,9 @@ EMPTY_HINT = ("<p><b>No jobs yet.</b></p><p>Press <b>Ctrl+N</b> to submit one, o
               "<p>or from any language:</p>"
               "<p><code>INSERT INTO jobs (type, input_data) VALUES ('echo', '{\"hello\": \"world\"}');</code></p>")
 NO_MATCH_HINT = "<p><b>No jobs match this filter.</b></p>"
+# While jobs change, the status counts are read again at most this often: each read counts up to
+# COUNT_CAP jobs per status, whatever the rate of changes.
+COUNTS_EVERY_MS = 5000
 
 
 class JobsTab(QWidget):
@@ -85,11 +91,16 @@ class JobsTab(QWidget):
         layout.addWidget(self.search_error)
         layout.addWidget(self.table, 1)
 
-        self._counts_timer = QTimer(self, singleShot=True, interval=1000)
-        self._counts_timer.timeout.connect(lambda: spawn(self.refresh_counts(), "status-counts"))
+        self._counts_timer = QTimer(self, singleShot=True, interval=COUNTS_EVERY_MS)
+        self._counts_timer.timeout.connect(self._counts_due)
         self._clock = QTimer(self, interval=1000)
         self._clock.timeout.connect(self._tick)
         self._clock.start()
+        # Off screen (another tab, a minimised window) the table reads nothing and its clock
+        # stops; it is read again when it is shown.
+        self.gate = ShownGate(self, self._read_again, active=lambda: self.model.active, clocks=(self._clock,))
+        self.live = LiveRows(self.table, self.model, self.gate, after=self._selection_may_have_changed,
+                             selected=self._last_selected_row)
         self._update_status_labels(StatusCounts())
 
     def _build_table(self, connection: ConsoleConnection) -> None:
@@ -120,6 +131,7 @@ class JobsTab(QWidget):
         self.table.setItemDelegateForColumn(COL_PROGRESS, JobProgressDelegate(self.table))
         self.table.selectionModel().selectionChanged.connect(self._selection_changed)
         self._pending_select: str | None = None
+        self._selected: list[JobRow] = []  # the selection last told
 
     def _build_status_filters(self) -> QHBoxLayout:
         """The row of status buttons, each with its capped count."""
@@ -184,23 +196,23 @@ class JobsTab(QWidget):
     def set_active(self, active: bool) -> None:
         self.model.active = active
         if active:
+            self.gate.stale = False  # read now, hidden or not: the first screen
             self.model.reload()
             self._counts_timer.start(0)
 
     def on_jobs_changed(self, ids: set[str] | None) -> None:
-        if ids is None:
-            self.model.reload()
-        else:
-            spawn(self._apply(ids), "apply-changes")
+        self.live.changed(ids)
         if not self._counts_timer.isActive():
-            self._counts_timer.start()
+            self._counts_timer.start(COUNTS_EVERY_MS)
 
-    async def _apply(self, ids: set[str]) -> None:
-        try:
-            await self.model.apply_changes(ids)
-        except EXPECTED as exc:  # expected failures are messages; bugs reach the error hook
-            log.warning("live update failed: %s", exc)
-        self._selection_changed()
+    def _read_again(self) -> None:
+        """The tab is on screen again after changes it did not read."""
+        self.live.changed(None)
+        self._counts_timer.start(0)
+
+    def _counts_due(self) -> None:
+        if self.gate.shown():  # else they are read when the tab is shown again
+            spawn(self.refresh_counts(), "status-counts")
 
     async def refresh_counts(self) -> None:
         filt = self.model.filter
@@ -232,7 +244,10 @@ class JobsTab(QWidget):
 
     def _tick(self) -> None:
         """Redraw the columns whose text follows the clock; a repaint of the whole table every
-        second would hold the event loop for tens of milliseconds."""
+        second would hold the event loop for tens of milliseconds. Skipped when a live read
+        has just redrawn the rows on screen with the time of the read."""
+        if time.monotonic() - self.model.head_read_at < 0.9:
+            return
         self.model.now = datetime.now(UTC)
         viewport = self.table.viewport()
         for col in CLOCK_COLUMNS:
@@ -348,5 +363,16 @@ class JobsTab(QWidget):
             self.select_job(job_id)
 
     def _selection_changed(self, *_: object) -> None:
-        self.selection_changed.emit(self.selected_rows())
+        rows = self.selected_rows()
+        self._selected = rows
+        self.selection_changed.emit(rows)
+
+    def _last_selected_row(self) -> int:
+        return max((i.row() for i in self.table.selectionModel().selectedRows()), default=-1)
+
+    def _selection_may_have_changed(self) -> None:
+        """After a live read: tell only if the selected rows changed (a read that leaves them
+        alone costs no repaint of the detail pane and the actions)."""
+        if self.selected_rows() != self._selected:
+            self._selection_changed()
 

@@ -9,7 +9,7 @@ import logging
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from PySide6.QtCore import QObject, QSettings, QTimer, Signal
 
@@ -25,8 +25,14 @@ WATCHED = ("failed", "waiting_approval")
 BURST_S = 10.0  # at most one notification per this many seconds
 GATHER_S = 1.0  # the first one waits this long, so that one batch of failures makes one message
 SEEN_MAX = 20_000  # transitions remembered, so a job is not announced twice for one change
-COUNTS_EVERY_S = 2.0  # the tray's counts are read at most this often
+COUNTS_EVERY_S = 5.0  # the tray's counts are read at most this often while jobs change
 COUNTS_AGE_S = 60.0  # and at least this often
+# While jobs change, what became news is read at most this often, whatever the rate of changes:
+# the jobs that failed or started waiting since the last read, not each changed job.
+READ_EVERY_S = 1.0
+# Each read looks this far back before the last one, for a change committed late (its
+# updated_at is its transaction's start); what was already announced is remembered, not repeated.
+OVERLAP_S = 10.0
 
 
 @dataclass(frozen=True)
@@ -107,6 +113,8 @@ class Notifier(QObject):
         self.burst_s = burst_s
         self.gather_s = gather_s
         self.baseline: datetime | None = None  # the database's clock when the console connected
+        self.since: datetime | None = None  # the next read asks for changes after this
+        self.reads = 0  # reads of news made, for the curious
         self.pending: list[Transition] = []
         self.known_types: set[str] = set()
         self._seen: OrderedDict[tuple[str, str, int], None] = OrderedDict()
@@ -115,6 +123,8 @@ class Notifier(QObject):
         self._timer.timeout.connect(self._flush)
         self._counts_timer = QTimer(self, singleShot=True, interval=int(COUNTS_EVERY_S * 1000))
         self._counts_timer.timeout.connect(lambda: spawn(self.refresh_counts(), "attention-counts"))
+        self._read_timer = QTimer(self, singleShot=True, interval=int(READ_EVERY_S * 1000))
+        self._read_timer.timeout.connect(lambda: spawn(self._read(), "notifier-read"))
         # "Failed in the last hour" falls as failures age, with no change to announce it.
         self._clock = QTimer(self, interval=int(COUNTS_AGE_S * 1000))
         self._clock.timeout.connect(lambda: spawn(self.refresh_counts(), "attention-counts"))
@@ -122,6 +132,7 @@ class Notifier(QObject):
     def stop_timers(self) -> None:
         self._timer.stop()
         self._counts_timer.stop()
+        self._read_timer.stop()
         self._clock.stop()
 
     # -- input ------------------------------------------------------------------------------
@@ -144,28 +155,30 @@ class Notifier(QObject):
         self.counts.emit(attention)
         return attention
 
-    def on_jobs_changed(self, ids: set[str] | None) -> None:
+    def on_jobs_changed(self, _ids: set[str] | None) -> None:
+        """Jobs changed: read the counts and the news soon, each at most once per its interval."""
         if not self.settings.enabled:
             return
         if not self._counts_timer.isActive():
             self._counts_timer.start()
-        if self.baseline is not None:
-            spawn(self._read(ids), "notifier-read")
+        if self.baseline is not None and not self._read_timer.isActive():
+            self._read_timer.start()
 
-    async def _read(self, ids: set[str] | None) -> None:
-        since = self.baseline
-        assert since is not None
+    async def _read(self) -> None:
+        """The jobs that failed or started waiting since the last read (with an overlap)."""
+        if self.baseline is None:
+            return
+        since = max(self.baseline, self.since or self.baseline)
+        self.reads += 1
         try:
-            if ids is None:  # too many to list: ask for what changed since we started
-                found = await self.connection.run(lambda jobs: jobs.transitions_since(since))
-            else:
-                rows = await self.connection.run(lambda jobs: jobs.job_rows(sorted(ids)))
-                found = [Transition(r.id, r.type, str(r.status), r.updated_at, r.attempts) for r in rows
-                         if str(r.status) in WATCHED and r.updated_at > since]
+            found = await self.connection.run(lambda jobs: jobs.transitions_since(since))
         except EXPECTED as exc:  # expected failures are messages; bugs reach the error hook
             log.warning("notification check failed: %s", reason(exc))
             return
-        self.add(found)
+        if found:
+            newest = max(t.updated_at for t in found) - timedelta(seconds=OVERLAP_S)
+            self.since = max(since, newest)
+        self.add([t for t in found if t.updated_at > self.baseline])
 
     def add(self, transitions: list[Transition]) -> None:
         """New transitions (already-announced ones and muted types are dropped)."""

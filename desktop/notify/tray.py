@@ -36,8 +36,8 @@ def badge_icon(base: QIcon, count: int) -> QIcon:
 
 
 def describe(attention: Attention) -> str:
-    return (f"{attention.failed_last_hour:,} failed in the last hour · "
-            f"{attention.waiting_approval:,} waiting for approval")
+    return (f"{attention.shown(attention.failed_last_hour)} failed in the last hour · "
+            f"{attention.shown(attention.waiting_approval)} waiting for approval")
 
 
 class AttentionPresenter(QObject):

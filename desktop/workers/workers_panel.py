@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable
 
 from PySide6.QtCore import QItemSelection, Qt, QTimer, Signal
-from PySide6.QtGui import QAction
+from PySide6.QtGui import QAction, QShowEvent
 from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
@@ -26,6 +26,7 @@ from jobdesk.console.access import gate
 from jobdesk.console.connection import ConsoleConnection
 from jobdesk.console.errors import EXPECTED
 from jobdesk.console.list_table import list_table
+from jobdesk.console.shown_gate import on_screen
 from jobdesk.console.tasks import spawn
 from jobdesk.console.workers.job_links_delegate import JobLinksDelegate
 from jobdesk.console.workers.limits_table import LimitsTable
@@ -97,7 +98,7 @@ class WorkersPanel(QWidget):
         layout.addWidget(self.types)
 
         self._poll = QTimer(self, interval=POLL_MS)
-        self._poll.timeout.connect(lambda: spawn(self.refresh(), "workers-poll"))
+        self._poll.timeout.connect(self._poll_due)
         self._clock = QTimer(self, interval=1000)
         self._clock.timeout.connect(self._tick)
         self._clock.start()
@@ -167,6 +168,17 @@ class WorkersPanel(QWidget):
         self._clock.stop()
 
     # -- fetching ---------------------------------------------------------------------------
+
+    def _poll_due(self) -> None:
+        """The poll reads only while the panel is on screen (its dock shown, the window not
+        minimised); it is read again as soon as it is shown."""
+        if on_screen(self):
+            spawn(self.refresh(), "workers-poll")
+
+    def showEvent(self, event: QShowEvent) -> None:  # noqa: N802
+        super().showEvent(event)
+        if self.connection.is_connected:
+            spawn(self.refresh(), "workers-shown")
 
     async def refresh(self) -> None:
         """Read the workers (and, when due, the unserved job types) and show them."""

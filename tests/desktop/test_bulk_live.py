@@ -13,6 +13,7 @@ from PySide6.QtCore import QEvent, QObject, QPoint
 from PySide6.QtGui import QRegion
 from PySide6.QtWidgets import QApplication, QMessageBox, QWidget
 
+from jobdesk.console.connection import COALESCE_S
 from jobdesk.console.jobs.bulk_action import BulkActions
 from jobdesk.console.jobs.job_table_model import COL_CREATED, COL_ID, COL_TYPE
 from jobdesk.core.models import Status
@@ -75,11 +76,13 @@ def test_bulk_run_coalesces_reloads_and_shows_the_final_state(qapp: QApplication
         # One full refresh right after the run: the table, the counts and the tabs show the final state.
         await until(lambda: changes, timeout=5, what="the refresh after the run")
         assert changes[0][1] is None and changes[0][0] - ended < 2
+        await until(lambda: window.failures.model.rowCount() == 0, what="the Failures tab emptied")
+        # The Jobs tab, hidden meanwhile, read nothing; shown again, it reads the final state.
+        window.tabs.setCurrentWidget(window.jobs)
         await until(lambda: window.model.rowCount() == 0, what="no failed job left in the table")
         await until(lambda: window.jobs.status_buttons[Status.QUEUED].text().endswith(" 4,500")
                     and window.jobs.status_buttons[Status.FAILED].text().endswith(" 0"), what="the final counts")
         await until(lambda: window.bulk.actions["retry"].text() == "Retry all 0 matching…", what="the action's count")
-        await until(lambda: window.failures.model.rowCount() == 0, what="the Failures tab emptied")
         assert await conn.fetchval("SELECT count(*) FROM jobs WHERE status = 'queued'") == 4500
         await conn.close()
         window.close()
@@ -94,7 +97,7 @@ def test_changes_during_a_bulk_run_refresh_at_most_once_per_interval(qapp: QAppl
         window = open_window(qtbot, test_db)
         connection = window.connection
         await until(lambda: connection.is_connected, what="connection")
-        await asyncio.sleep(0.4)  # the refresh after connecting has gone
+        await asyncio.sleep(COALESCE_S + 0.2)  # the refresh after connecting has gone
         changes: list[set[str] | None] = []
         connection.jobs_changed.connect(changes.append)
         connection.bulk_coalesce_s = 0.8
@@ -103,12 +106,12 @@ def test_changes_during_a_bulk_run_refresh_at_most_once_per_interval(qapp: QAppl
             while time.monotonic() - start < 1.2:  # a chunk's NOTIFY every 50 ms
                 connection._on_notify("*")
                 await asyncio.sleep(0.05)
-            assert changes == [None], "one refresh in 1.2 s, not one per 250 ms"
+            assert changes == [None], "one refresh in 1.2 s, not one per COALESCE_S"
             connection._on_notify("a,b")
-        await asyncio.sleep(0.5)  # the end of the run brings the final refresh soon after
+        await asyncio.sleep(COALESCE_S + 0.25)  # the end of the run brings the final refresh soon after
         assert changes == [None, None]
         connection._on_notify("c")  # after the run, changes come at the usual pace again
-        await asyncio.sleep(0.5)
+        await asyncio.sleep(COALESCE_S + 0.25)
         assert changes == [None, None, {"c"}]
         window.close()
         await connection.close()

@@ -14,7 +14,7 @@ import pytest
 from PySide6.QtCore import QPointF, Qt
 from PySide6.QtWidgets import QApplication
 
-from jobdesk.console.connection import ConsoleConnection
+from jobdesk.console.connection import COALESCE_S, ConsoleConnection
 from jobdesk.console.jobs.job_table_model import COL_TYPE
 from jobdesk.console.main_window import MainWindow
 from jobdesk.console.metrics.metrics_tab import describe_size
@@ -199,21 +199,30 @@ def test_the_selected_row_stays_in_view_as_jobs_arrive(qapp: QApplication, qtbot
         await until(lambda: window.detail.job_id == "old-028", what="the pane")
         y_before = table.rowViewportPosition(window.model.row_of("old-028") or 0)
 
-        # Rows arrive above it, in bursts, as a busy queue sends them.
+        # Rows arrive above it, in bursts, as a busy queue sends them. The first comes in above it and
+        # the view keeps it where it was; scrolled so, the table holds still (only the rows on
+        # screen are kept up to date) and reads what arrived above once back at the top.
         for burst in range(4):
             await conn.execute("INSERT INTO jobs (id, type, input_data) SELECT 'new-' || $1 || '-' || n, 'echo', '{}' "
                                "FROM generate_series(1, 10) n", str(burst))
-            await until(lambda b=burst: window.model.rowCount() == 40 + 10 * b, what=f"burst {burst}")  # type: ignore[misc]
+            if burst == 0:
+                await until(lambda: window.model.row_of("new-0-10") is not None, what="the first burst")
+            else:
+                await asyncio.sleep(COALESCE_S + 0.2)
+        await conn.execute("UPDATE jobs SET status = 'cancelled' WHERE id = 'old-027'")  # on screen: kept up to date
+        await until(lambda: str(window.model.row_at(window.model.row_of("old-027") or 0).status)  # type: ignore[union-attr]
+                    == "cancelled", what="the change on screen")
         row = window.model.row_of("old-028")
-        assert row is not None and row >= 40
+        assert row is not None and row >= 10
         assert [r.id for r in window.jobs.selected_rows()] == ["old-028"], "still selected"
         rect = table.visualRect(window.model.index(row, 0))
         assert rect.top() >= 0 and rect.bottom() <= table.viewport().height(), "still in view"
         assert abs(table.rowViewportPosition(row) - y_before) <= table.rowHeight(row), "and where it was"
 
-        # With nothing selected at the top of the table, new rows show as they come.
+        # With nothing selected at the top of the table, what arrived meanwhile shows, and new rows as they come.
         table.clearSelection()
         table.scrollToTop()
+        await until(lambda: window.model.row_of("new-3-10") is not None, what="the rows that arrived meanwhile")
         await conn.execute("INSERT INTO jobs (id, type, input_data) VALUES ('newest', 'echo', '{}')")
         await until(lambda: window.model.row_of("newest") == 0, what="the newest row")
         await asyncio.sleep(0.1)

@@ -73,6 +73,7 @@ def open_window(qtbot, dsn: str, *, read_only: bool = False, embedded: bool = Fa
     window = MainWindow(connection)
     qtbot.addWidget(window)
     window.show()
+    window.workers.dock.show()  # the panel reads only while it is on screen
     connection.start()
     return window
 

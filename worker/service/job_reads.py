@@ -163,7 +163,8 @@ class JobReads(JobLookups):
             rows = await job_queries.fetch_rows(conn, job_ids)
         return [r for r in rows if self._owns(r.user_id)]
 
-    async def status_counts(self, filt: JobFilter) -> StatusCounts:
-        """Per-status counts of jobs matching `filt` (ignoring its statuses), capped."""
+    async def status_counts(self, filt: JobFilter, *, only: Sequence[Status] | None = None) -> StatusCounts:
+        """Per-status counts of jobs matching `filt` (ignoring its statuses), capped; of the
+        statuses `only` when given (each status counted costs a read of up to the cap)."""
         async with (await self._read_pool()).acquire() as conn:
-            return await job_queries.status_counts(conn, self._scope(filt))
+            return await job_queries.status_counts(conn, self._scope(filt), only=only)

@@ -50,6 +50,11 @@ class StatsReads(JobReads):
         async with (await self._read_pool()).acquire() as conn:
             return await job_queries.type_status_counts(conn, ["queued", "in_progress", "failed"], cap)
 
+    async def failures_mark(self) -> tuple[object, ...]:
+        """A mark that changes when the failure groups may have changed (`failure_groups`)."""
+        async with (await self._read_pool()).acquire() as conn:
+            return await failure_queries.failures_mark(conn)
+
     async def failure_groups(self, *, hours: int = failure_queries.WINDOW_HOURS) -> list[FailureGroup]:
         """Failed jobs, and failed attempts of the last `hours`, grouped by error fingerprint."""
         async with (await self._read_pool()).acquire() as conn:

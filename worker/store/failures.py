@@ -93,6 +93,27 @@ def _groups_sql(user_scoped: bool) -> str:
     """
 
 
+def _mark_sql() -> str:
+    outcomes = ", ".join(f"'{o}'" for o in FAILED_OUTCOMES)
+    return f"""
+    SELECT (SELECT max(updated_at) FROM jobs WHERE status = 'failed') AS last_failed,
+           (SELECT count(*) FROM (SELECT 1 FROM jobs WHERE status = 'failed' LIMIT $1) AS capped) AS failed,
+           (SELECT max(finished_at) FROM job_attempts WHERE outcome IN ({outcomes})) AS last_attempt
+    """
+
+
+MARK_CAP = 10_000
+
+
+async def failures_mark(conn: asyncpg.Connection) -> tuple[object, ...]:
+    """A mark that changes when the failure groups may have: a job failed or an attempt failed
+    since (the newest of each), or the failed jobs, counted up to MARK_CAP, are fewer or more.
+    Three index reads, however many failures there are: the groups are read again only when it
+    changes."""
+    row = await conn.fetchrow(_mark_sql(), MARK_CAP + 1)
+    return (row["last_failed"], row["failed"], row["last_attempt"])
+
+
 async def failure_groups(conn: asyncpg.Connection, *, hours: int = WINDOW_HOURS, user_id: int | None = None,
                          limit: int = GROUP_LIMIT) -> list[FailureGroup]:
     """The failure groups, the largest first (at most `limit`)."""

@@ -330,8 +330,10 @@ async def fetch_rows(conn: asyncpg.Connection, job_ids: Sequence[str]) -> list[J
     return [JobRow.from_record(r) for r in rows]
 
 
-async def status_counts(conn: asyncpg.Connection, filt: JobFilter, *, cap: int = COUNT_CAP) -> StatusCounts:
-    """How many jobs of each status match the filter (ignoring its own status choice), capped.
+async def status_counts(conn: asyncpg.Connection, filt: JobFilter, *, cap: int = COUNT_CAP,
+                        only: Sequence[Status] | None = None) -> StatusCounts:
+    """How many jobs of each status (or of the statuses `only`) match the filter (ignoring its
+    own status choice), capped.
     One count per status, the status written into the statement (see `in_enqueue_order`): bound
     from a list, each was planned for an unknown status, and a rare status read the whole table
     (400 ms at 1,000,000 jobs with a type chosen)."""
@@ -339,7 +341,7 @@ async def status_counts(conn: asyncpg.Connection, filt: JobFilter, *, cap: int =
     where = filt.where(params, skip_status=True)
     rows = await conn.fetch(" UNION ALL ".join(
         f"SELECT {status_literal(status)} AS status, (SELECT count(*) FROM (SELECT 1 FROM jobs WHERE status = "
-        f"{status_literal(status)} AND {where} LIMIT $1) AS capped) AS n" for status in Status), *params)
+        f"{status_literal(status)} AND {where} LIMIT $1) AS capped) AS n" for status in (only or Status)), *params)
     return StatusCounts({Status(r["status"]): r["n"] for r in rows}, cap)
 
 

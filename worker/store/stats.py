@@ -165,6 +165,11 @@ class Attention:
     failed_last_hour: int
     waiting_approval: int
     db_now: datetime
+    cap: int | None = None  # a count past it is "at least cap" (each count stops there)
+
+    def shown(self, n: int) -> str:
+        """A count as the tray shows it: "10,000+" past the cap."""
+        return f"{self.cap:,}+" if self.cap is not None and n > self.cap else f"{n:,}"
 
 
 @dataclass(frozen=True)
@@ -227,18 +232,27 @@ SELECT CASE WHEN c.reltuples < 0 THEN NULL ELSE c.reltuples::bigint END AS estim
   FROM pg_class c WHERE c.oid = 'jobs'::regclass
 """
 
-# Both through indexes (jobs_finished_idx, jobs_status_idx): they read the jobs they count only.
+# Both through indexes (jobs_finished_idx, jobs_status_idx), and capped: they read at most
+# ATTENTION_CAP + 1 jobs each, however many fail or wait, so that every open console pays the same.
 ATTENTION_SQL = """
-SELECT (SELECT count(*) FROM jobs WHERE status = 'failed' AND updated_at >= now() - interval '1 hour') AS failed,
-       (SELECT count(*) FROM jobs WHERE status = 'waiting_approval') AS waiting,
+SELECT (SELECT count(*) FROM (SELECT 1 FROM jobs WHERE status = 'failed'
+                                 AND updated_at >= now() - interval '1 hour' LIMIT $1) AS f) AS failed,
+       (SELECT count(*) FROM (SELECT 1 FROM jobs WHERE status = 'waiting_approval' LIMIT $1) AS w) AS waiting,
        now() AS db_now
 """
+ATTENTION_CAP = 10_000
 
+# One read per status, each through its own index (jobs_finished_idx, jobs_waiting_approval_idx):
+# they read the jobs that changed since `since`, not every failed or waiting job.
 TRANSITIONS_SQL = """
-SELECT id, type, status, updated_at, attempts FROM jobs
- WHERE status = ANY($1::text[]) AND updated_at > $2
+SELECT * FROM (
+    (SELECT id, type, status, updated_at, attempts FROM jobs
+      WHERE status = 'failed' AND updated_at > $1 ORDER BY updated_at DESC LIMIT $2)
+    UNION ALL
+    (SELECT id, type, status, updated_at, attempts FROM jobs
+      WHERE status = 'waiting_approval' AND updated_at > $1 ORDER BY updated_at DESC LIMIT $2)) AS t
  ORDER BY updated_at DESC
- LIMIT $3
+ LIMIT $2
 """
 
 
@@ -353,11 +367,11 @@ async def fetch_table_size(conn: asyncpg.Connection) -> TableSize:
 
 
 async def fetch_attention(conn: asyncpg.Connection) -> Attention:
-    row = await conn.fetchrow(ATTENTION_SQL)
-    return Attention(int(row["failed"]), int(row["waiting"]), row["db_now"])
+    row = await conn.fetchrow(ATTENTION_SQL, ATTENTION_CAP + 1)
+    return Attention(int(row["failed"]), int(row["waiting"]), row["db_now"], ATTENTION_CAP)
 
 
 async def fetch_transitions(conn: asyncpg.Connection, since: datetime, *, limit: int = 500) -> list[Transition]:
     """Jobs that became failed or waiting_approval after `since` (newest first, at most `limit`)."""
-    rows = await conn.fetch(TRANSITIONS_SQL, ["failed", "waiting_approval"], since, limit)
+    rows = await conn.fetch(TRANSITIONS_SQL, since, limit)
     return [Transition(r["id"], r["type"], r["status"], r["updated_at"], r["attempts"]) for r in rows]
