@@ -93,20 +93,9 @@ def index_text() -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """`--write` rewrites the index; `--check` fails when it is out of date."""
-    args = list(sys.argv[1:] if argv is None else argv)
-    text = index_text()
-    if args == ["--write"]:
-        with open(INDEX, "w", encoding="utf-8") as index:
-            index.write(text)
-        return 0
-    if args == ["--check"]:
-        with open(INDEX, encoding="utf-8") as index:
-            if index.read() == text:
-                return 0
-        print(f"{INDEX} is out of date: run `python -m jobdesk.cli.front --write`", file=sys.stderr)
-        return 1
-    print("usage: python -m jobdesk.cli.front --write | --check", file=sys.stderr)
-    return 2
+    from jobdesk.core.generated import write_or_check
+
+    return write_or_check(INDEX, index_text(), "jobdesk.cli.front", sys.argv[1:] if argv is None else argv)
 
 
 if __name__ == "__main__":

@@ -158,19 +158,9 @@ def index_text() -> str:
 
 def main(argv: list[str]) -> int:
     """`--write` rewrites the index; `--check` fails when it is out of date."""
-    text = index_text()
-    if argv == ["--write"]:
-        with open(INDEX_MODULE, "w", encoding="utf-8") as index:
-            index.write(text)
-        return 0
-    if argv == ["--check"]:
-        with open(INDEX_MODULE, encoding="utf-8") as index:
-            if index.read() == text:
-                return 0
-        print(f"{INDEX_MODULE} is out of date: run `python -m jobdesk.core.plain_settings --write`", file=sys.stderr)
-        return 1
-    print("usage: python -m jobdesk.core.plain_settings --write | --check", file=sys.stderr)
-    return 2
+    from jobdesk.core.generated import write_or_check
+
+    return write_or_check(INDEX_MODULE, index_text(), "jobdesk.core.plain_settings", argv)
 
 
 if __name__ == "__main__":
