@@ -14,7 +14,7 @@ from jobdesk import JobClient, NoJobResult, Status
 from jobdesk.core.models import Job, ProcessorResult
 from jobdesk.core.processor import BaseProcessor
 from jobdesk.core.settings import load_settings
-from jobdesk.runtime.execution import InvalidResult, check_output
+from jobdesk.runtime.results import InvalidResult, check_output
 from tests.helpers import RunningWorker
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from jobdesk.store.db import same_database
+from jobdesk.store.same_database import same_database
 
 
 @pytest.mark.parametrize(("a", "b"), [

@@ -52,7 +52,8 @@ from jobdesk.service.foreign import ConnectionKind, register_connection_kind
 from jobdesk.service.jobs import JobService
 from jobdesk.service.read_models import Attempt, JobDetail
 from jobdesk.service.sync_client import SyncJobClient
-from jobdesk.store.db import Database, describe, reach_same_database, same_database
+from jobdesk.store.db import Database, describe
+from jobdesk.store.same_database import reach_same_database, same_database
 
 if TYPE_CHECKING:
     from jobdesk.core.settings import Settings

@@ -13,14 +13,12 @@ from collections import deque
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, cast
 
-from pydantic import BaseModel, ValidationError
-
 from jobdesk.core import tracing
 from jobdesk.core.durable import Suspension
-from jobdesk.core.errors import InvalidJob, JobTimedOut, PermanentJobError
+from jobdesk.core.errors import JobTimedOut, PermanentJobError
 from jobdesk.core.input_validation import check_job_input
 from jobdesk.core.job_stack import StackFrame
-from jobdesk.core.models import Job, JobCreate, ProcessorResult
+from jobdesk.core.models import Job, ProcessorResult
 from jobdesk.core.processor import (
     AnyProcessor,
     BaseProcessor,
@@ -33,9 +31,9 @@ from jobdesk.core.processor import (
 from jobdesk.core.sync_job import AwaitableReports
 from jobdesk.runtime.job_reports import current_job
 from jobdesk.runtime.parts import RunAids, Shared, TimeLimits
+from jobdesk.runtime.results import check_output, check_result
 from jobdesk.runtime.stacks import Place, job_stack
 from jobdesk.runtime.threads import JobThreads, ThreadJob
-from jobdesk.store import transitions
 
 if TYPE_CHECKING:
     from jobdesk.runtime.process_pool import ProcessPool, Recycling
@@ -51,42 +49,6 @@ PREFETCH_BELOW_S = 0.05  # claim ahead only while jobs average less than this
 # 159-203 us of CPU per job, worker and PostgreSQL together). At most 0.3 s of work waits
 # in the local queue (60 jobs of under 50 ms on 10 slots).
 PREFETCH_PER_SLOT = 6
-
-
-class InvalidResult(PermanentJobError):
-    """A processor returned something the engine cannot store, or a result its `output_model`
-    refuses: the processor's own mistake, which no retry can mend, so the job fails at once."""
-
-
-def check_result(job: Job, result: object) -> ProcessorResult:
-    if not isinstance(result, ProcessorResult):
-        raise InvalidResult(f"processor for {job.type!r} returned {type(result).__name__}, "
-                            f"not ProcessorResult")
-    if not isinstance(result.result_data, dict):
-        raise InvalidResult("result_data must be a dict")
-    try:
-        transitions.json_text(result.result_data, "result_data")
-    except InvalidJob as exc:
-        raise InvalidResult(str(exc)) from None
-    for child in result.next_jobs:
-        if not isinstance(child, JobCreate):
-            raise InvalidResult("next_jobs must hold JobCreate objects")
-        try:
-            transitions.json_text(child.input_data, f"input_data of next job {child.type!r}")
-        except InvalidJob as exc:
-            raise InvalidResult(str(exc)) from None
-    return result
-
-
-def check_output(model: type[BaseModel], result: ProcessorResult) -> None:
-    """Raise InvalidResult, naming each field refused, unless `result_data` fits the processor's
-    `output_model`: the job fails at once, without retries (see InvalidResult)."""
-    try:
-        model.model_validate(result.result_data)
-    except ValidationError as exc:
-        fields = "; ".join(f"{'.'.join(str(part) for part in err['loc']) or '(root)'}: {err['msg']}"
-                           for err in exc.errors())
-        raise InvalidResult(f"result_data does not match {model.__name__}: {fields}") from None
 
 
 def time_limit(job_type: str, processor: AnyProcessor, type_timeouts: Mapping[str, float],

@@ -120,37 +120,10 @@ def is_starting_up(exc: BaseException) -> bool:
 def describe(dsn: str) -> str:
     """Where a DSN points, in words: database and host(s), or the socket folder. A libpq URL may
     name several hosts (`postgresql://u@h1:5432,h2:5433/db`); each is listed."""
-    return f"{_database_name(dsn)} on {','.join(hosts(dsn))}"
+    return f"{database_name(dsn)} on {','.join(hosts(dsn))}"
 
 
-def same_database(a: str, b: str) -> bool:
-    """Whether two DSNs name the same database: its name, on the same host(s) and port(s),
-    whatever user, password or options each adds."""
-    return _database_name(a) == _database_name(b) and hosts(a) == hosts(b)
-
-
-async def reach_same_database(a: str, b: str, timeout: float = 10) -> bool:
-    """Whether two DSNs reach one database, whatever the way to it (a pooler on another port,
-    another address of the server): the same server, by its system identifier, and the same
-    database in it. False when either cannot be reached or will not say."""
-    found = await asyncio.gather(_database_identity(a, timeout), _database_identity(b, timeout))
-    return found[0] is not None and found[0] == found[1]
-
-
-async def _database_identity(dsn: str, timeout: float) -> tuple[str, str] | None:
-    try:
-        conn = await asyncpg.connect(split_pooler(dsn)[0], timeout=timeout, statement_cache_size=0)
-        try:
-            row = await conn.fetchrow("SELECT (SELECT system_identifier FROM pg_control_system())::text AS server, "
-                                      "current_database() AS database")
-        finally:
-            await conn.close()
-    except CONNECT_FAILURES:
-        return None
-    return (row["server"], row["database"]) if row is not None else None
-
-
-def _database_name(dsn: str) -> str:
+def database_name(dsn: str) -> str:
     parts = urlsplit(dsn)
     return parts.path.lstrip("/") or parts.username or "postgres"
 
