@@ -40,7 +40,7 @@ def test_the_types_view_draws_a_gauge_and_a_sparkline(qapp: QApplication, qtbot,
         await conn.execute("INSERT INTO jobs (type, input_data) SELECT 'nap', '{\"seconds\": 30}' "
                            "FROM generate_series(1, 3)")
         window = open_window(qtbot, test_db)
-        window.workers.dock_action.trigger()
+        window.workers.dock.show()  # open already by open_window; the panel reads only while shown
         view = window.workers.panel.types
         await until(lambda: view.select_type("nap"), what="the type in the types view")
         assert isinstance(view.table.itemDelegateForColumn(COL_GAUGE), GaugeDelegate)
@@ -48,8 +48,8 @@ def test_the_types_view_draws_a_gauge_and_a_sparkline(qapp: QApplication, qtbot,
 
         def nap() -> tuple[str, ...]:
             return next(r for r in view.rows() if r[0] == "nap")
-        await until(lambda: nap()[COL_GAUGE] == "2 / 2 running", timeout=15, what="two naps running of 2")
-        await until(lambda: nap()[COL_SPARKLINE] == "4 done, 0 failed in 5 min", timeout=15,
+        await until(lambda: nap()[COL_GAUGE] == "2 / 2 running", timeout=30, what="two naps running of 2")
+        await until(lambda: nap()[COL_SPARKLINE] == "4 done, 0 failed in 5 min", timeout=30,
                     what="the finished naps, from the workers' rollup")
         row = [r.type for r in view.records].index("nap")
         assert view.table.item(row, COL_GAUGE).data(GLANCE_ROLE) == (2, 2)

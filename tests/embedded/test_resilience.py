@@ -232,7 +232,9 @@ async def test_many_workers_run_each_job_exactly_once(dsn: str, conn: asyncpg.Co
         # them all before the others have connected.
         await wait_for(lambda: conn.fetchval("SELECT count(*) = $1 FROM workers WHERE state = 'running'", workers),
                        timeout=60, what="every worker to start")
-        await conn.execute("INSERT INTO jobs (type, input_data) SELECT 'test.record', '{}' "
+        # Each job takes 5 ms, so that no worker drains them all before the others wake up.
+        await conn.execute("INSERT INTO jobs (type, input_data) SELECT 'test.sleep_record', "
+                           "'{\"seconds\": 0.005}' "
                            "FROM generate_series(1, $1)", jobs)
         await wait_for(lambda: conn.fetchval("SELECT count(*) = $1 FROM jobs WHERE status = 'completed'", jobs),
                        timeout=120, what="every job to complete")

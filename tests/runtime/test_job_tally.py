@@ -12,7 +12,7 @@ from jobdesk.core.settings import load_settings
 from jobdesk.observe.job_tally import JobTally
 from jobdesk.processors.builtin import EchoProcessor
 from tests.cli_processors import AlwaysFail
-from tests.helpers import RunningWorker
+from tests.helpers import RunningWorker, wait_for
 
 
 def lines(caplog: pytest.LogCaptureFixture, level: int) -> list[str]:
@@ -45,8 +45,15 @@ async def test_at_info_no_line_per_job(dsn: str, caplog: pytest.LogCaptureFixtur
     async with await JobClient.connect(dsn, settings=load_settings(DATABASE_URL=dsn), pool_size=2) as jobs:
         running = RunningWorker(dsn, {"echo": EchoProcessor()})
         records = [await jobs.run("echo", {"n": n}, timeout=30) for n in range(3)]
-        assert not running.worker.outcomes.tally.each
-        summary = running.worker.outcomes.tally.summary()
+        tally = running.worker.outcomes.tally
+        assert not tally.each
+        # A job reads as completed once its batch commits; the worker counts it just after.
+
+        async def counted() -> bool:
+            return tally.counts["echo"][0] == 3
+
+        await wait_for(counted, what="the third completion counted")
+        summary = tally.summary()
         await running.stop()
     assert not any(r.id in line for r in records for line in lines(caplog, logging.INFO))
     assert summary == "in the last minute: 3 completed, 0 failed, 0 retried (echo)"
