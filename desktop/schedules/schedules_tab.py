@@ -12,7 +12,7 @@ from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QSplitter, QVBox
 
 from jobdesk.console.access import gate
 from jobdesk.console.connection import ConsoleConnection
-from jobdesk.console.errors import EXPECTED, reason
+from jobdesk.console.errors import EXPECTED, attempt, reason
 from jobdesk.console.jobs.status_delegate import StatusChipDelegate
 from jobdesk.console.list_table import list_table
 from jobdesk.console.schedules.schedule_model import COL_RECENT, TICK_COL_STATUS, ScheduleTableModel, TickTableModel
@@ -178,24 +178,22 @@ class SchedulesTab(QWidget):
         gate(self.run_button, can and record is not None, why,
              "Enqueue one run of this schedule now; its next regular run does not move")
 
+    def _set_busy(self, busy: bool) -> None:
+        self._busy = busy
+        self._update_buttons()
+
     async def set_paused(self, paused: bool) -> bool:
         record = self.selected()
         if record is None:
             return False
         name = record.schedule.name
-        self._busy = True
-        self._update_buttons()
-        try:
-            if paused:
-                await self.connection.act(lambda jobs: jobs.pause_schedule(name))
-            else:
-                await self.connection.act(lambda jobs: jobs.resume_schedule(name))
-        except EXPECTED as exc:
-            self.message.emit(f"cannot {'pause' if paused else 'resume'} schedule {name}: {reason(exc)}")
+        verb = "pause" if paused else "resume"
+        done = await attempt(self.connection.act(lambda jobs: jobs.pause_schedule(name) if paused
+                                                 else jobs.resume_schedule(name)), self._set_busy,
+                             lambda exc: self.message.emit(f"cannot {verb} schedule {name}: {reason(exc)}"))
+        if done is None:
             return False
-        finally:
-            self._busy = False
-        self.message.emit(f"schedule {name} {'paused' if paused else 'resumed'}")
+        self.message.emit(f"schedule {name} {verb}d")
         await self.refresh()
         return True
 
@@ -205,16 +203,10 @@ class SchedulesTab(QWidget):
         if record is None:
             return None
         name = record.schedule.name
-        self._busy = True
-        self._update_buttons()
-        try:
-            job_id: str = await self.connection.act(lambda jobs: jobs.run_schedule(name))
-        except EXPECTED as exc:
-            self.message.emit(f"cannot run schedule {name}: {reason(exc)}")
+        job_id = await attempt(self.connection.act(lambda jobs: jobs.run_schedule(name)), self._set_busy,
+                               lambda exc: self.message.emit(f"cannot run schedule {name}: {reason(exc)}"))
+        if job_id is None:
             return None
-        finally:
-            self._busy = False
-            self._update_buttons()
         self.message.emit(f"schedule {name}: job {job_id} enqueued now")
         await self.refresh()
         return job_id
