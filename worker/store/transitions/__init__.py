@@ -73,7 +73,6 @@ from jobdesk.store.transitions.outcomes import (
     FailOutcome,
     complete_batch,
     fail_attempt,
-    inactive_among,
     mark_cancelled,
     put_back,
     release_orphans,
@@ -93,7 +92,7 @@ __all__ = [
     "DUE_BATCH", "TYPE_LIMIT_LOCK", "UNION_MAX_TYPES", "Lane", "claim_limited", "claim_statement",
     "complete_and_claim", "flow_claim_statement", "NO_FLOOR", "WalkFloors", "before_in_walk", "notice_floor",
     # the worker's outcomes
-    "FailOutcome", "complete_batch", "fail_attempt", "inactive_among", "mark_cancelled", "put_back",
+    "FailOutcome", "complete_batch", "fail_attempt", "mark_cancelled", "put_back",
     "release_orphans", "rescue_lost_jobs", "unclaim", "complete_lost_claims",
     # operator actions
     "CONTROL_CHANNEL", "approve", "audit", "audit_submissions", "cancel", "cancel_downstream", "cancel_pipeline",

@@ -245,9 +245,3 @@ async def rescue_lost_jobs(conn: asyncpg.Connection, me: str, lease_s: float,
         if cancelled:
             await cancel_downstream(conn, cancelled)
     return rows
-
-
-async def inactive_among(conn: asyncpg.Connection, job_ids: Sequence[str]) -> list[str]:
-    """Which of these jobs an operator has cancelled (for a worker that missed the NOTIFY)."""
-    rows = await conn.fetch("SELECT id FROM jobs WHERE id = ANY($1::text[]) AND NOT is_active", list(job_ids))
-    return [r["id"] for r in rows]
