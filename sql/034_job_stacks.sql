@@ -10,9 +10,9 @@
 --   `{"file", "line", "function", "source"}`. Kept after the job ends, and shown then as the
 --   stack it was last seen in.
 --
--- Both go with their job. Not through the shared trigger function of migrations 024 and 027,
--- which would have to be written out again here: a trigger of their own on `jobs`, per
--- statement, as that one is, for DELETE and for TRUNCATE.
+-- Both go with their job, through the shared statement triggers of migrations 024 and 027
+-- (jobs_forget_children, jobs_truncate_children), whose functions are extended here as 027
+-- extended them: one scan of the deleted rows for every table that belongs to a job.
 
 CREATE TABLE job_stack_requests (
     id        bigserial   PRIMARY KEY,
@@ -31,7 +31,7 @@ CREATE TABLE job_stacks (
     frames    jsonb       NOT NULL
 );
 
-CREATE FUNCTION jobdesk_jobs_forget_stacks() RETURNS trigger
+CREATE OR REPLACE FUNCTION jobdesk_jobs_forget_children() RETURNS trigger
 LANGUAGE plpgsql
 SET enable_seqscan TO 'off'
 AS $$
@@ -42,21 +42,22 @@ BEGIN
     IF ids IS NULL THEN
         RETURN NULL;
     END IF;
+    DELETE FROM job_attempts       WHERE job_id = ANY (ids);
+    DELETE FROM job_steps          WHERE job_id = ANY (ids);
+    DELETE FROM job_waits          WHERE job_id = ANY (ids);
+    DELETE FROM job_dependencies   WHERE job_id = ANY (ids);
+    DELETE FROM job_dependencies   WHERE depends_on_id = ANY (ids);
+    DELETE FROM job_progress       WHERE job_id = ANY (ids);
+    DELETE FROM job_logs           WHERE job_id = ANY (ids);
     DELETE FROM job_stacks         WHERE job_id = ANY (ids);
     DELETE FROM job_stack_requests WHERE job_id = ANY (ids);
     RETURN NULL;
 END $$;
 
-CREATE TRIGGER jobs_forget_stacks AFTER DELETE ON jobs
-    REFERENCING OLD TABLE AS gone_rows
-    FOR EACH STATEMENT EXECUTE FUNCTION jobdesk_jobs_forget_stacks();
-
-CREATE FUNCTION jobdesk_jobs_truncate_stacks() RETURNS trigger
+CREATE OR REPLACE FUNCTION jobdesk_jobs_truncate_children() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
-    TRUNCATE job_stacks, job_stack_requests;
+    TRUNCATE job_attempts, job_dependencies, job_steps, job_waits, job_progress, job_logs,
+             job_stacks, job_stack_requests;
     RETURN NULL;
 END $$;
-
-CREATE TRIGGER jobs_truncate_stacks AFTER TRUNCATE ON jobs
-    FOR EACH STATEMENT EXECUTE FUNCTION jobdesk_jobs_truncate_stacks();

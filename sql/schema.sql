@@ -494,32 +494,13 @@ BEGIN
     IF ids IS NULL THEN
         RETURN NULL;
     END IF;
-    DELETE FROM job_attempts     WHERE job_id = ANY (ids);
-    DELETE FROM job_steps        WHERE job_id = ANY (ids);
-    DELETE FROM job_waits        WHERE job_id = ANY (ids);
-    DELETE FROM job_dependencies WHERE job_id = ANY (ids);
-    DELETE FROM job_dependencies WHERE depends_on_id = ANY (ids);
-    DELETE FROM job_progress     WHERE job_id = ANY (ids);
-    DELETE FROM job_logs         WHERE job_id = ANY (ids);
-    RETURN NULL;
-END $$;
-
-
---
--- Name: jobdesk_jobs_forget_stacks(); Type: FUNCTION; Schema: public; Owner: -
---
-
-CREATE FUNCTION public.jobdesk_jobs_forget_stacks() RETURNS trigger
-    LANGUAGE plpgsql
-    SET enable_seqscan TO 'off'
-    AS $$
-DECLARE
-    ids varchar[];
-BEGIN
-    SELECT array_agg(id) INTO ids FROM gone_rows;
-    IF ids IS NULL THEN
-        RETURN NULL;
-    END IF;
+    DELETE FROM job_attempts       WHERE job_id = ANY (ids);
+    DELETE FROM job_steps          WHERE job_id = ANY (ids);
+    DELETE FROM job_waits          WHERE job_id = ANY (ids);
+    DELETE FROM job_dependencies   WHERE job_id = ANY (ids);
+    DELETE FROM job_dependencies   WHERE depends_on_id = ANY (ids);
+    DELETE FROM job_progress       WHERE job_id = ANY (ids);
+    DELETE FROM job_logs           WHERE job_id = ANY (ids);
     DELETE FROM job_stacks         WHERE job_id = ANY (ids);
     DELETE FROM job_stack_requests WHERE job_id = ANY (ids);
     RETURN NULL;
@@ -584,20 +565,8 @@ CREATE FUNCTION public.jobdesk_jobs_truncate_children() RETURNS trigger
     LANGUAGE plpgsql
     AS $$
 BEGIN
-    TRUNCATE job_attempts, job_dependencies, job_steps, job_waits, job_progress, job_logs;
-    RETURN NULL;
-END $$;
-
-
---
--- Name: jobdesk_jobs_truncate_stacks(); Type: FUNCTION; Schema: public; Owner: -
---
-
-CREATE FUNCTION public.jobdesk_jobs_truncate_stacks() RETURNS trigger
-    LANGUAGE plpgsql
-    AS $$
-BEGIN
-    TRUNCATE job_stacks, job_stack_requests;
+    TRUNCATE job_attempts, job_dependencies, job_steps, job_waits, job_progress, job_logs,
+             job_stacks, job_stack_requests;
     RETURN NULL;
 END $$;
 
@@ -1929,13 +1898,6 @@ CREATE TRIGGER jobs_forget_children AFTER DELETE ON public.jobs REFERENCING OLD 
 
 
 --
--- Name: jobs jobs_forget_stacks; Type: TRIGGER; Schema: public; Owner: -
---
-
-CREATE TRIGGER jobs_forget_stacks AFTER DELETE ON public.jobs REFERENCING OLD TABLE AS gone_rows FOR EACH STATEMENT EXECUTE FUNCTION public.jobdesk_jobs_forget_stacks();
-
-
---
 -- Name: jobs jobs_keep_id; Type: TRIGGER; Schema: public; Owner: -
 --
 
@@ -1989,13 +1951,6 @@ CREATE TRIGGER jobs_rescheduled AFTER UPDATE OF scheduled_at ON public.jobs FOR 
 --
 
 CREATE TRIGGER jobs_truncate_children AFTER TRUNCATE ON public.jobs FOR EACH STATEMENT EXECUTE FUNCTION public.jobdesk_jobs_truncate_children();
-
-
---
--- Name: jobs jobs_truncate_stacks; Type: TRIGGER; Schema: public; Owner: -
---
-
-CREATE TRIGGER jobs_truncate_stacks AFTER TRUNCATE ON public.jobs FOR EACH STATEMENT EXECUTE FUNCTION public.jobdesk_jobs_truncate_stacks();
 
 
 --
