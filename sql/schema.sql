@@ -82,6 +82,23 @@ END $$;
 
 
 --
+-- Name: jobdesk_completed_partitions(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.jobdesk_completed_partitions(OUT name text, OUT lower timestamp with time zone, OUT upper timestamp with time zone, OUT detaching boolean) RETURNS SETOF record
+    LANGUAGE sql STABLE
+    AS $$
+    SELECT c.relname::text,
+           nullif(substring(pg_get_expr(c.relpartbound, c.oid) FROM 'FROM \(''([^'']+)''\)'), '')::timestamptz,
+           nullif(substring(pg_get_expr(c.relpartbound, c.oid) FROM 'TO \(''([^'']+)''\)'), '')::timestamptz,
+           i.inhdetachpending
+      FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+     WHERE i.inhparent = 'jobs_completed'::regclass
+     ORDER BY 2 NULLS FIRST
+$$;
+
+
+--
 -- Name: jobdesk_event_lock(text); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -409,6 +426,20 @@ END $$;
 
 
 --
+-- Name: jobdesk_id_born(text); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.jobdesk_id_born(id text) RETURNS timestamp with time zone
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    AS $$
+    SELECT CASE WHEN id ~ '^[0-9a-f]{8}-[0-9a-f]{4}-7'
+                THEN to_timestamp(('x' || lpad(left(replace(id, '-', ''), 12), 16, '0'))::bit(64)::bigint / 1000.0)
+                     - interval '1 day'
+                ELSE '-infinity' END
+$$;
+
+
+--
 -- Name: jobdesk_jobs_after_insert_edges(); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -417,9 +448,22 @@ CREATE FUNCTION public.jobdesk_jobs_after_insert_edges() RETURNS trigger
     SET enable_seqscan TO 'off'
     SET plan_cache_mode TO 'auto'
     AS $$
+DECLARE
+    cancelled text;
 BEGIN
     INSERT INTO job_dependencies (job_id, depends_on_id)
-    SELECT DISTINCT NEW.id, e FROM jsonb_array_elements_text(NEW.dependent_on_jobs) e;
+    SELECT DISTINCT NEW.id, e FROM jsonb_array_elements_text(NEW.dependent_on_jobs) e
+    ON CONFLICT DO NOTHING;  -- a job back for a retry has its edges
+    IF NEW.status = 'queued' AND NOT NEW.is_active AND NEW.error_message LIKE 'cancelled: dependency %' THEN
+        SELECT min(j.id) INTO cancelled FROM jobs j
+         WHERE j.id = ANY (ARRAY(SELECT jsonb_array_elements_text(NEW.dependent_on_jobs)))
+           AND j.status = 'cancelled';
+        IF cancelled IS NOT NULL THEN
+            UPDATE jobs SET status = 'cancelled', is_active = false,
+                            error_message = COALESCE(error_message, 'cancelled: dependency ' || cancelled || ' was cancelled')
+             WHERE id = NEW.id AND status = 'queued';
+        END IF;
+    END IF;
     RETURN NULL;
 END $$;
 
@@ -439,7 +483,11 @@ DECLARE
     pending    integer;
     cancelled  text;
     unflagged  boolean;
+    tries      integer := 0;
 BEGIN
+    IF current_setting('jobdesk.moving_in', true) = NEW.id THEN
+        RETURN NEW;  -- not a new job: one coming back to jobs_live (jobdesk_jobs_moving_in)
+    END IF;
     IF NEW.run_at IS NULL AND (NEW.next_retry_at > now() OR NEW.scheduled_at > now()) THEN
         NEW.run_at := GREATEST(NEW.next_retry_at, NEW.scheduled_at);
     END IF;
@@ -457,10 +505,20 @@ BEGIN
     IF NEW.id = ANY (dep_ids) THEN
         RAISE EXCEPTION 'job % depends on itself', NEW.id USING ERRCODE = 'JD002';
     END IF;
-    SELECT count(*), count(*) FILTER (WHERE j.status <> 'completed'),
-           min(j.id) FILTER (WHERE j.status = 'cancelled'), bool_or(NOT j.has_dependants)
-      INTO found, pending, cancelled, unflagged
-      FROM (SELECT id, status, has_dependants FROM jobs WHERE id = ANY (dep_ids) FOR NO KEY UPDATE) j;
+    LOOP
+        BEGIN
+            SELECT count(*), count(*) FILTER (WHERE j.status <> 'completed'),
+                   min(j.id) FILTER (WHERE j.status = 'cancelled'), bool_or(NOT j.has_dependants)
+              INTO found, pending, cancelled, unflagged
+              FROM (SELECT id, status, has_dependants FROM jobs WHERE id = ANY (dep_ids) FOR NO KEY UPDATE) j;
+            EXIT;
+        EXCEPTION WHEN serialization_failure THEN
+            tries := tries + 1;
+            IF tries >= 5 OR current_setting('transaction_isolation') <> 'read committed' THEN
+                RAISE;
+            END IF;
+        END;
+    END LOOP;
     IF found < cardinality(dep_ids) THEN
         RAISE EXCEPTION 'job % depends on unknown job %', NEW.id,
             (SELECT min(d) FROM unnest(dep_ids) d WHERE NOT EXISTS (SELECT 1 FROM jobs WHERE id = d))
@@ -471,11 +529,40 @@ BEGIN
     END IF;
     NEW.pending_deps := pending;
     IF cancelled IS NOT NULL AND NEW.status = 'queued' THEN
-        NEW.status := 'cancelled';
+        -- Not runnable from now; jobdesk_jobs_after_insert_edges makes it `cancelled` (a BEFORE
+        -- trigger cannot send a row to another partition).
         NEW.is_active := false;
         NEW.error_message := 'cancelled: dependency ' || cancelled || ' was cancelled';
     END IF;
     RETURN NEW;
+END $$;
+
+
+--
+-- Name: jobdesk_jobs_check_ids(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.jobdesk_jobs_check_ids() RETURNS trigger
+    LANGUAGE plpgsql
+    SET plan_cache_mode TO 'auto'
+    AS $$
+DECLARE
+    dup text;
+BEGIN
+    IF EXISTS (SELECT 1 FROM new_ids n WHERE n.status NOT IN ('queued', 'in_progress', 'waiting_approval')) THEN
+        PERFORM pg_advisory_xact_lock(hashtext('jobdesk: finished jobs inserted'));
+    END IF;
+    SELECT n.id INTO dup FROM new_ids n
+     WHERE (SELECT count(*) FROM jobs j
+             WHERE j.id = n.id AND j.status IN ('queued', 'in_progress', 'waiting_approval', 'failed', 'cancelled'))
+         + (SELECT count(*) FROM jobs_completed c WHERE c.id = n.id AND c.retain_from >= jobdesk_id_born(n.id)) > 1
+     LIMIT 1;
+    IF dup IS NOT NULL THEN
+        RAISE EXCEPTION 'duplicate key value violates unique constraint "jobs_pkey"'
+            USING ERRCODE = 'unique_violation', DETAIL = format('Key (id)=(%s) already exists.', dup),
+                  CONSTRAINT = 'jobs_pkey', TABLE = 'jobs';
+    END IF;
+    RETURN NULL;
 END $$;
 
 
@@ -520,17 +607,35 @@ END $$;
 
 
 --
--- Name: jobdesk_jobs_release_dependants(); Type: FUNCTION; Schema: public; Owner: -
+-- Name: jobdesk_jobs_moving_in(); Type: FUNCTION; Schema: public; Owner: -
 --
 
-CREATE FUNCTION public.jobdesk_jobs_release_dependants() RETURNS trigger
+CREATE FUNCTION public.jobdesk_jobs_moving_in() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    PERFORM set_config('jobdesk.moving_in', NEW.id, true);
+    IF NEW.status = 'queued' AND NEW.pending_deps = 0 AND NEW.is_active THEN
+        PERFORM pg_notify('jobdesk_new_jobs', '');  -- sent at the commit, as the move is then
+    END IF;
+    RETURN NEW;
+END $$;
+
+
+--
+-- Name: jobdesk_jobs_release_on_move(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.jobdesk_jobs_release_on_move() RETURNS trigger
     LANGUAGE plpgsql
     SET enable_seqscan TO 'off'
     SET plan_cache_mode TO 'auto'
     AS $$
 BEGIN
-    UPDATE jobs SET pending_deps = pending_deps - 1
-     WHERE id = ANY (ARRAY(SELECT job_id FROM job_dependencies WHERE depends_on_id = NEW.id));
+    IF EXISTS (SELECT 1 FROM jobs_completed WHERE id = OLD.id) THEN
+        UPDATE jobs SET pending_deps = pending_deps - 1
+         WHERE id = ANY (ARRAY(SELECT job_id FROM job_dependencies WHERE depends_on_id = OLD.id));
+    END IF;
     RETURN NULL;
 END $$;
 
@@ -558,6 +663,19 @@ END $$;
 
 
 --
+-- Name: jobdesk_jobs_retain_from(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.jobdesk_jobs_retain_from() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    NEW.retain_from := now();
+    RETURN NEW;
+END $$;
+
+
+--
 -- Name: jobdesk_jobs_truncate_children(); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -572,18 +690,21 @@ END $$;
 
 
 --
--- Name: jobdesk_jobs_wake_parent(); Type: FUNCTION; Schema: public; Owner: -
+-- Name: jobdesk_jobs_wake_parent_on_move(); Type: FUNCTION; Schema: public; Owner: -
 --
 
-CREATE FUNCTION public.jobdesk_jobs_wake_parent() RETURNS trigger
+CREATE FUNCTION public.jobdesk_jobs_wake_parent_on_move() RETURNS trigger
     LANGUAGE plpgsql
     SET enable_seqscan TO 'off'
     SET plan_cache_mode TO 'auto'
     AS $$
 BEGIN
-    PERFORM 1 FROM jobs WHERE id = NEW.spawned_by FOR UPDATE;
+    IF NOT EXISTS (SELECT 1 FROM jobs WHERE id = OLD.id AND status IN ('completed', 'failed', 'cancelled')) THEN
+        RETURN NULL;  -- deleted, not finished
+    END IF;
+    PERFORM 1 FROM jobs WHERE id = OLD.spawned_by FOR UPDATE;
     UPDATE jobs p SET run_at = NULL, updated_at = now()
-     WHERE p.id = NEW.spawned_by AND p.status = 'queued' AND p.run_at IS NOT NULL
+     WHERE p.id = OLD.spawned_by AND p.status = 'queued' AND p.run_at IS NOT NULL
        AND EXISTS (SELECT 1 FROM job_waits w
                     WHERE w.job_id = p.id AND w.attempt = p.attempts AND w.kind = 'jobs'
                       AND NOT EXISTS (SELECT 1 FROM jobs c WHERE c.id = ANY (w.child_ids)
@@ -623,6 +744,28 @@ BEGIN
     END IF;
     RETURN NEW;
 END $$;
+
+
+--
+-- Name: jobdesk_make_completed_partition(timestamp with time zone, timestamp with time zone, regclass); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.jobdesk_make_completed_partition(lower timestamp with time zone, upper timestamp with time zone, strays regclass DEFAULT NULL::regclass) RETURNS text
+    LANGUAGE plpgsql
+    AS $_$
+DECLARE
+    name text := 'jobs_completed_' || to_char(lower AT TIME ZONE 'UTC', 'YYYYMMDD_HH24MI');
+BEGIN
+    EXECUTE format('CREATE TABLE %I (LIKE jobs_completed INCLUDING DEFAULTS INCLUDING CONSTRAINTS)', name);
+    EXECUTE format('ALTER TABLE %I ADD PRIMARY KEY (id)', name);
+    IF strays IS NOT NULL THEN
+        EXECUTE format('WITH moved AS (DELETE FROM %s WHERE retain_from >= $1 AND retain_from < $2 RETURNING *) '
+                       'INSERT INTO %I SELECT * FROM moved', strays, name) USING lower, upper;
+    END IF;
+    EXECUTE format('ALTER TABLE jobs_completed ATTACH PARTITION %I FOR VALUES FROM (%L) TO (%L)',
+                   name, lower, upper);
+    RETURN name;
+END $_$;
 
 
 --
@@ -1288,6 +1431,255 @@ CREATE TABLE public.jobs (
     unique_key character varying(255) DEFAULT NULL::character varying,
     spawned_by character varying(36),
     trace_context jsonb,
+    retain_from timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT jobs_deps_is_array CHECK ((jsonb_typeof(dependent_on_jobs) = 'array'::text)),
+    CONSTRAINT jobs_input_is_object CHECK ((jsonb_typeof(input_data) = 'object'::text)),
+    CONSTRAINT jobs_status_check CHECK (((status)::text = ANY ('{queued,in_progress,completed,failed,cancelled,waiting_approval}'::text[])))
+)
+PARTITION BY LIST (status);
+
+
+--
+-- Name: jobs_completed; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.jobs_completed (
+    id character varying(36) DEFAULT public.jobdesk_uuid7() CONSTRAINT jobs_id_not_null NOT NULL,
+    type character varying(255) CONSTRAINT jobs_type_not_null NOT NULL,
+    status character varying(32) DEFAULT 'queued'::character varying CONSTRAINT jobs_status_not_null NOT NULL,
+    user_id integer DEFAULT 1,
+    pipeline_id character varying(36),
+    input_data jsonb CONSTRAINT jobs_input_data_not_null NOT NULL,
+    result_data jsonb,
+    error_message text,
+    dependent_on_jobs jsonb DEFAULT '[]'::jsonb,
+    retry_count integer DEFAULT 0 CONSTRAINT jobs_retry_count_not_null NOT NULL,
+    next_retry_at timestamp with time zone,
+    is_active boolean DEFAULT true CONSTRAINT jobs_is_active_not_null NOT NULL,
+    created_at timestamp with time zone DEFAULT now() CONSTRAINT jobs_created_at_not_null NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() CONSTRAINT jobs_updated_at_not_null NOT NULL,
+    completed_at timestamp with time zone,
+    seq bigint CONSTRAINT jobs_seq_not_null NOT NULL,
+    priority integer DEFAULT 0 CONSTRAINT jobs_priority_not_null NOT NULL,
+    pending_deps integer DEFAULT 0 CONSTRAINT jobs_pending_deps_not_null NOT NULL,
+    attempts integer DEFAULT 0 CONSTRAINT jobs_attempts_not_null NOT NULL,
+    worker_id character varying(64),
+    started_at timestamp with time zone,
+    pending_next_jobs jsonb,
+    has_dependants boolean DEFAULT false CONSTRAINT jobs_has_dependants_not_null NOT NULL,
+    run_at timestamp with time zone,
+    error_fingerprint text,
+    scheduled_at timestamp with time zone,
+    unique_key character varying(255) DEFAULT NULL::character varying,
+    spawned_by character varying(36),
+    trace_context jsonb,
+    retain_from timestamp with time zone DEFAULT now() CONSTRAINT jobs_retain_from_not_null NOT NULL,
+    CONSTRAINT jobs_deps_is_array CHECK ((jsonb_typeof(dependent_on_jobs) = 'array'::text)),
+    CONSTRAINT jobs_input_is_object CHECK ((jsonb_typeof(input_data) = 'object'::text)),
+    CONSTRAINT jobs_status_check CHECK (((status)::text = ANY ('{queued,in_progress,completed,failed,cancelled,waiting_approval}'::text[])))
+)
+PARTITION BY RANGE (retain_from);
+
+
+--
+-- Name: jobs_completed_later; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.jobs_completed_later (
+    id character varying(36) DEFAULT public.jobdesk_uuid7() CONSTRAINT jobs_id_not_null NOT NULL,
+    type character varying(255) CONSTRAINT jobs_type_not_null NOT NULL,
+    status character varying(32) DEFAULT 'queued'::character varying CONSTRAINT jobs_status_not_null NOT NULL,
+    user_id integer DEFAULT 1,
+    pipeline_id character varying(36),
+    input_data jsonb CONSTRAINT jobs_input_data_not_null NOT NULL,
+    result_data jsonb,
+    error_message text,
+    dependent_on_jobs jsonb DEFAULT '[]'::jsonb,
+    retry_count integer DEFAULT 0 CONSTRAINT jobs_retry_count_not_null NOT NULL,
+    next_retry_at timestamp with time zone,
+    is_active boolean DEFAULT true CONSTRAINT jobs_is_active_not_null NOT NULL,
+    created_at timestamp with time zone DEFAULT now() CONSTRAINT jobs_created_at_not_null NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() CONSTRAINT jobs_updated_at_not_null NOT NULL,
+    completed_at timestamp with time zone,
+    seq bigint CONSTRAINT jobs_seq_not_null NOT NULL,
+    priority integer DEFAULT 0 CONSTRAINT jobs_priority_not_null NOT NULL,
+    pending_deps integer DEFAULT 0 CONSTRAINT jobs_pending_deps_not_null NOT NULL,
+    attempts integer DEFAULT 0 CONSTRAINT jobs_attempts_not_null NOT NULL,
+    worker_id character varying(64),
+    started_at timestamp with time zone,
+    pending_next_jobs jsonb,
+    has_dependants boolean DEFAULT false CONSTRAINT jobs_has_dependants_not_null NOT NULL,
+    run_at timestamp with time zone,
+    error_fingerprint text,
+    scheduled_at timestamp with time zone,
+    unique_key character varying(255) DEFAULT NULL::character varying,
+    spawned_by character varying(36),
+    trace_context jsonb,
+    retain_from timestamp with time zone DEFAULT now() CONSTRAINT jobs_retain_from_not_null NOT NULL,
+    CONSTRAINT jobs_deps_is_array CHECK ((jsonb_typeof(dependent_on_jobs) = 'array'::text)),
+    CONSTRAINT jobs_input_is_object CHECK ((jsonb_typeof(input_data) = 'object'::text)),
+    CONSTRAINT jobs_status_check CHECK (((status)::text = ANY ('{queued,in_progress,completed,failed,cancelled,waiting_approval}'::text[])))
+);
+
+
+--
+-- Name: jobs_completed_start; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.jobs_completed_start (
+    id character varying(36) DEFAULT public.jobdesk_uuid7() CONSTRAINT jobs_id_not_null NOT NULL,
+    type character varying(255) CONSTRAINT jobs_type_not_null NOT NULL,
+    status character varying(32) DEFAULT 'queued'::character varying CONSTRAINT jobs_status_not_null NOT NULL,
+    user_id integer DEFAULT 1,
+    pipeline_id character varying(36),
+    input_data jsonb CONSTRAINT jobs_input_data_not_null NOT NULL,
+    result_data jsonb,
+    error_message text,
+    dependent_on_jobs jsonb DEFAULT '[]'::jsonb,
+    retry_count integer DEFAULT 0 CONSTRAINT jobs_retry_count_not_null NOT NULL,
+    next_retry_at timestamp with time zone,
+    is_active boolean DEFAULT true CONSTRAINT jobs_is_active_not_null NOT NULL,
+    created_at timestamp with time zone DEFAULT now() CONSTRAINT jobs_created_at_not_null NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() CONSTRAINT jobs_updated_at_not_null NOT NULL,
+    completed_at timestamp with time zone,
+    seq bigint CONSTRAINT jobs_seq_not_null NOT NULL,
+    priority integer DEFAULT 0 CONSTRAINT jobs_priority_not_null NOT NULL,
+    pending_deps integer DEFAULT 0 CONSTRAINT jobs_pending_deps_not_null NOT NULL,
+    attempts integer DEFAULT 0 CONSTRAINT jobs_attempts_not_null NOT NULL,
+    worker_id character varying(64),
+    started_at timestamp with time zone,
+    pending_next_jobs jsonb,
+    has_dependants boolean DEFAULT false CONSTRAINT jobs_has_dependants_not_null NOT NULL,
+    run_at timestamp with time zone,
+    error_fingerprint text,
+    scheduled_at timestamp with time zone,
+    unique_key character varying(255) DEFAULT NULL::character varying,
+    spawned_by character varying(36),
+    trace_context jsonb,
+    retain_from timestamp with time zone DEFAULT now() CONSTRAINT jobs_retain_from_not_null NOT NULL,
+    CONSTRAINT jobs_deps_is_array CHECK ((jsonb_typeof(dependent_on_jobs) = 'array'::text)),
+    CONSTRAINT jobs_input_is_object CHECK ((jsonb_typeof(input_data) = 'object'::text)),
+    CONSTRAINT jobs_status_check CHECK (((status)::text = ANY ('{queued,in_progress,completed,failed,cancelled,waiting_approval}'::text[])))
+);
+
+
+--
+-- Name: jobs_failed_cancelled; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.jobs_failed_cancelled (
+    id character varying(36) DEFAULT public.jobdesk_uuid7() CONSTRAINT jobs_id_not_null NOT NULL,
+    type character varying(255) CONSTRAINT jobs_type_not_null NOT NULL,
+    status character varying(32) DEFAULT 'queued'::character varying CONSTRAINT jobs_status_not_null NOT NULL,
+    user_id integer DEFAULT 1,
+    pipeline_id character varying(36),
+    input_data jsonb CONSTRAINT jobs_input_data_not_null NOT NULL,
+    result_data jsonb,
+    error_message text,
+    dependent_on_jobs jsonb DEFAULT '[]'::jsonb,
+    retry_count integer DEFAULT 0 CONSTRAINT jobs_retry_count_not_null NOT NULL,
+    next_retry_at timestamp with time zone,
+    is_active boolean DEFAULT true CONSTRAINT jobs_is_active_not_null NOT NULL,
+    created_at timestamp with time zone DEFAULT now() CONSTRAINT jobs_created_at_not_null NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() CONSTRAINT jobs_updated_at_not_null NOT NULL,
+    completed_at timestamp with time zone,
+    seq bigint CONSTRAINT jobs_seq_not_null NOT NULL,
+    priority integer DEFAULT 0 CONSTRAINT jobs_priority_not_null NOT NULL,
+    pending_deps integer DEFAULT 0 CONSTRAINT jobs_pending_deps_not_null NOT NULL,
+    attempts integer DEFAULT 0 CONSTRAINT jobs_attempts_not_null NOT NULL,
+    worker_id character varying(64),
+    started_at timestamp with time zone,
+    pending_next_jobs jsonb,
+    has_dependants boolean DEFAULT false CONSTRAINT jobs_has_dependants_not_null NOT NULL,
+    run_at timestamp with time zone,
+    error_fingerprint text,
+    scheduled_at timestamp with time zone,
+    unique_key character varying(255) DEFAULT NULL::character varying,
+    spawned_by character varying(36),
+    trace_context jsonb,
+    retain_from timestamp with time zone DEFAULT now() CONSTRAINT jobs_retain_from_not_null NOT NULL,
+    CONSTRAINT jobs_deps_is_array CHECK ((jsonb_typeof(dependent_on_jobs) = 'array'::text)),
+    CONSTRAINT jobs_input_is_object CHECK ((jsonb_typeof(input_data) = 'object'::text)),
+    CONSTRAINT jobs_status_check CHECK (((status)::text = ANY ('{queued,in_progress,completed,failed,cancelled,waiting_approval}'::text[])))
+);
+
+
+--
+-- Name: jobs_live; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.jobs_live (
+    id character varying(36) DEFAULT public.jobdesk_uuid7() CONSTRAINT jobs_id_not_null NOT NULL,
+    type character varying(255) CONSTRAINT jobs_type_not_null NOT NULL,
+    status character varying(32) DEFAULT 'queued'::character varying CONSTRAINT jobs_status_not_null NOT NULL,
+    user_id integer DEFAULT 1,
+    pipeline_id character varying(36),
+    input_data jsonb CONSTRAINT jobs_input_data_not_null NOT NULL,
+    result_data jsonb,
+    error_message text,
+    dependent_on_jobs jsonb DEFAULT '[]'::jsonb,
+    retry_count integer DEFAULT 0 CONSTRAINT jobs_retry_count_not_null NOT NULL,
+    next_retry_at timestamp with time zone,
+    is_active boolean DEFAULT true CONSTRAINT jobs_is_active_not_null NOT NULL,
+    created_at timestamp with time zone DEFAULT now() CONSTRAINT jobs_created_at_not_null NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() CONSTRAINT jobs_updated_at_not_null NOT NULL,
+    completed_at timestamp with time zone,
+    seq bigint CONSTRAINT jobs_seq_not_null NOT NULL,
+    priority integer DEFAULT 0 CONSTRAINT jobs_priority_not_null NOT NULL,
+    pending_deps integer DEFAULT 0 CONSTRAINT jobs_pending_deps_not_null NOT NULL,
+    attempts integer DEFAULT 0 CONSTRAINT jobs_attempts_not_null NOT NULL,
+    worker_id character varying(64),
+    started_at timestamp with time zone,
+    pending_next_jobs jsonb,
+    has_dependants boolean DEFAULT false CONSTRAINT jobs_has_dependants_not_null NOT NULL,
+    run_at timestamp with time zone,
+    error_fingerprint text,
+    scheduled_at timestamp with time zone,
+    unique_key character varying(255) DEFAULT NULL::character varying,
+    spawned_by character varying(36),
+    trace_context jsonb,
+    retain_from timestamp with time zone DEFAULT now() CONSTRAINT jobs_retain_from_not_null NOT NULL,
+    CONSTRAINT jobs_deps_is_array CHECK ((jsonb_typeof(dependent_on_jobs) = 'array'::text)),
+    CONSTRAINT jobs_input_is_object CHECK ((jsonb_typeof(input_data) = 'object'::text)),
+    CONSTRAINT jobs_status_check CHECK (((status)::text = ANY ('{queued,in_progress,completed,failed,cancelled,waiting_approval}'::text[])))
+);
+
+
+--
+-- Name: jobs_other; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.jobs_other (
+    id character varying(36) DEFAULT public.jobdesk_uuid7() CONSTRAINT jobs_id_not_null NOT NULL,
+    type character varying(255) CONSTRAINT jobs_type_not_null NOT NULL,
+    status character varying(32) DEFAULT 'queued'::character varying CONSTRAINT jobs_status_not_null NOT NULL,
+    user_id integer DEFAULT 1,
+    pipeline_id character varying(36),
+    input_data jsonb CONSTRAINT jobs_input_data_not_null NOT NULL,
+    result_data jsonb,
+    error_message text,
+    dependent_on_jobs jsonb DEFAULT '[]'::jsonb,
+    retry_count integer DEFAULT 0 CONSTRAINT jobs_retry_count_not_null NOT NULL,
+    next_retry_at timestamp with time zone,
+    is_active boolean DEFAULT true CONSTRAINT jobs_is_active_not_null NOT NULL,
+    created_at timestamp with time zone DEFAULT now() CONSTRAINT jobs_created_at_not_null NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() CONSTRAINT jobs_updated_at_not_null NOT NULL,
+    completed_at timestamp with time zone,
+    seq bigint CONSTRAINT jobs_seq_not_null NOT NULL,
+    priority integer DEFAULT 0 CONSTRAINT jobs_priority_not_null NOT NULL,
+    pending_deps integer DEFAULT 0 CONSTRAINT jobs_pending_deps_not_null NOT NULL,
+    attempts integer DEFAULT 0 CONSTRAINT jobs_attempts_not_null NOT NULL,
+    worker_id character varying(64),
+    started_at timestamp with time zone,
+    pending_next_jobs jsonb,
+    has_dependants boolean DEFAULT false CONSTRAINT jobs_has_dependants_not_null NOT NULL,
+    run_at timestamp with time zone,
+    error_fingerprint text,
+    scheduled_at timestamp with time zone,
+    unique_key character varying(255) DEFAULT NULL::character varying,
+    spawned_by character varying(36),
+    trace_context jsonb,
+    retain_from timestamp with time zone DEFAULT now() CONSTRAINT jobs_retain_from_not_null NOT NULL,
     CONSTRAINT jobs_deps_is_array CHECK ((jsonb_typeof(dependent_on_jobs) = 'array'::text)),
     CONSTRAINT jobs_input_is_object CHECK ((jsonb_typeof(input_data) = 'object'::text)),
     CONSTRAINT jobs_status_check CHECK (((status)::text = ANY ('{queued,in_progress,completed,failed,cancelled,waiting_approval}'::text[])))
@@ -1439,6 +1831,48 @@ CREATE TABLE public.workers (
     CONSTRAINT workers_requested_check CHECK (((requested)::text = ANY ((ARRAY['pause'::character varying, 'resume'::character varying, 'drain'::character varying, 'stop'::character varying])::text[]))),
     CONSTRAINT workers_state_check CHECK (((state)::text = ANY ((ARRAY['running'::character varying, 'paused'::character varying, 'draining'::character varying, 'stopped'::character varying, 'lost'::character varying])::text[])))
 );
+
+
+--
+-- Name: jobs_completed; Type: TABLE ATTACH; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.jobs ATTACH PARTITION public.jobs_completed FOR VALUES IN ('completed');
+
+
+--
+-- Name: jobs_completed_later; Type: TABLE ATTACH; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.jobs_completed ATTACH PARTITION public.jobs_completed_later FOR VALUES FROM ('2026-12-07 05:00:00+00') TO (MAXVALUE);
+
+
+--
+-- Name: jobs_completed_start; Type: TABLE ATTACH; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.jobs_completed ATTACH PARTITION public.jobs_completed_start FOR VALUES FROM (MINVALUE) TO ('2026-12-07 05:00:00+00');
+
+
+--
+-- Name: jobs_failed_cancelled; Type: TABLE ATTACH; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.jobs ATTACH PARTITION public.jobs_failed_cancelled FOR VALUES IN ('failed', 'cancelled');
+
+
+--
+-- Name: jobs_live; Type: TABLE ATTACH; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.jobs ATTACH PARTITION public.jobs_live FOR VALUES IN ('queued', 'in_progress', 'waiting_approval');
+
+
+--
+-- Name: jobs_other; Type: TABLE ATTACH; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.jobs ATTACH PARTITION public.jobs_other DEFAULT;
 
 
 --
@@ -1617,11 +2051,43 @@ ALTER TABLE ONLY public.jobdesk_migrations
 
 
 --
--- Name: jobs jobs_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+-- Name: jobs_completed_later jobs_completed_later_pkey; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
-ALTER TABLE ONLY public.jobs
-    ADD CONSTRAINT jobs_pkey PRIMARY KEY (id);
+ALTER TABLE ONLY public.jobs_completed_later
+    ADD CONSTRAINT jobs_completed_later_pkey PRIMARY KEY (id);
+
+
+--
+-- Name: jobs_completed_start jobs_completed_start_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.jobs_completed_start
+    ADD CONSTRAINT jobs_completed_start_pkey PRIMARY KEY (id);
+
+
+--
+-- Name: jobs_failed_cancelled jobs_failed_cancelled_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.jobs_failed_cancelled
+    ADD CONSTRAINT jobs_failed_cancelled_pkey PRIMARY KEY (id);
+
+
+--
+-- Name: jobs_live jobs_live_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.jobs_live
+    ADD CONSTRAINT jobs_live_pkey PRIMARY KEY (id);
+
+
+--
+-- Name: jobs_other jobs_other_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.jobs_other
+    ADD CONSTRAINT jobs_other_pkey PRIMARY KEY (id);
 
 
 --
@@ -1739,113 +2205,707 @@ CREATE INDEX job_waits_event_idx ON public.job_waits USING btree (event_key) WHE
 -- Name: jobs_error_fingerprint_idx; Type: INDEX; Schema: public; Owner: -
 --
 
-CREATE INDEX jobs_error_fingerprint_idx ON public.jobs USING btree (error_fingerprint, seq) WHERE (error_fingerprint IS NOT NULL);
+CREATE INDEX jobs_error_fingerprint_idx ON ONLY public.jobs USING btree (error_fingerprint, seq) WHERE (error_fingerprint IS NOT NULL);
+
+
+--
+-- Name: jobs_completed_error_fingerprint_seq_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX jobs_completed_error_fingerprint_seq_idx ON ONLY public.jobs_completed USING btree (error_fingerprint, seq) WHERE (error_fingerprint IS NOT NULL);
 
 
 --
 -- Name: jobs_failed_fingerprint_idx; Type: INDEX; Schema: public; Owner: -
 --
 
-CREATE INDEX jobs_failed_fingerprint_idx ON public.jobs USING btree (error_fingerprint, type, updated_at) WHERE ((status)::text = 'failed'::text);
+CREATE INDEX jobs_failed_fingerprint_idx ON ONLY public.jobs USING btree (error_fingerprint, type, updated_at) WHERE ((status)::text = 'failed'::text);
 
 
 --
--- Name: jobs_failed_unprinted_idx; Type: INDEX; Schema: public; Owner: -
+-- Name: jobs_completed_error_fingerprint_type_updated_at_idx; Type: INDEX; Schema: public; Owner: -
 --
 
-CREATE INDEX jobs_failed_unprinted_idx ON public.jobs USING btree (type) WHERE (((status)::text = 'failed'::text) AND (error_fingerprint IS NULL));
-
-
---
--- Name: jobs_finished_idx; Type: INDEX; Schema: public; Owner: -
---
-
-CREATE INDEX jobs_finished_idx ON public.jobs USING btree (status, updated_at) WHERE ((status)::text = ANY ((ARRAY['completed'::character varying, 'cancelled'::character varying, 'failed'::character varying])::text[]));
-
-
---
--- Name: jobs_id_tail_idx; Type: INDEX; Schema: public; Owner: -
---
-
-CREATE INDEX jobs_id_tail_idx ON public.jobs USING btree ("right"((id)::text, 8));
-
-
---
--- Name: jobs_in_progress_worker_idx; Type: INDEX; Schema: public; Owner: -
---
-
-CREATE INDEX jobs_in_progress_worker_idx ON public.jobs USING btree (worker_id) WHERE ((status)::text = 'in_progress'::text);
+CREATE INDEX jobs_completed_error_fingerprint_type_updated_at_idx ON ONLY public.jobs_completed USING btree (error_fingerprint, type, updated_at) WHERE ((status)::text = 'failed'::text);
 
 
 --
 -- Name: jobs_input_data_path_idx; Type: INDEX; Schema: public; Owner: -
 --
 
-CREATE INDEX jobs_input_data_path_idx ON public.jobs USING gin (input_data jsonb_path_ops) WHERE (input_data <> '{}'::jsonb);
+CREATE INDEX jobs_input_data_path_idx ON ONLY public.jobs USING gin (input_data jsonb_path_ops) WHERE (input_data <> '{}'::jsonb);
 
 
 --
--- Name: jobs_pipeline_idx; Type: INDEX; Schema: public; Owner: -
+-- Name: jobs_completed_input_data_idx; Type: INDEX; Schema: public; Owner: -
 --
 
-CREATE INDEX jobs_pipeline_idx ON public.jobs USING btree (pipeline_id, seq) WHERE (pipeline_id IS NOT NULL);
+CREATE INDEX jobs_completed_input_data_idx ON ONLY public.jobs_completed USING gin (input_data jsonb_path_ops) WHERE (input_data <> '{}'::jsonb);
 
 
 --
--- Name: jobs_pipeline_recent_idx; Type: INDEX; Schema: public; Owner: -
+-- Name: jobs_completed_later_error_fingerprint_seq_idx; Type: INDEX; Schema: public; Owner: -
 --
 
-CREATE INDEX jobs_pipeline_recent_idx ON public.jobs USING btree (seq DESC) WHERE (pipeline_id IS NOT NULL);
+CREATE INDEX jobs_completed_later_error_fingerprint_seq_idx ON public.jobs_completed_later USING btree (error_fingerprint, seq) WHERE (error_fingerprint IS NOT NULL);
+
+
+--
+-- Name: jobs_completed_later_error_fingerprint_type_updated_at_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX jobs_completed_later_error_fingerprint_type_updated_at_idx ON public.jobs_completed_later USING btree (error_fingerprint, type, updated_at) WHERE ((status)::text = 'failed'::text);
+
+
+--
+-- Name: jobs_completed_later_input_data_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX jobs_completed_later_input_data_idx ON public.jobs_completed_later USING gin (input_data jsonb_path_ops) WHERE (input_data <> '{}'::jsonb);
 
 
 --
 -- Name: jobs_raw_error_idx; Type: INDEX; Schema: public; Owner: -
 --
 
-CREATE INDEX jobs_raw_error_idx ON public.jobs USING btree ("left"(split_part(error_message, '
+CREATE INDEX jobs_raw_error_idx ON ONLY public.jobs USING btree ("left"(split_part(error_message, '
 '::text, 1), 300), seq) WHERE ((error_fingerprint IS NULL) AND (error_message IS NOT NULL));
 
 
 --
--- Name: jobs_ready_idx; Type: INDEX; Schema: public; Owner: -
+-- Name: jobs_completed_left_seq_idx; Type: INDEX; Schema: public; Owner: -
 --
 
-CREATE INDEX jobs_ready_idx ON public.jobs USING btree (type, priority DESC, seq) WHERE (((status)::text = 'queued'::text) AND (pending_deps = 0) AND is_active AND (run_at IS NULL));
-
-
---
--- Name: jobs_status_idx; Type: INDEX; Schema: public; Owner: -
---
-
-CREATE INDEX jobs_status_idx ON public.jobs USING btree (status, seq) WHERE ((status)::text <> 'in_progress'::text);
+CREATE INDEX jobs_completed_left_seq_idx ON ONLY public.jobs_completed USING btree ("left"(split_part(error_message, '
+'::text, 1), 300), seq) WHERE ((error_fingerprint IS NULL) AND (error_message IS NOT NULL));
 
 
 --
--- Name: jobs_unique_key_idx; Type: INDEX; Schema: public; Owner: -
+-- Name: jobs_completed_later_left_seq_idx; Type: INDEX; Schema: public; Owner: -
 --
 
-CREATE UNIQUE INDEX jobs_unique_key_idx ON public.jobs USING btree (unique_key) WHERE ((unique_key IS NOT NULL) AND ((status)::text = ANY ((ARRAY['queued'::character varying, 'in_progress'::character varying, 'waiting_approval'::character varying])::text[])));
-
-
---
--- Name: jobs_user_ready_idx; Type: INDEX; Schema: public; Owner: -
---
-
-CREATE INDEX jobs_user_ready_idx ON public.jobs USING btree (type, priority DESC, COALESCE(user_id, 0), seq) WHERE (((status)::text = 'queued'::text) AND (pending_deps = 0) AND is_active AND (run_at IS NULL));
+CREATE INDEX jobs_completed_later_left_seq_idx ON public.jobs_completed_later USING btree ("left"(split_part(error_message, '
+'::text, 1), 300), seq) WHERE ((error_fingerprint IS NULL) AND (error_message IS NOT NULL));
 
 
 --
--- Name: jobs_waiting_approval_idx; Type: INDEX; Schema: public; Owner: -
+-- Name: jobs_pipeline_idx; Type: INDEX; Schema: public; Owner: -
 --
 
-CREATE INDEX jobs_waiting_approval_idx ON public.jobs USING btree (updated_at) WHERE ((status)::text = 'waiting_approval'::text);
+CREATE INDEX jobs_pipeline_idx ON ONLY public.jobs USING btree (pipeline_id, seq) WHERE (pipeline_id IS NOT NULL);
+
+
+--
+-- Name: jobs_completed_pipeline_id_seq_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX jobs_completed_pipeline_id_seq_idx ON ONLY public.jobs_completed USING btree (pipeline_id, seq) WHERE (pipeline_id IS NOT NULL);
+
+
+--
+-- Name: jobs_completed_later_pipeline_id_seq_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX jobs_completed_later_pipeline_id_seq_idx ON public.jobs_completed_later USING btree (pipeline_id, seq) WHERE (pipeline_id IS NOT NULL);
+
+
+--
+-- Name: jobs_id_tail_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX jobs_id_tail_idx ON ONLY public.jobs USING btree ("right"((id)::text, 8));
+
+
+--
+-- Name: jobs_completed_right_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX jobs_completed_right_idx ON ONLY public.jobs_completed USING btree ("right"((id)::text, 8));
+
+
+--
+-- Name: jobs_completed_later_right_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX jobs_completed_later_right_idx ON public.jobs_completed_later USING btree ("right"((id)::text, 8));
 
 
 --
 -- Name: jobs_waiting_idx; Type: INDEX; Schema: public; Owner: -
 --
 
-CREATE INDEX jobs_waiting_idx ON public.jobs USING btree (run_at) WHERE (((status)::text = 'queued'::text) AND (pending_deps = 0) AND is_active AND (run_at IS NOT NULL));
+CREATE INDEX jobs_waiting_idx ON ONLY public.jobs USING btree (run_at) WHERE (((status)::text = 'queued'::text) AND (pending_deps = 0) AND is_active AND (run_at IS NOT NULL));
+
+
+--
+-- Name: jobs_completed_run_at_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX jobs_completed_run_at_idx ON ONLY public.jobs_completed USING btree (run_at) WHERE (((status)::text = 'queued'::text) AND (pending_deps = 0) AND is_active AND (run_at IS NOT NULL));
+
+
+--
+-- Name: jobs_completed_later_run_at_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX jobs_completed_later_run_at_idx ON public.jobs_completed_later USING btree (run_at) WHERE (((status)::text = 'queued'::text) AND (pending_deps = 0) AND is_active AND (run_at IS NOT NULL));
+
+
+--
+-- Name: jobs_pipeline_recent_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX jobs_pipeline_recent_idx ON ONLY public.jobs USING btree (seq DESC) WHERE (pipeline_id IS NOT NULL);
+
+
+--
+-- Name: jobs_completed_seq_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX jobs_completed_seq_idx ON ONLY public.jobs_completed USING btree (seq DESC) WHERE (pipeline_id IS NOT NULL);
+
+
+--
+-- Name: jobs_completed_later_seq_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX jobs_completed_later_seq_idx ON public.jobs_completed_later USING btree (seq DESC) WHERE (pipeline_id IS NOT NULL);
+
+
+--
+-- Name: jobs_status_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX jobs_status_idx ON ONLY public.jobs USING btree (status, seq) WHERE ((status)::text <> 'in_progress'::text);
+
+
+--
+-- Name: jobs_completed_status_seq_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX jobs_completed_status_seq_idx ON ONLY public.jobs_completed USING btree (status, seq) WHERE ((status)::text <> 'in_progress'::text);
+
+
+--
+-- Name: jobs_completed_later_status_seq_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX jobs_completed_later_status_seq_idx ON public.jobs_completed_later USING btree (status, seq) WHERE ((status)::text <> 'in_progress'::text);
+
+
+--
+-- Name: jobs_failed_unprinted_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX jobs_failed_unprinted_idx ON ONLY public.jobs USING btree (type) WHERE (((status)::text = 'failed'::text) AND (error_fingerprint IS NULL));
+
+
+--
+-- Name: jobs_completed_type_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX jobs_completed_type_idx ON ONLY public.jobs_completed USING btree (type) WHERE (((status)::text = 'failed'::text) AND (error_fingerprint IS NULL));
+
+
+--
+-- Name: jobs_completed_later_type_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX jobs_completed_later_type_idx ON public.jobs_completed_later USING btree (type) WHERE (((status)::text = 'failed'::text) AND (error_fingerprint IS NULL));
+
+
+--
+-- Name: jobs_user_ready_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX jobs_user_ready_idx ON ONLY public.jobs USING btree (type, priority DESC, COALESCE(user_id, 0), seq) WHERE (((status)::text = 'queued'::text) AND (pending_deps = 0) AND is_active AND (run_at IS NULL));
+
+
+--
+-- Name: jobs_completed_type_priority_coalesce_seq_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX jobs_completed_type_priority_coalesce_seq_idx ON ONLY public.jobs_completed USING btree (type, priority DESC, COALESCE(user_id, 0), seq) WHERE (((status)::text = 'queued'::text) AND (pending_deps = 0) AND is_active AND (run_at IS NULL));
+
+
+--
+-- Name: jobs_completed_later_type_priority_coalesce_seq_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX jobs_completed_later_type_priority_coalesce_seq_idx ON public.jobs_completed_later USING btree (type, priority DESC, COALESCE(user_id, 0), seq) WHERE (((status)::text = 'queued'::text) AND (pending_deps = 0) AND is_active AND (run_at IS NULL));
+
+
+--
+-- Name: jobs_ready_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX jobs_ready_idx ON ONLY public.jobs USING btree (type, priority DESC, seq) WHERE (((status)::text = 'queued'::text) AND (pending_deps = 0) AND is_active AND (run_at IS NULL));
+
+
+--
+-- Name: jobs_completed_type_priority_seq_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX jobs_completed_type_priority_seq_idx ON ONLY public.jobs_completed USING btree (type, priority DESC, seq) WHERE (((status)::text = 'queued'::text) AND (pending_deps = 0) AND is_active AND (run_at IS NULL));
+
+
+--
+-- Name: jobs_completed_later_type_priority_seq_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX jobs_completed_later_type_priority_seq_idx ON public.jobs_completed_later USING btree (type, priority DESC, seq) WHERE (((status)::text = 'queued'::text) AND (pending_deps = 0) AND is_active AND (run_at IS NULL));
+
+
+--
+-- Name: jobs_waiting_approval_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX jobs_waiting_approval_idx ON ONLY public.jobs USING btree (updated_at) WHERE ((status)::text = 'waiting_approval'::text);
+
+
+--
+-- Name: jobs_completed_updated_at_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX jobs_completed_updated_at_idx ON ONLY public.jobs_completed USING btree (updated_at) WHERE ((status)::text = 'waiting_approval'::text);
+
+
+--
+-- Name: jobs_completed_later_updated_at_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX jobs_completed_later_updated_at_idx ON public.jobs_completed_later USING btree (updated_at) WHERE ((status)::text = 'waiting_approval'::text);
+
+
+--
+-- Name: jobs_in_progress_worker_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX jobs_in_progress_worker_idx ON ONLY public.jobs USING btree (worker_id) WHERE ((status)::text = 'in_progress'::text);
+
+
+--
+-- Name: jobs_completed_worker_id_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX jobs_completed_worker_id_idx ON ONLY public.jobs_completed USING btree (worker_id) WHERE ((status)::text = 'in_progress'::text);
+
+
+--
+-- Name: jobs_completed_later_worker_id_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX jobs_completed_later_worker_id_idx ON public.jobs_completed_later USING btree (worker_id) WHERE ((status)::text = 'in_progress'::text);
+
+
+--
+-- Name: jobs_completed_start_error_fingerprint_seq_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX jobs_completed_start_error_fingerprint_seq_idx ON public.jobs_completed_start USING btree (error_fingerprint, seq) WHERE (error_fingerprint IS NOT NULL);
+
+
+--
+-- Name: jobs_completed_start_error_fingerprint_type_updated_at_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX jobs_completed_start_error_fingerprint_type_updated_at_idx ON public.jobs_completed_start USING btree (error_fingerprint, type, updated_at) WHERE ((status)::text = 'failed'::text);
+
+
+--
+-- Name: jobs_completed_start_input_data_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX jobs_completed_start_input_data_idx ON public.jobs_completed_start USING gin (input_data jsonb_path_ops) WHERE (input_data <> '{}'::jsonb);
+
+
+--
+-- Name: jobs_completed_start_left_seq_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX jobs_completed_start_left_seq_idx ON public.jobs_completed_start USING btree ("left"(split_part(error_message, '
+'::text, 1), 300), seq) WHERE ((error_fingerprint IS NULL) AND (error_message IS NOT NULL));
+
+
+--
+-- Name: jobs_completed_start_pipeline_id_seq_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX jobs_completed_start_pipeline_id_seq_idx ON public.jobs_completed_start USING btree (pipeline_id, seq) WHERE (pipeline_id IS NOT NULL);
+
+
+--
+-- Name: jobs_completed_start_right_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX jobs_completed_start_right_idx ON public.jobs_completed_start USING btree ("right"((id)::text, 8));
+
+
+--
+-- Name: jobs_completed_start_run_at_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX jobs_completed_start_run_at_idx ON public.jobs_completed_start USING btree (run_at) WHERE (((status)::text = 'queued'::text) AND (pending_deps = 0) AND is_active AND (run_at IS NOT NULL));
+
+
+--
+-- Name: jobs_completed_start_seq_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX jobs_completed_start_seq_idx ON public.jobs_completed_start USING btree (seq DESC) WHERE (pipeline_id IS NOT NULL);
+
+
+--
+-- Name: jobs_completed_start_status_seq_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX jobs_completed_start_status_seq_idx ON public.jobs_completed_start USING btree (status, seq) WHERE ((status)::text <> 'in_progress'::text);
+
+
+--
+-- Name: jobs_completed_start_type_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX jobs_completed_start_type_idx ON public.jobs_completed_start USING btree (type) WHERE (((status)::text = 'failed'::text) AND (error_fingerprint IS NULL));
+
+
+--
+-- Name: jobs_completed_start_type_priority_coalesce_seq_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX jobs_completed_start_type_priority_coalesce_seq_idx ON public.jobs_completed_start USING btree (type, priority DESC, COALESCE(user_id, 0), seq) WHERE (((status)::text = 'queued'::text) AND (pending_deps = 0) AND is_active AND (run_at IS NULL));
+
+
+--
+-- Name: jobs_completed_start_type_priority_seq_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX jobs_completed_start_type_priority_seq_idx ON public.jobs_completed_start USING btree (type, priority DESC, seq) WHERE (((status)::text = 'queued'::text) AND (pending_deps = 0) AND is_active AND (run_at IS NULL));
+
+
+--
+-- Name: jobs_completed_start_updated_at_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX jobs_completed_start_updated_at_idx ON public.jobs_completed_start USING btree (updated_at) WHERE ((status)::text = 'waiting_approval'::text);
+
+
+--
+-- Name: jobs_completed_start_worker_id_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX jobs_completed_start_worker_id_idx ON public.jobs_completed_start USING btree (worker_id) WHERE ((status)::text = 'in_progress'::text);
+
+
+--
+-- Name: jobs_failed_cancelled_error_fingerprint_seq_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX jobs_failed_cancelled_error_fingerprint_seq_idx ON public.jobs_failed_cancelled USING btree (error_fingerprint, seq) WHERE (error_fingerprint IS NOT NULL);
+
+
+--
+-- Name: jobs_failed_cancelled_error_fingerprint_type_updated_at_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX jobs_failed_cancelled_error_fingerprint_type_updated_at_idx ON public.jobs_failed_cancelled USING btree (error_fingerprint, type, updated_at) WHERE ((status)::text = 'failed'::text);
+
+
+--
+-- Name: jobs_failed_cancelled_input_data_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX jobs_failed_cancelled_input_data_idx ON public.jobs_failed_cancelled USING gin (input_data jsonb_path_ops) WHERE (input_data <> '{}'::jsonb);
+
+
+--
+-- Name: jobs_failed_cancelled_left_seq_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX jobs_failed_cancelled_left_seq_idx ON public.jobs_failed_cancelled USING btree ("left"(split_part(error_message, '
+'::text, 1), 300), seq) WHERE ((error_fingerprint IS NULL) AND (error_message IS NOT NULL));
+
+
+--
+-- Name: jobs_failed_cancelled_pipeline_id_seq_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX jobs_failed_cancelled_pipeline_id_seq_idx ON public.jobs_failed_cancelled USING btree (pipeline_id, seq) WHERE (pipeline_id IS NOT NULL);
+
+
+--
+-- Name: jobs_failed_cancelled_right_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX jobs_failed_cancelled_right_idx ON public.jobs_failed_cancelled USING btree ("right"((id)::text, 8));
+
+
+--
+-- Name: jobs_failed_cancelled_run_at_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX jobs_failed_cancelled_run_at_idx ON public.jobs_failed_cancelled USING btree (run_at) WHERE (((status)::text = 'queued'::text) AND (pending_deps = 0) AND is_active AND (run_at IS NOT NULL));
+
+
+--
+-- Name: jobs_failed_cancelled_seq_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX jobs_failed_cancelled_seq_idx ON public.jobs_failed_cancelled USING btree (seq DESC) WHERE (pipeline_id IS NOT NULL);
+
+
+--
+-- Name: jobs_failed_cancelled_status_seq_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX jobs_failed_cancelled_status_seq_idx ON public.jobs_failed_cancelled USING btree (status, seq) WHERE ((status)::text <> 'in_progress'::text);
+
+
+--
+-- Name: jobs_failed_cancelled_type_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX jobs_failed_cancelled_type_idx ON public.jobs_failed_cancelled USING btree (type) WHERE (((status)::text = 'failed'::text) AND (error_fingerprint IS NULL));
+
+
+--
+-- Name: jobs_failed_cancelled_type_priority_coalesce_seq_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX jobs_failed_cancelled_type_priority_coalesce_seq_idx ON public.jobs_failed_cancelled USING btree (type, priority DESC, COALESCE(user_id, 0), seq) WHERE (((status)::text = 'queued'::text) AND (pending_deps = 0) AND is_active AND (run_at IS NULL));
+
+
+--
+-- Name: jobs_failed_cancelled_type_priority_seq_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX jobs_failed_cancelled_type_priority_seq_idx ON public.jobs_failed_cancelled USING btree (type, priority DESC, seq) WHERE (((status)::text = 'queued'::text) AND (pending_deps = 0) AND is_active AND (run_at IS NULL));
+
+
+--
+-- Name: jobs_failed_cancelled_updated_at_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX jobs_failed_cancelled_updated_at_idx ON public.jobs_failed_cancelled USING btree (updated_at) WHERE ((status)::text = 'waiting_approval'::text);
+
+
+--
+-- Name: jobs_failed_cancelled_worker_id_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX jobs_failed_cancelled_worker_id_idx ON public.jobs_failed_cancelled USING btree (worker_id) WHERE ((status)::text = 'in_progress'::text);
+
+
+--
+-- Name: jobs_finished_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX jobs_finished_idx ON public.jobs_failed_cancelled USING btree (status, updated_at);
+
+
+--
+-- Name: jobs_live_error_fingerprint_seq_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX jobs_live_error_fingerprint_seq_idx ON public.jobs_live USING btree (error_fingerprint, seq) WHERE (error_fingerprint IS NOT NULL);
+
+
+--
+-- Name: jobs_live_error_fingerprint_type_updated_at_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX jobs_live_error_fingerprint_type_updated_at_idx ON public.jobs_live USING btree (error_fingerprint, type, updated_at) WHERE ((status)::text = 'failed'::text);
+
+
+--
+-- Name: jobs_live_input_data_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX jobs_live_input_data_idx ON public.jobs_live USING gin (input_data jsonb_path_ops) WHERE (input_data <> '{}'::jsonb);
+
+
+--
+-- Name: jobs_live_left_seq_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX jobs_live_left_seq_idx ON public.jobs_live USING btree ("left"(split_part(error_message, '
+'::text, 1), 300), seq) WHERE ((error_fingerprint IS NULL) AND (error_message IS NOT NULL));
+
+
+--
+-- Name: jobs_live_pipeline_id_seq_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX jobs_live_pipeline_id_seq_idx ON public.jobs_live USING btree (pipeline_id, seq) WHERE (pipeline_id IS NOT NULL);
+
+
+--
+-- Name: jobs_live_right_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX jobs_live_right_idx ON public.jobs_live USING btree ("right"((id)::text, 8));
+
+
+--
+-- Name: jobs_live_run_at_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX jobs_live_run_at_idx ON public.jobs_live USING btree (run_at) WHERE (((status)::text = 'queued'::text) AND (pending_deps = 0) AND is_active AND (run_at IS NOT NULL));
+
+
+--
+-- Name: jobs_live_seq_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX jobs_live_seq_idx ON public.jobs_live USING btree (seq DESC) WHERE (pipeline_id IS NOT NULL);
+
+
+--
+-- Name: jobs_live_status_seq_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX jobs_live_status_seq_idx ON public.jobs_live USING btree (status, seq) WHERE ((status)::text <> 'in_progress'::text);
+
+
+--
+-- Name: jobs_live_type_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX jobs_live_type_idx ON public.jobs_live USING btree (type) WHERE (((status)::text = 'failed'::text) AND (error_fingerprint IS NULL));
+
+
+--
+-- Name: jobs_live_type_priority_coalesce_seq_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX jobs_live_type_priority_coalesce_seq_idx ON public.jobs_live USING btree (type, priority DESC, COALESCE(user_id, 0), seq) WHERE (((status)::text = 'queued'::text) AND (pending_deps = 0) AND is_active AND (run_at IS NULL));
+
+
+--
+-- Name: jobs_live_type_priority_seq_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX jobs_live_type_priority_seq_idx ON public.jobs_live USING btree (type, priority DESC, seq) WHERE (((status)::text = 'queued'::text) AND (pending_deps = 0) AND is_active AND (run_at IS NULL));
+
+
+--
+-- Name: jobs_live_updated_at_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX jobs_live_updated_at_idx ON public.jobs_live USING btree (updated_at) WHERE ((status)::text = 'waiting_approval'::text);
+
+
+--
+-- Name: jobs_live_worker_id_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX jobs_live_worker_id_idx ON public.jobs_live USING btree (worker_id) WHERE ((status)::text = 'in_progress'::text);
+
+
+--
+-- Name: jobs_other_error_fingerprint_seq_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX jobs_other_error_fingerprint_seq_idx ON public.jobs_other USING btree (error_fingerprint, seq) WHERE (error_fingerprint IS NOT NULL);
+
+
+--
+-- Name: jobs_other_error_fingerprint_type_updated_at_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX jobs_other_error_fingerprint_type_updated_at_idx ON public.jobs_other USING btree (error_fingerprint, type, updated_at) WHERE ((status)::text = 'failed'::text);
+
+
+--
+-- Name: jobs_other_input_data_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX jobs_other_input_data_idx ON public.jobs_other USING gin (input_data jsonb_path_ops) WHERE (input_data <> '{}'::jsonb);
+
+
+--
+-- Name: jobs_other_left_seq_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX jobs_other_left_seq_idx ON public.jobs_other USING btree ("left"(split_part(error_message, '
+'::text, 1), 300), seq) WHERE ((error_fingerprint IS NULL) AND (error_message IS NOT NULL));
+
+
+--
+-- Name: jobs_other_pipeline_id_seq_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX jobs_other_pipeline_id_seq_idx ON public.jobs_other USING btree (pipeline_id, seq) WHERE (pipeline_id IS NOT NULL);
+
+
+--
+-- Name: jobs_other_right_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX jobs_other_right_idx ON public.jobs_other USING btree ("right"((id)::text, 8));
+
+
+--
+-- Name: jobs_other_run_at_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX jobs_other_run_at_idx ON public.jobs_other USING btree (run_at) WHERE (((status)::text = 'queued'::text) AND (pending_deps = 0) AND is_active AND (run_at IS NOT NULL));
+
+
+--
+-- Name: jobs_other_seq_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX jobs_other_seq_idx ON public.jobs_other USING btree (seq DESC) WHERE (pipeline_id IS NOT NULL);
+
+
+--
+-- Name: jobs_other_status_seq_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX jobs_other_status_seq_idx ON public.jobs_other USING btree (status, seq) WHERE ((status)::text <> 'in_progress'::text);
+
+
+--
+-- Name: jobs_other_type_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX jobs_other_type_idx ON public.jobs_other USING btree (type) WHERE (((status)::text = 'failed'::text) AND (error_fingerprint IS NULL));
+
+
+--
+-- Name: jobs_other_type_priority_coalesce_seq_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX jobs_other_type_priority_coalesce_seq_idx ON public.jobs_other USING btree (type, priority DESC, COALESCE(user_id, 0), seq) WHERE (((status)::text = 'queued'::text) AND (pending_deps = 0) AND is_active AND (run_at IS NULL));
+
+
+--
+-- Name: jobs_other_type_priority_seq_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX jobs_other_type_priority_seq_idx ON public.jobs_other USING btree (type, priority DESC, seq) WHERE (((status)::text = 'queued'::text) AND (pending_deps = 0) AND is_active AND (run_at IS NULL));
+
+
+--
+-- Name: jobs_other_updated_at_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX jobs_other_updated_at_idx ON public.jobs_other USING btree (updated_at) WHERE ((status)::text = 'waiting_approval'::text);
+
+
+--
+-- Name: jobs_other_worker_id_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX jobs_other_worker_id_idx ON public.jobs_other USING btree (worker_id) WHERE ((status)::text = 'in_progress'::text);
+
+
+--
+-- Name: jobs_unique_key_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE UNIQUE INDEX jobs_unique_key_idx ON public.jobs_live USING btree (unique_key) WHERE ((unique_key IS NOT NULL) AND ((status)::text = ANY ((ARRAY['queued'::character varying, 'in_progress'::character varying, 'waiting_approval'::character varying])::text[])));
 
 
 --
@@ -1870,6 +2930,594 @@ CREATE INDEX workers_live_idx ON public.workers USING btree (heartbeat_at) WHERE
 
 
 --
+-- Name: jobs_completed_error_fingerprint_seq_idx; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.jobs_error_fingerprint_idx ATTACH PARTITION public.jobs_completed_error_fingerprint_seq_idx;
+
+
+--
+-- Name: jobs_completed_error_fingerprint_type_updated_at_idx; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.jobs_failed_fingerprint_idx ATTACH PARTITION public.jobs_completed_error_fingerprint_type_updated_at_idx;
+
+
+--
+-- Name: jobs_completed_input_data_idx; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.jobs_input_data_path_idx ATTACH PARTITION public.jobs_completed_input_data_idx;
+
+
+--
+-- Name: jobs_completed_later_error_fingerprint_seq_idx; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.jobs_completed_error_fingerprint_seq_idx ATTACH PARTITION public.jobs_completed_later_error_fingerprint_seq_idx;
+
+
+--
+-- Name: jobs_completed_later_error_fingerprint_type_updated_at_idx; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.jobs_completed_error_fingerprint_type_updated_at_idx ATTACH PARTITION public.jobs_completed_later_error_fingerprint_type_updated_at_idx;
+
+
+--
+-- Name: jobs_completed_later_input_data_idx; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.jobs_completed_input_data_idx ATTACH PARTITION public.jobs_completed_later_input_data_idx;
+
+
+--
+-- Name: jobs_completed_later_left_seq_idx; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.jobs_completed_left_seq_idx ATTACH PARTITION public.jobs_completed_later_left_seq_idx;
+
+
+--
+-- Name: jobs_completed_later_pipeline_id_seq_idx; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.jobs_completed_pipeline_id_seq_idx ATTACH PARTITION public.jobs_completed_later_pipeline_id_seq_idx;
+
+
+--
+-- Name: jobs_completed_later_right_idx; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.jobs_completed_right_idx ATTACH PARTITION public.jobs_completed_later_right_idx;
+
+
+--
+-- Name: jobs_completed_later_run_at_idx; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.jobs_completed_run_at_idx ATTACH PARTITION public.jobs_completed_later_run_at_idx;
+
+
+--
+-- Name: jobs_completed_later_seq_idx; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.jobs_completed_seq_idx ATTACH PARTITION public.jobs_completed_later_seq_idx;
+
+
+--
+-- Name: jobs_completed_later_status_seq_idx; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.jobs_completed_status_seq_idx ATTACH PARTITION public.jobs_completed_later_status_seq_idx;
+
+
+--
+-- Name: jobs_completed_later_type_idx; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.jobs_completed_type_idx ATTACH PARTITION public.jobs_completed_later_type_idx;
+
+
+--
+-- Name: jobs_completed_later_type_priority_coalesce_seq_idx; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.jobs_completed_type_priority_coalesce_seq_idx ATTACH PARTITION public.jobs_completed_later_type_priority_coalesce_seq_idx;
+
+
+--
+-- Name: jobs_completed_later_type_priority_seq_idx; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.jobs_completed_type_priority_seq_idx ATTACH PARTITION public.jobs_completed_later_type_priority_seq_idx;
+
+
+--
+-- Name: jobs_completed_later_updated_at_idx; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.jobs_completed_updated_at_idx ATTACH PARTITION public.jobs_completed_later_updated_at_idx;
+
+
+--
+-- Name: jobs_completed_later_worker_id_idx; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.jobs_completed_worker_id_idx ATTACH PARTITION public.jobs_completed_later_worker_id_idx;
+
+
+--
+-- Name: jobs_completed_left_seq_idx; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.jobs_raw_error_idx ATTACH PARTITION public.jobs_completed_left_seq_idx;
+
+
+--
+-- Name: jobs_completed_pipeline_id_seq_idx; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.jobs_pipeline_idx ATTACH PARTITION public.jobs_completed_pipeline_id_seq_idx;
+
+
+--
+-- Name: jobs_completed_right_idx; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.jobs_id_tail_idx ATTACH PARTITION public.jobs_completed_right_idx;
+
+
+--
+-- Name: jobs_completed_run_at_idx; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.jobs_waiting_idx ATTACH PARTITION public.jobs_completed_run_at_idx;
+
+
+--
+-- Name: jobs_completed_seq_idx; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.jobs_pipeline_recent_idx ATTACH PARTITION public.jobs_completed_seq_idx;
+
+
+--
+-- Name: jobs_completed_start_error_fingerprint_seq_idx; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.jobs_completed_error_fingerprint_seq_idx ATTACH PARTITION public.jobs_completed_start_error_fingerprint_seq_idx;
+
+
+--
+-- Name: jobs_completed_start_error_fingerprint_type_updated_at_idx; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.jobs_completed_error_fingerprint_type_updated_at_idx ATTACH PARTITION public.jobs_completed_start_error_fingerprint_type_updated_at_idx;
+
+
+--
+-- Name: jobs_completed_start_input_data_idx; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.jobs_completed_input_data_idx ATTACH PARTITION public.jobs_completed_start_input_data_idx;
+
+
+--
+-- Name: jobs_completed_start_left_seq_idx; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.jobs_completed_left_seq_idx ATTACH PARTITION public.jobs_completed_start_left_seq_idx;
+
+
+--
+-- Name: jobs_completed_start_pipeline_id_seq_idx; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.jobs_completed_pipeline_id_seq_idx ATTACH PARTITION public.jobs_completed_start_pipeline_id_seq_idx;
+
+
+--
+-- Name: jobs_completed_start_right_idx; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.jobs_completed_right_idx ATTACH PARTITION public.jobs_completed_start_right_idx;
+
+
+--
+-- Name: jobs_completed_start_run_at_idx; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.jobs_completed_run_at_idx ATTACH PARTITION public.jobs_completed_start_run_at_idx;
+
+
+--
+-- Name: jobs_completed_start_seq_idx; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.jobs_completed_seq_idx ATTACH PARTITION public.jobs_completed_start_seq_idx;
+
+
+--
+-- Name: jobs_completed_start_status_seq_idx; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.jobs_completed_status_seq_idx ATTACH PARTITION public.jobs_completed_start_status_seq_idx;
+
+
+--
+-- Name: jobs_completed_start_type_idx; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.jobs_completed_type_idx ATTACH PARTITION public.jobs_completed_start_type_idx;
+
+
+--
+-- Name: jobs_completed_start_type_priority_coalesce_seq_idx; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.jobs_completed_type_priority_coalesce_seq_idx ATTACH PARTITION public.jobs_completed_start_type_priority_coalesce_seq_idx;
+
+
+--
+-- Name: jobs_completed_start_type_priority_seq_idx; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.jobs_completed_type_priority_seq_idx ATTACH PARTITION public.jobs_completed_start_type_priority_seq_idx;
+
+
+--
+-- Name: jobs_completed_start_updated_at_idx; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.jobs_completed_updated_at_idx ATTACH PARTITION public.jobs_completed_start_updated_at_idx;
+
+
+--
+-- Name: jobs_completed_start_worker_id_idx; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.jobs_completed_worker_id_idx ATTACH PARTITION public.jobs_completed_start_worker_id_idx;
+
+
+--
+-- Name: jobs_completed_status_seq_idx; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.jobs_status_idx ATTACH PARTITION public.jobs_completed_status_seq_idx;
+
+
+--
+-- Name: jobs_completed_type_idx; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.jobs_failed_unprinted_idx ATTACH PARTITION public.jobs_completed_type_idx;
+
+
+--
+-- Name: jobs_completed_type_priority_coalesce_seq_idx; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.jobs_user_ready_idx ATTACH PARTITION public.jobs_completed_type_priority_coalesce_seq_idx;
+
+
+--
+-- Name: jobs_completed_type_priority_seq_idx; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.jobs_ready_idx ATTACH PARTITION public.jobs_completed_type_priority_seq_idx;
+
+
+--
+-- Name: jobs_completed_updated_at_idx; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.jobs_waiting_approval_idx ATTACH PARTITION public.jobs_completed_updated_at_idx;
+
+
+--
+-- Name: jobs_completed_worker_id_idx; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.jobs_in_progress_worker_idx ATTACH PARTITION public.jobs_completed_worker_id_idx;
+
+
+--
+-- Name: jobs_failed_cancelled_error_fingerprint_seq_idx; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.jobs_error_fingerprint_idx ATTACH PARTITION public.jobs_failed_cancelled_error_fingerprint_seq_idx;
+
+
+--
+-- Name: jobs_failed_cancelled_error_fingerprint_type_updated_at_idx; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.jobs_failed_fingerprint_idx ATTACH PARTITION public.jobs_failed_cancelled_error_fingerprint_type_updated_at_idx;
+
+
+--
+-- Name: jobs_failed_cancelled_input_data_idx; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.jobs_input_data_path_idx ATTACH PARTITION public.jobs_failed_cancelled_input_data_idx;
+
+
+--
+-- Name: jobs_failed_cancelled_left_seq_idx; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.jobs_raw_error_idx ATTACH PARTITION public.jobs_failed_cancelled_left_seq_idx;
+
+
+--
+-- Name: jobs_failed_cancelled_pipeline_id_seq_idx; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.jobs_pipeline_idx ATTACH PARTITION public.jobs_failed_cancelled_pipeline_id_seq_idx;
+
+
+--
+-- Name: jobs_failed_cancelled_right_idx; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.jobs_id_tail_idx ATTACH PARTITION public.jobs_failed_cancelled_right_idx;
+
+
+--
+-- Name: jobs_failed_cancelled_run_at_idx; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.jobs_waiting_idx ATTACH PARTITION public.jobs_failed_cancelled_run_at_idx;
+
+
+--
+-- Name: jobs_failed_cancelled_seq_idx; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.jobs_pipeline_recent_idx ATTACH PARTITION public.jobs_failed_cancelled_seq_idx;
+
+
+--
+-- Name: jobs_failed_cancelled_status_seq_idx; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.jobs_status_idx ATTACH PARTITION public.jobs_failed_cancelled_status_seq_idx;
+
+
+--
+-- Name: jobs_failed_cancelled_type_idx; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.jobs_failed_unprinted_idx ATTACH PARTITION public.jobs_failed_cancelled_type_idx;
+
+
+--
+-- Name: jobs_failed_cancelled_type_priority_coalesce_seq_idx; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.jobs_user_ready_idx ATTACH PARTITION public.jobs_failed_cancelled_type_priority_coalesce_seq_idx;
+
+
+--
+-- Name: jobs_failed_cancelled_type_priority_seq_idx; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.jobs_ready_idx ATTACH PARTITION public.jobs_failed_cancelled_type_priority_seq_idx;
+
+
+--
+-- Name: jobs_failed_cancelled_updated_at_idx; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.jobs_waiting_approval_idx ATTACH PARTITION public.jobs_failed_cancelled_updated_at_idx;
+
+
+--
+-- Name: jobs_failed_cancelled_worker_id_idx; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.jobs_in_progress_worker_idx ATTACH PARTITION public.jobs_failed_cancelled_worker_id_idx;
+
+
+--
+-- Name: jobs_live_error_fingerprint_seq_idx; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.jobs_error_fingerprint_idx ATTACH PARTITION public.jobs_live_error_fingerprint_seq_idx;
+
+
+--
+-- Name: jobs_live_error_fingerprint_type_updated_at_idx; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.jobs_failed_fingerprint_idx ATTACH PARTITION public.jobs_live_error_fingerprint_type_updated_at_idx;
+
+
+--
+-- Name: jobs_live_input_data_idx; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.jobs_input_data_path_idx ATTACH PARTITION public.jobs_live_input_data_idx;
+
+
+--
+-- Name: jobs_live_left_seq_idx; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.jobs_raw_error_idx ATTACH PARTITION public.jobs_live_left_seq_idx;
+
+
+--
+-- Name: jobs_live_pipeline_id_seq_idx; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.jobs_pipeline_idx ATTACH PARTITION public.jobs_live_pipeline_id_seq_idx;
+
+
+--
+-- Name: jobs_live_right_idx; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.jobs_id_tail_idx ATTACH PARTITION public.jobs_live_right_idx;
+
+
+--
+-- Name: jobs_live_run_at_idx; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.jobs_waiting_idx ATTACH PARTITION public.jobs_live_run_at_idx;
+
+
+--
+-- Name: jobs_live_seq_idx; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.jobs_pipeline_recent_idx ATTACH PARTITION public.jobs_live_seq_idx;
+
+
+--
+-- Name: jobs_live_status_seq_idx; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.jobs_status_idx ATTACH PARTITION public.jobs_live_status_seq_idx;
+
+
+--
+-- Name: jobs_live_type_idx; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.jobs_failed_unprinted_idx ATTACH PARTITION public.jobs_live_type_idx;
+
+
+--
+-- Name: jobs_live_type_priority_coalesce_seq_idx; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.jobs_user_ready_idx ATTACH PARTITION public.jobs_live_type_priority_coalesce_seq_idx;
+
+
+--
+-- Name: jobs_live_type_priority_seq_idx; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.jobs_ready_idx ATTACH PARTITION public.jobs_live_type_priority_seq_idx;
+
+
+--
+-- Name: jobs_live_updated_at_idx; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.jobs_waiting_approval_idx ATTACH PARTITION public.jobs_live_updated_at_idx;
+
+
+--
+-- Name: jobs_live_worker_id_idx; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.jobs_in_progress_worker_idx ATTACH PARTITION public.jobs_live_worker_id_idx;
+
+
+--
+-- Name: jobs_other_error_fingerprint_seq_idx; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.jobs_error_fingerprint_idx ATTACH PARTITION public.jobs_other_error_fingerprint_seq_idx;
+
+
+--
+-- Name: jobs_other_error_fingerprint_type_updated_at_idx; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.jobs_failed_fingerprint_idx ATTACH PARTITION public.jobs_other_error_fingerprint_type_updated_at_idx;
+
+
+--
+-- Name: jobs_other_input_data_idx; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.jobs_input_data_path_idx ATTACH PARTITION public.jobs_other_input_data_idx;
+
+
+--
+-- Name: jobs_other_left_seq_idx; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.jobs_raw_error_idx ATTACH PARTITION public.jobs_other_left_seq_idx;
+
+
+--
+-- Name: jobs_other_pipeline_id_seq_idx; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.jobs_pipeline_idx ATTACH PARTITION public.jobs_other_pipeline_id_seq_idx;
+
+
+--
+-- Name: jobs_other_right_idx; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.jobs_id_tail_idx ATTACH PARTITION public.jobs_other_right_idx;
+
+
+--
+-- Name: jobs_other_run_at_idx; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.jobs_waiting_idx ATTACH PARTITION public.jobs_other_run_at_idx;
+
+
+--
+-- Name: jobs_other_seq_idx; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.jobs_pipeline_recent_idx ATTACH PARTITION public.jobs_other_seq_idx;
+
+
+--
+-- Name: jobs_other_status_seq_idx; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.jobs_status_idx ATTACH PARTITION public.jobs_other_status_seq_idx;
+
+
+--
+-- Name: jobs_other_type_idx; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.jobs_failed_unprinted_idx ATTACH PARTITION public.jobs_other_type_idx;
+
+
+--
+-- Name: jobs_other_type_priority_coalesce_seq_idx; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.jobs_user_ready_idx ATTACH PARTITION public.jobs_other_type_priority_coalesce_seq_idx;
+
+
+--
+-- Name: jobs_other_type_priority_seq_idx; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.jobs_ready_idx ATTACH PARTITION public.jobs_other_type_priority_seq_idx;
+
+
+--
+-- Name: jobs_other_updated_at_idx; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.jobs_waiting_approval_idx ATTACH PARTITION public.jobs_other_updated_at_idx;
+
+
+--
+-- Name: jobs_other_worker_id_idx; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.jobs_in_progress_worker_idx ATTACH PARTITION public.jobs_other_worker_id_idx;
+
+
+--
 -- Name: job_events job_events_wake; Type: TRIGGER; Schema: public; Owner: -
 --
 
@@ -1877,17 +3525,24 @@ CREATE TRIGGER job_events_wake AFTER INSERT ON public.job_events REFERENCING NEW
 
 
 --
--- Name: jobs jobs_after_insert_edges; Type: TRIGGER; Schema: public; Owner: -
+-- Name: jobs_live jobs_after_insert_edges; Type: TRIGGER; Schema: public; Owner: -
 --
 
-CREATE TRIGGER jobs_after_insert_edges AFTER INSERT ON public.jobs FOR EACH ROW WHEN ((jsonb_array_length(new.dependent_on_jobs) > 0)) EXECUTE FUNCTION public.jobdesk_jobs_after_insert_edges();
+CREATE TRIGGER jobs_after_insert_edges AFTER INSERT ON public.jobs_live FOR EACH ROW WHEN ((jsonb_array_length(new.dependent_on_jobs) > 0)) EXECUTE FUNCTION public.jobdesk_jobs_after_insert_edges();
 
 
 --
--- Name: jobs jobs_before_insert; Type: TRIGGER; Schema: public; Owner: -
+-- Name: jobs_live jobs_before_insert; Type: TRIGGER; Schema: public; Owner: -
 --
 
-CREATE TRIGGER jobs_before_insert BEFORE INSERT ON public.jobs FOR EACH ROW WHEN (((new.dependent_on_jobs <> '[]'::jsonb) OR (new.pending_deps <> 0) OR (new.next_retry_at IS NOT NULL) OR (new.scheduled_at IS NOT NULL))) EXECUTE FUNCTION public.jobdesk_jobs_before_insert();
+CREATE TRIGGER jobs_before_insert BEFORE INSERT ON public.jobs_live FOR EACH ROW WHEN (((new.dependent_on_jobs <> '[]'::jsonb) OR (new.pending_deps <> 0) OR (new.next_retry_at IS NOT NULL) OR (new.scheduled_at IS NOT NULL))) EXECUTE FUNCTION public.jobdesk_jobs_before_insert();
+
+
+--
+-- Name: jobs jobs_check_ids; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER jobs_check_ids AFTER INSERT ON public.jobs REFERENCING NEW TABLE AS new_ids FOR EACH STATEMENT EXECUTE FUNCTION public.jobdesk_jobs_check_ids();
 
 
 --
@@ -1902,6 +3557,48 @@ CREATE TRIGGER jobs_forget_children AFTER DELETE ON public.jobs REFERENCING OLD 
 --
 
 CREATE TRIGGER jobs_keep_id BEFORE UPDATE OF id ON public.jobs FOR EACH ROW WHEN (((new.id)::text IS DISTINCT FROM (old.id)::text)) EXECUTE FUNCTION public.jobdesk_jobs_keep_id();
+
+
+--
+-- Name: jobs_live jobs_live_check_ids; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER jobs_live_check_ids AFTER INSERT ON public.jobs_live REFERENCING NEW TABLE AS new_ids FOR EACH STATEMENT EXECUTE FUNCTION public.jobdesk_jobs_check_ids();
+
+
+--
+-- Name: jobs_live jobs_live_forget_children; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER jobs_live_forget_children AFTER DELETE ON public.jobs_live REFERENCING OLD TABLE AS gone_rows FOR EACH STATEMENT EXECUTE FUNCTION public.jobdesk_jobs_forget_children();
+
+
+--
+-- Name: jobs_live jobs_live_notify_changes_delete; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER jobs_live_notify_changes_delete AFTER DELETE ON public.jobs_live REFERENCING OLD TABLE AS changed_rows FOR EACH STATEMENT EXECUTE FUNCTION public.jobdesk_notify_job_changes();
+
+
+--
+-- Name: jobs_live jobs_live_notify_changes_insert; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER jobs_live_notify_changes_insert AFTER INSERT ON public.jobs_live REFERENCING NEW TABLE AS changed_rows FOR EACH STATEMENT EXECUTE FUNCTION public.jobdesk_notify_inserted_jobs();
+
+
+--
+-- Name: jobs_live jobs_live_notify_changes_update; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER jobs_live_notify_changes_update AFTER UPDATE ON public.jobs_live REFERENCING NEW TABLE AS changed_rows FOR EACH STATEMENT EXECUTE FUNCTION public.jobdesk_notify_job_changes();
+
+
+--
+-- Name: jobs jobs_moving_in; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER jobs_moving_in BEFORE UPDATE OF status ON public.jobs FOR EACH ROW WHEN ((((old.status)::text = ANY ((ARRAY['completed'::character varying, 'failed'::character varying, 'cancelled'::character varying])::text[])) AND ((new.status)::text = ANY ((ARRAY['queued'::character varying, 'in_progress'::character varying, 'waiting_approval'::character varying])::text[])))) EXECUTE FUNCTION public.jobdesk_jobs_moving_in();
 
 
 --
@@ -1933,10 +3630,17 @@ CREATE TRIGGER jobs_notify_requeue AFTER UPDATE OF status, pending_deps, is_acti
 
 
 --
--- Name: jobs jobs_release_dependants; Type: TRIGGER; Schema: public; Owner: -
+-- Name: jobs_failed_cancelled jobs_release_dependants; Type: TRIGGER; Schema: public; Owner: -
 --
 
-CREATE TRIGGER jobs_release_dependants AFTER UPDATE OF status ON public.jobs FOR EACH ROW WHEN ((((new.status)::text = 'completed'::text) AND ((old.status)::text <> 'completed'::text) AND new.has_dependants)) EXECUTE FUNCTION public.jobdesk_jobs_release_dependants();
+CREATE TRIGGER jobs_release_dependants AFTER DELETE ON public.jobs_failed_cancelled FOR EACH ROW WHEN (old.has_dependants) EXECUTE FUNCTION public.jobdesk_jobs_release_on_move();
+
+
+--
+-- Name: jobs_live jobs_release_dependants; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER jobs_release_dependants AFTER DELETE ON public.jobs_live FOR EACH ROW WHEN (old.has_dependants) EXECUTE FUNCTION public.jobdesk_jobs_release_on_move();
 
 
 --
@@ -1944,6 +3648,13 @@ CREATE TRIGGER jobs_release_dependants AFTER UPDATE OF status ON public.jobs FOR
 --
 
 CREATE TRIGGER jobs_rescheduled AFTER UPDATE OF scheduled_at ON public.jobs FOR EACH ROW WHEN ((((new.status)::text = 'queued'::text) AND (new.scheduled_at IS DISTINCT FROM old.scheduled_at))) EXECUTE FUNCTION public.jobdesk_jobs_rescheduled();
+
+
+--
+-- Name: jobs jobs_retain_from; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER jobs_retain_from BEFORE UPDATE OF status ON public.jobs FOR EACH ROW WHEN ((((new.status)::text = 'completed'::text) AND ((old.status)::text <> 'completed'::text) AND (new.retain_from = old.retain_from))) EXECUTE FUNCTION public.jobdesk_jobs_retain_from();
 
 
 --
@@ -1961,10 +3672,10 @@ CREATE TRIGGER jobs_user_check BEFORE INSERT OR UPDATE OF user_id ON public.jobs
 
 
 --
--- Name: jobs jobs_wake_parent; Type: TRIGGER; Schema: public; Owner: -
+-- Name: jobs_live jobs_wake_parent; Type: TRIGGER; Schema: public; Owner: -
 --
 
-CREATE TRIGGER jobs_wake_parent AFTER UPDATE OF status ON public.jobs FOR EACH ROW WHEN (((new.spawned_by IS NOT NULL) AND ((new.status)::text = ANY ((ARRAY['completed'::character varying, 'failed'::character varying, 'cancelled'::character varying])::text[])) AND ((old.status)::text IS DISTINCT FROM (new.status)::text))) EXECUTE FUNCTION public.jobdesk_jobs_wake_parent();
+CREATE TRIGGER jobs_wake_parent AFTER DELETE ON public.jobs_live FOR EACH ROW WHEN ((old.spawned_by IS NOT NULL)) EXECUTE FUNCTION public.jobdesk_jobs_wake_parent_on_move();
 
 
 --

@@ -16,7 +16,7 @@ from jobdesk.service.jobs import JobService
 from jobdesk.store import fleet, transitions
 from jobdesk.store.jobs import JobFilter
 from jobdesk.store.pipelines import PipelineFilter
-from tests.helpers import seq_scans_of_jobs
+from tests.helpers import seq_scans_of_jobs, set_autovacuum
 
 
 @pytest.fixture
@@ -159,7 +159,7 @@ async def test_lookups_keep_to_the_indexes_as_the_table_grows(conn: asyncpg.Conn
     a job with dependants took 40 ms, an enqueue with a dependency 150. The console's service
     plans each call, and the insert triggers (which also run in a backend's own sessions) keep
     to the primary key."""
-    await conn.execute("ALTER TABLE jobs SET (autovacuum_enabled = off)")
+    await set_autovacuum(conn, False)
     await conn.execute("SET enable_seqscan = off")  # this test's own reads
     # One connection, so that each statement surely passes the calls after which PostgreSQL may
     # keep one plan for it (5); with more, the calls spread over connections as the pool likes.
@@ -195,7 +195,7 @@ async def test_the_apis_kept_plans_keep_to_the_indexes_as_the_table_grows(conn: 
     until an ANALYZE (autovacuum off here): at 300,000 rows a job's detail took 49 ms instead of
     1, a pipeline's steps 113, an enqueue with a dependency outside its batch 33. Its service
     keeps its plans on the indexes."""
-    await conn.execute("ALTER TABLE jobs SET (autovacuum_enabled = off)")
+    await set_autovacuum(conn, False)
     await conn.execute("SET enable_seqscan = off")  # this test's own reads
     api = await connect_service(load_settings(DATABASE_URL=dsn), pool_size=1)  # see the test above
     actor = transitions.Actor("api", None, "token-a")

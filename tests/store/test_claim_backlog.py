@@ -13,7 +13,7 @@ from jobdesk.core.models import Job, JobCreate, ProcessorResult, Status
 from jobdesk.core.processor import BaseProcessor
 from jobdesk.store import transitions
 from jobdesk.store.db import connect
-from tests.helpers import RecordsStarts, RunningWorker, seq_scans_of_jobs, wait_for
+from tests.helpers import RecordsStarts, RunningWorker, seq_scans_of_jobs, set_autovacuum, wait_for
 
 
 async def claim_all(conn: asyncpg.Connection, types: list[str], batch: int) -> list[str]:
@@ -384,7 +384,7 @@ async def test_a_worker_started_on_a_small_table_keeps_to_the_indexes_as_it_grow
     was the cheapest plan, and it stayed: with 200,000 rows each round read them all (140 ms
     instead of 4) until an ANALYZE made the worker plan again. Without statistics on a grown
     table (autovacuum off here), the worker must still read `jobs` through its indexes only."""
-    await conn.execute("ALTER TABLE jobs SET (autovacuum_enabled = off)")
+    await set_autovacuum(conn, False)
     await conn.execute("SET enable_seqscan = off")  # this test's own reads
     done = "SELECT count(*) FROM jobs WHERE status = 'completed' AND type = 't'"
 

@@ -101,13 +101,14 @@ async def table(conn: asyncpg.Connection, sql: str) -> list[dict[str, Any]]:
 
 
 async def written(conn: asyncpg.Connection) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """Every column of every job, and every dependency edge. `created_at` and `updated_at` are
-    the transaction's time, another in each database: they are checked to be that one time."""
+    """Every column of every job, and every dependency edge. `created_at`, `updated_at` and
+    `retain_from` are the transaction's time, another in each database: they are checked to be
+    that one time."""
     jobs = await table(conn, "SELECT * FROM jobs ORDER BY seq")
-    times = {(j["created_at"], j["updated_at"]) for j in jobs if j["id"] != PARENT}
+    times = {(j["created_at"], j["updated_at"], j["retain_from"]) for j in jobs if j["id"] != PARENT}
     assert len(times) == 1 and len({*next(iter(times))}) == 1
     for job in jobs:
-        del job["created_at"], job["updated_at"]
+        del job["created_at"], job["updated_at"], job["retain_from"]
     return jobs, await table(conn, "SELECT * FROM job_dependencies ORDER BY job_id, depends_on_id")
 
 

@@ -10,7 +10,7 @@ from jobdesk.core.models import JobCreate
 from jobdesk.processors.builtin import EchoProcessor
 from jobdesk.store import transitions
 from jobdesk.store.db import connect
-from tests.helpers import RunningWorker, seq_scans_of_jobs, wait_for
+from tests.helpers import RunningWorker, seq_scans_of_jobs, set_autovacuum, wait_for
 
 
 async def test_children_enqueued_during_parent_completion_are_released(dsn: str, conn: asyncpg.Connection) -> None:
@@ -54,7 +54,7 @@ async def test_a_fan_out_and_its_release_look_jobs_up_by_key(conn: asyncpg.Conne
     """Flagging the parents of each job inserted and releasing a completed job's dependants
     joined `jobs` to a list of ids, which the planner did by reading the whole table while it
     thought it small: a pipeline of n jobs read the table n times as it grew."""
-    await conn.execute("ALTER TABLE jobs SET (autovacuum_enabled = off)")
+    await set_autovacuum(conn, False)
     await conn.execute("INSERT INTO jobs (id, type, input_data) SELECT 'parent-' || g, 'echo', '{}' "
                        "FROM generate_series(1, 10) g")
     before = await seq_scans_of_jobs(conn, conn)

@@ -85,6 +85,9 @@ CREATE FUNCTION count_result_write() RETURNS trigger LANGUAGE plpgsql AS
 $$ BEGIN INSERT INTO result_writes VALUES (NEW.id); RETURN NULL; END $$;
 CREATE TRIGGER count_result_write AFTER UPDATE OF result_data ON jobs FOR EACH ROW
   WHEN (NEW.result_data IS DISTINCT FROM OLD.result_data) EXECUTE FUNCTION count_result_write();
+-- A completion moves the row into jobs_completed (sql/041), which fires INSERT triggers there.
+CREATE TRIGGER count_result_write_on_move AFTER INSERT ON jobs_completed FOR EACH ROW
+  WHEN (NEW.result_data IS NOT NULL) EXECUTE FUNCTION count_result_write();
 """
 
 

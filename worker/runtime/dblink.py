@@ -18,6 +18,8 @@ from jobdesk.store.db import CONNECTION_ERRORS, create_pool
 if TYPE_CHECKING:
     from jobdesk.observe.metrics import WorkerMetrics
 
+# serialization_failure raised for a row that a concurrent status change moved (sql/041)
+MOVED = "already moved to another partition"
 log = logging.getLogger("jobdesk.worker")
 
 T = TypeVar("T")
@@ -55,6 +57,7 @@ class DbLink:
         and after a deadlock or serialization failure (the transaction was rolled back whole)."""
         assert self.pool is not None
         delay = 0.1
+        moved = 0
         while True:
             try:
                 async with self.pool.acquire() as conn:
@@ -68,6 +71,11 @@ class DbLink:
             except asyncpg.TransactionRollbackError as exc:
                 # A deadlock or a serialization failure rolled the whole transaction back: doing
                 # it again is safe, and the worker must not stop over it.
+                if MOVED in str(exc) and moved < 5:
+                    # A job it read moved to another partition of `jobs` as it was locked (a
+                    # cancel as it was claimed, say): nothing is wrong; the next read finds it.
+                    moved += 1
+                    continue
                 if self.metrics is not None:
                     self.metrics.db_errors += 1
                 log.warning("database rolled back a transaction (%s); trying again", str(exc).splitlines()[0])

@@ -226,10 +226,13 @@ SELECT type, metric, bin, sum(n)::bigint AS n
  GROUP BY type, metric, bin
 """
 
+# `jobs` and every partition under it (sql/041): a partitioned table has no rows or size of its own.
 TABLE_SIZE_SQL = """
-SELECT CASE WHEN c.reltuples < 0 THEN NULL ELSE c.reltuples::bigint END AS estimated_rows,
-       pg_total_relation_size(c.oid) AS total_bytes
-  FROM pg_class c WHERE c.oid = 'jobs'::regclass
+SELECT CASE WHEN bool_and(c.reltuples < 0) THEN NULL ELSE sum(GREATEST(c.reltuples, 0))::bigint END
+           AS estimated_rows,
+       coalesce(sum(pg_total_relation_size(c.oid)), 0)::bigint AS total_bytes
+  FROM pg_partition_tree('jobs') t JOIN pg_class c ON c.oid = t.relid
+ WHERE t.isleaf
 """
 
 # Both through indexes (jobs_finished_idx, jobs_status_idx), and capped: they read at most

@@ -83,7 +83,7 @@ WITH async_commit AS (
      ORDER BY priority DESC, seq LIMIT (SELECT $3::int)
 ), promoted AS (
     UPDATE jobs SET run_at = NULL
-     WHERE id = ANY(ARRAY(SELECT id FROM due EXCEPT SELECT id FROM picked))
+     WHERE id = ANY(ARRAY(SELECT id FROM due EXCEPT SELECT id FROM picked)) AND status = 'queued'
     RETURNING id
 ), told AS (
     SELECT count(pg_notify('jobdesk_new_jobs', '')) AS n FROM (SELECT FROM promoted LIMIT 1) p
@@ -91,7 +91,7 @@ WITH async_commit AS (
 UPDATE jobs AS j
    SET status = 'in_progress', worker_id = $1, attempts = j.attempts + 1, run_at = NULL,
            started_at = now(), updated_at = now()
- WHERE j.id = ANY(ARRAY(SELECT id FROM picked)) AND (SELECT setting FROM async_commit) = 'off'
+ WHERE j.id = ANY(ARRAY(SELECT id FROM picked)) AND j.status = 'queued' AND (SELECT setting FROM async_commit) = 'off'
    AND (SELECT n FROM told) >= 0
 RETURNING true AS claimed, j.id, j.type, j.input_data, j.user_id, j.pipeline_id, j.retry_count, j.attempts,
               j.priority, j.seq, j.trace_context, extract(epoch FROM now() - GREATEST(j.created_at, j.next_retry_at, j.scheduled_at))::float8 AS waited_s

@@ -2,7 +2,8 @@
 WITH done AS (
     UPDATE jobs AS j
        SET status = 'completed', result_data = u.result::jsonb, completed_at = now(), updated_at = now(),
-           error_message = NULL, error_fingerprint = NULL, next_retry_at = NULL, worker_id = NULL
+           error_message = NULL, error_fingerprint = NULL, next_retry_at = NULL, worker_id = NULL,
+           retain_from = now()
       FROM unnest((SELECT $5::text[])::text[], (SELECT $6::text[])::text[], (SELECT $7::int[])::int[]) AS u(id, result, attempt)
      WHERE j.id = u.id AND j.worker_id = $1 AND j.attempts = u.attempt
        AND j.status = 'in_progress' AND j.is_active
@@ -32,7 +33,7 @@ WITH done AS (
      ORDER BY priority DESC, seq LIMIT (SELECT n FROM room)
 ), promoted AS (
     UPDATE jobs SET run_at = NULL
-     WHERE id = ANY(ARRAY(SELECT id FROM due EXCEPT SELECT id FROM picked))
+     WHERE id = ANY(ARRAY(SELECT id FROM due EXCEPT SELECT id FROM picked)) AND status = 'queued'
     RETURNING id
 ), told AS (
     SELECT count(pg_notify('jobdesk_new_jobs', '')) AS n FROM (SELECT FROM promoted LIMIT 1) p
@@ -40,7 +41,7 @@ WITH done AS (
     UPDATE jobs AS j
        SET status = 'in_progress', worker_id = $1, attempts = j.attempts + 1, run_at = NULL,
            started_at = now(), updated_at = now()
-     WHERE j.id = ANY(ARRAY(SELECT id FROM picked)) AND (SELECT n FROM told) >= 0
+     WHERE j.id = ANY(ARRAY(SELECT id FROM picked)) AND j.status = 'queued' AND (SELECT n FROM told) >= 0
     RETURNING j.id, j.type, j.input_data, j.user_id, j.pipeline_id, j.retry_count, j.attempts,
               j.priority, j.seq, j.trace_context, extract(epoch FROM now() - GREATEST(j.created_at, j.next_retry_at, j.scheduled_at))::float8 AS waited_s
 )

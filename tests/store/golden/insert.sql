@@ -1,5 +1,5 @@
 
-INSERT INTO jobs (id, type, user_id, pipeline_id, input_data, dependent_on_jobs, priority)
+INSERT INTO jobs_live (id, type, user_id, pipeline_id, input_data, dependent_on_jobs, priority)
 SELECT id, type, COALESCE(user_id, $8), pipeline_id, input_data::jsonb, dependent_on_jobs::jsonb,
        priority
   FROM unnest($1::text[], $2::text[], $3::int[], $4::text[], $5::text[], $6::text[], $7::int[])

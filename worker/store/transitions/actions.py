@@ -18,6 +18,7 @@ from jobdesk.core.models import JobCreate, Status
 from jobdesk.core.rules import LEGAL_FROM, Actor, is_legal
 from jobdesk.core.validation import json_text
 from jobdesk.store import durable, job_reports
+from jobdesk.store.moved_rows import locking_fetch
 from jobdesk.store.transitions.cascade import cancel_downstream
 from jobdesk.store.transitions.inserts import enqueue
 
@@ -28,8 +29,8 @@ async def _lock_and_check(conn: asyncpg.Connection, action: str, job_ids: Sequen
     ids = list(dict.fromkeys(job_ids))
     if not ids:
         raise JobNotFound("no job given")
-    rows = await conn.fetch("SELECT id, status, pending_next_jobs, result_data FROM jobs "
-                            "WHERE id = ANY($1::text[]) ORDER BY id FOR UPDATE", ids)
+    rows = await locking_fetch(conn, "SELECT id, status, pending_next_jobs, result_data FROM jobs "
+                               "WHERE id = ANY($1::text[]) ORDER BY id FOR UPDATE", ids)
     found = {r["id"] for r in rows}
     missing = [i for i in ids if i not in found]
     if missing:
@@ -172,9 +173,9 @@ async def retry_downstream(conn: asyncpg.Connection, job_ids: Sequence[str], act
 async def cancel_pipeline(conn: asyncpg.Connection, pipeline_id: str, actor: Actor) -> list[str]:
     """Cancel every job of a pipeline that has not finished; return the ids cancelled."""
     async with conn.transaction():
-        rows = await conn.fetch("SELECT id FROM jobs WHERE pipeline_id = $1 AND is_active "
-                                "AND status IN ('queued', 'waiting_approval', 'in_progress') "
-                                "ORDER BY id FOR UPDATE", pipeline_id)
+        rows = await locking_fetch(conn, "SELECT id FROM jobs WHERE pipeline_id = $1 AND is_active "
+                                   "AND status IN ('queued', 'waiting_approval', 'in_progress') "
+                                   "ORDER BY id FOR UPDATE", pipeline_id)
         if not rows:
             exists = await conn.fetchval("SELECT EXISTS (SELECT 1 FROM jobs WHERE pipeline_id = $1)", pipeline_id)
             if not exists:

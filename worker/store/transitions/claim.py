@@ -121,7 +121,7 @@ def _pick(n_types: int, lane: Lane, claim_limit: str, floors: tuple[str, str] | 
      ORDER BY priority DESC, seq {claim_limit}
 ), promoted AS (
     UPDATE jobs SET run_at = NULL
-     WHERE id = ANY(ARRAY(SELECT id FROM due EXCEPT SELECT id FROM picked))
+     WHERE id = ANY(ARRAY(SELECT id FROM due EXCEPT SELECT id FROM picked)) AND status = 'queued'
     RETURNING id
 ), {_TOLD}"""
 
@@ -139,7 +139,8 @@ def _done(ids: str, results: str, attempts: str) -> str:
     return f"""
     UPDATE jobs AS j
        SET status = 'completed', result_data = u.result::jsonb, completed_at = now(), updated_at = now(),
-           error_message = NULL, error_fingerprint = NULL, next_retry_at = NULL, worker_id = NULL
+           error_message = NULL, error_fingerprint = NULL, next_retry_at = NULL, worker_id = NULL,
+           retain_from = now()
       FROM unnest({ids}::text[], {results}::text[], {attempts}::int[]) AS u(id, result, attempt)
      WHERE j.id = u.id AND j.worker_id = $1 AND j.attempts = u.attempt
        AND j.status = 'in_progress' AND j.is_active
@@ -158,13 +159,13 @@ _ASYNC_COMMIT = """async_commit AS (
 _DONE_CTE = f"done AS ({_done('(SELECT $5::text[])', '(SELECT $6::text[])', '(SELECT $7::int[])')}\n)"
 _CLAIM_ALONE = f"""UPDATE jobs AS j
    SET {_CLAIM_SET}
- WHERE j.id = ANY(ARRAY(SELECT id FROM picked)) AND (SELECT setting FROM async_commit) = 'off'
+ WHERE j.id = ANY(ARRAY(SELECT id FROM picked)) AND j.status = 'queued' AND (SELECT setting FROM async_commit) = 'off'
    AND {_TOLD_READ}
 RETURNING true AS claimed, {_CLAIM_RETURNING}"""
 _CLAIMED_CTE = f"""claimed AS (
     UPDATE jobs AS j
        SET {_CLAIM_SET}
-     WHERE j.id = ANY(ARRAY(SELECT id FROM picked)) AND {_TOLD_READ}
+     WHERE j.id = ANY(ARRAY(SELECT id FROM picked)) AND j.status = 'queued' AND {_TOLD_READ}
     RETURNING {_CLAIM_RETURNING}
 )"""
 _EXCHANGED = """SELECT false AS claimed, d.id, NULL::varchar AS type, NULL::jsonb AS input_data, NULL::int AS user_id,
@@ -238,13 +239,13 @@ _FLOW_PROMOTE = f"""promoted AS (
     UPDATE jobs SET run_at = NULL
      WHERE id = ANY(ARRAY(SELECT id FROM jobs WHERE {_WAITING} AND run_at <= now()
                            ORDER BY run_at LIMIT {DUE_BATCH} FOR UPDATE SKIP LOCKED))
-       AND NOT id = ANY((SELECT ids FROM pick)::text[])
+       AND NOT id = ANY((SELECT ids FROM pick)::text[]) AND status = 'queued'
     RETURNING id
 ), {_TOLD}"""
 _FLOW_CLAIMED = f"""claimed AS (
     UPDATE jobs AS j
        SET {_CLAIM_SET}
-     WHERE j.id = ANY((SELECT ids FROM pick)::text[]) AND {_TOLD_READ}{{commit}}
+     WHERE j.id = ANY((SELECT ids FROM pick)::text[]) AND j.status = 'queued' AND {_TOLD_READ}{{commit}}
     RETURNING {_CLAIM_RETURNING}
 )"""
 _FLOW_HELD = """

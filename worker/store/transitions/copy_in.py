@@ -128,4 +128,4 @@ async def copy_jobs(conn: CopyConnection, ordered: Sequence[JobCreate], default_
     or a lost race for a unique key)."""
     # A memoryview: asyncpg would take bytes for a file's path.
     data = memoryview(copy_text(ordered, default_user, full).encode())
-    await conn.copy_to_table("jobs", source=data, columns=_FULL if full else _PLAIN, format="text")
+    await conn.copy_to_table("jobs_live", source=data, columns=_FULL if full else _PLAIN, format="text")

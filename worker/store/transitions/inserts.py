@@ -24,7 +24,7 @@ from jobdesk.store.transitions import copy_in
 DEFAULT_USER_ID = 1  # created by the first migration
 
 _INSERT = """
-INSERT INTO jobs (id, type, user_id, pipeline_id, input_data, dependent_on_jobs, priority)
+INSERT INTO jobs_live (id, type, user_id, pipeline_id, input_data, dependent_on_jobs, priority)
 SELECT id, type, COALESCE(user_id, $8), pipeline_id, input_data::jsonb, dependent_on_jobs::jsonb,
        priority
   FROM unnest($1::text[], $2::text[], $3::int[], $4::text[], $5::text[], $6::text[], $7::int[])
@@ -42,7 +42,7 @@ def _insert_full(conflict: str, returning: str, traces: str = "$11") -> str:
     """The insert with a time, a key and a trace context: three more columns ($9, $10 and
     `traces`), then `conflict` and `returning`."""
     return f"""
-INSERT INTO jobs (id, type, user_id, pipeline_id, input_data, dependent_on_jobs, priority, scheduled_at,
+INSERT INTO jobs_live (id, type, user_id, pipeline_id, input_data, dependent_on_jobs, priority, scheduled_at,
                   unique_key, trace_context)
 SELECT id, type, COALESCE(user_id, $8), pipeline_id, input_data::jsonb, dependent_on_jobs::jsonb,
        priority, scheduled_at, unique_key, trace_context::jsonb

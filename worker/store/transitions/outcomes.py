@@ -219,7 +219,7 @@ WITH victims AS (
                          THEN now() + make_interval(secs => ($3::float8[])[v.retry_count + 1]) END,
            error_message = 'worker lost', error_fingerprint = $4, worker_id = NULL, updated_at = now()
       FROM victims v
-     WHERE j.id = v.id
+     WHERE j.id = v.id AND j.status = 'in_progress'
     RETURNING j.id, j.type, j.pipeline_id, j.user_id, j.status, j.retry_count, j.attempts,
               v.worker_id AS lost_worker
 ), hist AS (

@@ -1,0 +1,174 @@
+"""The completed jobs' partitions (sql/041): made ahead of time, and dropped whole once their
+retention has passed.
+
+`jobs_completed` is partitioned by `retain_from`, the moment a job's retention starts (when it
+completed). Its partitions cover contiguous ranges of time, the oldest from MINVALUE, and the last
+one, `jobs_completed_later`, from the last bound to MAXVALUE, so that a completion always has a
+partition to go to even when no worker has made one ahead for a long while.
+
+- `make_ahead` keeps whole partitions of `width` seconds ready until `until`: it detaches
+  `jobs_completed_later` (a moment's lock of `jobs_completed`, which claims and inserts never take:
+  they touch jobs_live only), makes the new ranges, moves any rows that had landed in `later`
+  into them, and attaches `later` again after them.
+- `drop_due` drops the partitions whose every job is past its retention. The few jobs that must
+  stay longer (a pipeline or a dependant still needs them) move to the current partition first.
+  `DETACH ... CONCURRENTLY` takes only a SHARE UPDATE EXCLUSIVE lock, so nothing that reads or
+  writes jobs waits for it; then the rows of other tables that belonged to its jobs go, and the
+  table is dropped: no row of `jobs` is deleted, no dead tuple left for vacuum.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+import asyncpg
+
+LATER = "jobs_completed_later"
+MIN_WIDTH_S = 60.0
+MAX_WIDTH_S = 86400.0
+LOCK_TIMEOUT_MS = 200  # how long making partitions may wait for its moment's lock; then next time
+# Tables that keep rows per job, by their column that names the job (sql/041's drop removes them).
+CHILD_TABLES = (("job_attempts", "job_id"), ("job_steps", "job_id"), ("job_waits", "job_id"),
+                ("job_dependencies", "job_id"), ("job_dependencies", "depends_on_id"),
+                ("job_progress", "job_id"), ("job_logs", "job_id"), ("job_stacks", "job_id"),
+                ("job_stack_requests", "job_id"))
+
+
+@dataclass(frozen=True)
+class Partition:
+    """One partition of `jobs_completed`: its rows have lower <= retain_from < upper (None: no bound)."""
+
+    name: str
+    lower: datetime | None
+    upper: datetime | None
+    detaching: bool = False
+
+
+@dataclass(frozen=True)
+class Dropped:
+    """A partition dropped (or, in a dry run, that would be): its name, range and about how many
+    completed jobs went with it (PostgreSQL's count of its live rows), and how many stayed."""
+
+    name: str
+    lower: datetime | None
+    upper: datetime | None
+    jobs: int
+    kept: int = 0
+
+
+def width_for(retention_s: float | None) -> float:
+    """The width of a new partition for a completed-job retention: a quarter of it, within a
+    minute and a day (a day when jobs are kept forever), so that a partition goes at most a
+    quarter of the retention after its last job's time has come, and there are a handful."""
+    if retention_s is None:
+        return MAX_WIDTH_S
+    return min(MAX_WIDTH_S, max(MIN_WIDTH_S, retention_s / 4))
+
+
+def _aligned_after(t: datetime, width: float) -> datetime:
+    """The first multiple of `width` seconds (since the epoch) after `t`."""
+    stamp = (math.floor(t.timestamp() / width) + 1) * width
+    return datetime.fromtimestamp(stamp, UTC)
+
+
+async def partitions(conn: asyncpg.Connection) -> list[Partition]:
+    """The partitions of `jobs_completed`, oldest first."""
+    rows = await conn.fetch("SELECT name, lower, upper, detaching FROM jobdesk_completed_partitions()")
+    return [Partition(r["name"], r["lower"], r["upper"], r["detaching"]) for r in rows]
+
+
+async def is_partitioned(conn: asyncpg.Connection) -> bool:
+    return bool(await conn.fetchval("SELECT to_regclass('jobs_completed') IS NOT NULL"))
+
+
+async def make_ahead(conn: asyncpg.Connection, width: float, until: datetime) -> list[str]:
+    """Make partitions of `width` seconds until at least `until`; the names of those made. Nothing
+    when they reach far enough already, or when the lock is not had within LOCK_TIMEOUT_MS."""
+    later = next((p for p in await partitions(conn) if p.name == LATER), None)
+    if later is None or later.lower is None or later.lower >= until:
+        return []
+    bounds = [later.lower]
+    while bounds[-1] < until:
+        bounds.append(_aligned_after(bounds[-1], width))
+    try:
+        async with conn.transaction():
+            await conn.execute(f"SET LOCAL lock_timeout = {LOCK_TIMEOUT_MS}")
+            await conn.execute(f"ALTER TABLE jobs_completed DETACH PARTITION {LATER}")
+            made = [await conn.fetchval("SELECT jobdesk_make_completed_partition($1, $2, $3)", lo, hi, LATER)
+                    for lo, hi in zip(bounds, bounds[1:], strict=False)]
+            await conn.execute(f"ALTER TABLE jobs_completed ATTACH PARTITION {LATER} "
+                               f"FOR VALUES FROM ('{bounds[-1].isoformat()}') TO (MAXVALUE)")
+    except asyncpg.LockNotAvailableError:
+        return []
+    return made
+
+
+# Completed jobs a pipeline or a dependant still needs (as the row-by-row pruner kept them):
+# those of a pipeline with a job unfinished (or failed within its retention, $1 seconds; NULL
+# forever), and the parents of such jobs.
+_KEEPERS = """
+WITH unfinished AS (
+    SELECT id, pipeline_id FROM jobs
+     WHERE status IN ('queued', 'in_progress', 'waiting_approval')
+        OR (status = 'failed' AND ($1::float8 IS NULL OR updated_at >= now() - make_interval(secs => $1)))
+)
+SELECT p.id FROM {part} p
+ WHERE p.pipeline_id IN (SELECT pipeline_id FROM unfinished WHERE pipeline_id IS NOT NULL)
+UNION
+SELECT p.id FROM {part} p
+ WHERE p.has_dependants
+   AND p.id IN (SELECT d.depends_on_id FROM job_dependencies d JOIN unfinished u ON u.id = d.job_id)
+"""
+
+_MOVE_KEEPERS = """
+UPDATE jobs SET retain_from = now()
+ WHERE status = 'completed' AND id = ANY($1::text[]) AND retain_from >= $2 AND retain_from < $3
+"""
+
+
+def _due(parts: list[Partition], older_than_s: float) -> list[Partition]:
+    """The partitions whose every row's retention started more than `older_than_s` ago, never
+    `later` nor the newest bounded one (where completions go now)."""
+    cutoff = datetime.now(UTC) - timedelta(seconds=older_than_s)
+    return [p for p in parts if p.name != LATER and p.upper is not None and p.upper <= cutoff]
+
+
+async def _live_rows(conn: asyncpg.Connection, name: str) -> int:
+    return int(await conn.fetchval("SELECT pg_stat_get_live_tuples($1::regclass)", name) or 0)
+
+
+async def drop_due(pool: asyncpg.Pool, older_than_s: float, failed_retention: float | None, *,
+                   dry_run: bool = False) -> list[Dropped]:
+    """Drop the partitions of completed jobs past `older_than_s`, oldest first, each after
+    moving out the jobs that must stay; in a dry run, say what would go and change nothing."""
+    async with pool.acquire() as conn:
+        due = _due(await partitions(conn), older_than_s)
+    out = []
+    for part in due:
+        async with pool.acquire() as conn:
+            keepers = [r["id"] for r in await conn.fetch(_KEEPERS.format(part=f'"{part.name}"'), failed_retention)]
+            jobs = await _live_rows(conn, part.name)
+            if dry_run:
+                out.append(Dropped(part.name, part.lower, part.upper, max(jobs - len(keepers), 0), len(keepers)))
+                continue
+            if keepers:
+                await conn.execute(_MOVE_KEEPERS, keepers, part.lower or datetime.min.replace(tzinfo=UTC),
+                                   part.upper)
+            await _detach_and_drop(conn, part)
+        out.append(Dropped(part.name, part.lower, part.upper, max(jobs - len(keepers), 0), len(keepers)))
+    return out
+
+
+async def _detach_and_drop(conn: asyncpg.Connection, part: Partition) -> None:
+    """Detach without blocking anyone (FINALIZE one whose concurrent detach was interrupted), then
+    delete what other tables keep for its jobs, then drop it."""
+    if part.detaching:
+        await conn.execute(f'ALTER TABLE jobs_completed DETACH PARTITION "{part.name}" FINALIZE')
+    else:
+        await conn.execute(f'ALTER TABLE jobs_completed DETACH PARTITION "{part.name}" CONCURRENTLY')
+    async with conn.transaction():
+        for table, column in CHILD_TABLES:
+            await conn.execute(f'DELETE FROM {table} c USING "{part.name}" p WHERE c.{column} = p.id')
+        await conn.execute(f'DROP TABLE "{part.name}"')
