@@ -5,8 +5,8 @@
 --   ├── jobs_live              queued, in_progress, waiting_approval
 --   ├── jobs_failed_cancelled  failed, cancelled: few, kept longer; pruned row by row as before
 --   ├── jobs_completed         completed, PARTITION BY RANGE (retain_from)
---   │   ├── jobs_completed_start    FROM (MINVALUE) TO (the next whole hour)
---   │   ├── jobs_completed_YYYYMMDD_HHMI ...   made ahead by the workers
+--   │   ├── jobs_completed_start    FROM (MINVALUE) TO (this migration's time)
+--   │   ├── jobs_completed_YYYYMMDD_HHMISS ...   made ahead by the workers
 --   │   └── jobs_completed_later    FROM (the last bound) TO (MAXVALUE): a job never misses a home
 --   └── jobs_other             DEFAULT: always empty; a bad status meets jobs_status_check there
 --
@@ -28,46 +28,82 @@
 -- with workers running, `jobdesk migrate` copies them beforehand while the workers go on, and
 -- this transaction only catches up and swaps the names (jobdesk.store.partition_migrate).
 
-DO $$
-BEGIN
-    IF to_regclass('jobs_partitioned') IS NULL THEN
-        CREATE TABLE jobs_partitioned (LIKE jobs INCLUDING DEFAULTS INCLUDING CONSTRAINTS INCLUDING IDENTITY
-                                       INCLUDING STORAGE INCLUDING COMMENTS) PARTITION BY LIST (status);
-        ALTER TABLE jobs_partitioned ADD COLUMN retain_from timestamptz NOT NULL DEFAULT now();
-    END IF;
-END $$;
-
-CREATE TABLE IF NOT EXISTS jobs_live PARTITION OF jobs_partitioned
-    FOR VALUES IN ('queued', 'in_progress', 'waiting_approval');
-CREATE TABLE IF NOT EXISTS jobs_failed_cancelled PARTITION OF jobs_partitioned FOR VALUES IN ('failed', 'cancelled');
-CREATE TABLE IF NOT EXISTS jobs_completed PARTITION OF jobs_partitioned FOR VALUES IN ('completed')
-    PARTITION BY RANGE (retain_from);
-CREATE TABLE IF NOT EXISTS jobs_other PARTITION OF jobs_partitioned DEFAULT;
-
+-- 1. The partitioned table beside `jobs`, with every index (under a name of its own until the swap).
+--    `jobdesk migrate` makes it ahead of this transaction on a large table (see above).
 DO $$
 DECLARE
-    first_bound timestamptz := date_trunc('hour', now()) + interval '1 hour';
+    first_bound timestamptz := date_trunc('second', now());
+    part text;
 BEGIN
-    IF to_regclass('jobs_completed_start') IS NULL THEN
-        EXECUTE format('CREATE TABLE jobs_completed_start PARTITION OF jobs_completed '
-                       'FOR VALUES FROM (MINVALUE) TO (%L)', first_bound);
-        EXECUTE format('CREATE TABLE jobs_completed_later PARTITION OF jobs_completed '
-                       'FOR VALUES FROM (%L) TO (MAXVALUE)', first_bound);
+    IF to_regclass('jobs_partitioned') IS NOT NULL THEN
+        RETURN;  -- made ahead
     END IF;
+    CREATE TABLE jobs_partitioned (LIKE jobs INCLUDING DEFAULTS INCLUDING CONSTRAINTS INCLUDING IDENTITY
+                                   INCLUDING STORAGE INCLUDING COMMENTS) PARTITION BY LIST (status);
+    ALTER TABLE jobs_partitioned ADD COLUMN retain_from timestamptz NOT NULL DEFAULT now();
+    CREATE TABLE jobs_live PARTITION OF jobs_partitioned FOR VALUES IN ('queued', 'in_progress', 'waiting_approval');
+    CREATE TABLE jobs_failed_cancelled PARTITION OF jobs_partitioned FOR VALUES IN ('failed', 'cancelled');
+    CREATE TABLE jobs_completed PARTITION OF jobs_partitioned FOR VALUES IN ('completed')
+        PARTITION BY RANGE (retain_from);
+    CREATE TABLE jobs_other PARTITION OF jobs_partitioned DEFAULT;
+    EXECUTE format('CREATE TABLE jobs_completed_start PARTITION OF jobs_completed '
+                   'FOR VALUES FROM (MINVALUE) TO (%L)', first_bound);
+    EXECUTE format('CREATE TABLE jobs_completed_later PARTITION OF jobs_completed '
+                   'FOR VALUES FROM (%L) TO (MAXVALUE)', first_bound);
+    FOREACH part IN ARRAY ARRAY['jobs_live', 'jobs_failed_cancelled', 'jobs_completed_start',
+                                'jobs_completed_later', 'jobs_other'] LOOP
+        EXECUTE format('ALTER TABLE %I ADD PRIMARY KEY (id)', part);
+    END LOOP;
+    -- Indexes of every partition (a partition's own copy of each is made when it is attached).
+    CREATE INDEX jobs_partitioned_status_idx ON jobs_partitioned (status, seq) WHERE status <> 'in_progress';
+    CREATE INDEX jobs_partitioned_id_tail_idx ON jobs_partitioned (right(id, 8));
+    CREATE INDEX jobs_partitioned_pipeline_idx ON jobs_partitioned (pipeline_id, seq) WHERE pipeline_id IS NOT NULL;
+    CREATE INDEX jobs_partitioned_pipeline_recent_idx ON jobs_partitioned (seq DESC) WHERE pipeline_id IS NOT NULL;
+    CREATE INDEX jobs_partitioned_input_data_path_idx ON jobs_partitioned USING gin (input_data jsonb_path_ops)
+        WHERE input_data <> '{}'::jsonb;
+    CREATE INDEX jobs_partitioned_error_fingerprint_idx ON jobs_partitioned (error_fingerprint, seq)
+        WHERE error_fingerprint IS NOT NULL;
+    CREATE INDEX jobs_partitioned_raw_error_idx ON jobs_partitioned ((left(split_part(error_message, E'\n', 1), 300)), seq)
+        WHERE error_fingerprint IS NULL AND error_message IS NOT NULL;
+    -- A partition's own, where its rows are: the claim's (queued jobs), running and held jobs,
+    -- unique keys (held by live jobs only); the Failures view's, and the pruner's way to the
+    -- failed and cancelled jobs past their retention (completed ones go a partition at a time).
+    CREATE INDEX jobs_partitioned_ready_idx ON jobs_live (type, priority DESC, seq)
+        WHERE status = 'queued' AND pending_deps = 0 AND is_active AND run_at IS NULL;
+    CREATE INDEX jobs_partitioned_user_ready_idx ON jobs_live (type, priority DESC, COALESCE(user_id, 0), seq)
+        WHERE status = 'queued' AND pending_deps = 0 AND is_active AND run_at IS NULL;
+    CREATE INDEX jobs_partitioned_waiting_idx ON jobs_live (run_at)
+        WHERE status = 'queued' AND pending_deps = 0 AND is_active AND run_at IS NOT NULL;
+    CREATE INDEX jobs_partitioned_in_progress_worker_idx ON jobs_live (worker_id) WHERE status = 'in_progress';
+    CREATE INDEX jobs_partitioned_waiting_approval_idx ON jobs_live (updated_at) WHERE status = 'waiting_approval';
+    CREATE UNIQUE INDEX jobs_partitioned_unique_key_idx ON jobs_live (unique_key)
+        WHERE unique_key IS NOT NULL AND status IN ('queued', 'in_progress', 'waiting_approval');
+    CREATE INDEX jobs_partitioned_failed_fingerprint_idx ON jobs_failed_cancelled (error_fingerprint, type, updated_at)
+        WHERE status = 'failed';
+    CREATE INDEX jobs_partitioned_failed_unprinted_idx ON jobs_failed_cancelled (type)
+        WHERE status = 'failed' AND error_fingerprint IS NULL;
+    CREATE INDEX jobs_partitioned_finished_idx ON jobs_failed_cancelled (status, updated_at);
 END $$;
 
-ALTER TABLE jobs_live ADD PRIMARY KEY (id);
-ALTER TABLE jobs_failed_cancelled ADD PRIMARY KEY (id);
-ALTER TABLE jobs_completed_start ADD PRIMARY KEY (id);
-ALTER TABLE jobs_completed_later ADD PRIMARY KEY (id);
-ALTER TABLE jobs_other ADD PRIMARY KEY (id);
-
--- The rows not copied yet (all of them, unless `jobdesk migrate` copied ahead): a completed
--- job's retention starts when it last changed, as the pruner counted it until now.
-LOCK TABLE jobs IN SHARE ROW EXCLUSIVE MODE;
-INSERT INTO jobs_partitioned OVERRIDING SYSTEM VALUE
-SELECT j.*, j.updated_at FROM jobs j
- WHERE NOT EXISTS (SELECT 1 FROM jobs_partitioned p WHERE p.id = j.id);
+-- 2. The rows, and the swap. Made ahead, the table holds every row already: the trigger that kept
+--    it in step (jobdesk_jobs_mirror) goes, and this transaction holds `jobs` for a moment only.
+--    Otherwise the rows are copied here: a completed job's retention starts when it last changed,
+--    as the pruner counted it until now.
+LOCK TABLE jobs IN ACCESS EXCLUSIVE MODE;
+DO $$
+BEGIN
+    IF to_regprocedure('jobdesk_jobs_mirror()') IS NULL THEN
+        INSERT INTO jobs_partitioned OVERRIDING SYSTEM VALUE SELECT j.*, j.updated_at FROM jobs j;
+    ELSE
+        IF obj_description('jobs_partitioned'::regclass, 'pg_class') IS DISTINCT FROM 'jobdesk: every row copied' THEN
+            INSERT INTO jobs_partitioned OVERRIDING SYSTEM VALUE  -- the copy ahead did not finish
+            SELECT j.*, j.updated_at FROM jobs j WHERE NOT EXISTS (SELECT 1 FROM jobs_partitioned p WHERE p.id = j.id);
+        END IF;
+        DROP TRIGGER jobs_mirror ON jobs;
+        DROP FUNCTION jobdesk_jobs_mirror();
+        COMMENT ON TABLE jobs_partitioned IS NULL;
+    END IF;
+END $$;
 SELECT setval(pg_get_serial_sequence('jobs_partitioned', 'seq'), s.last_value, s.is_called)
   FROM jobs_seq_seq s;
 
@@ -75,33 +111,19 @@ DROP TABLE jobs;
 ALTER TABLE jobs_partitioned RENAME TO jobs;
 ALTER SEQUENCE jobs_partitioned_seq_seq RENAME TO jobs_seq_seq;
 ALTER TABLE jobs RENAME CONSTRAINT jobs_partitioned_retain_from_not_null TO jobs_retain_from_not_null;
+DO $$
+DECLARE
+    idx text;
+BEGIN
+    FOR idx IN SELECT c.relname FROM pg_class c
+                WHERE c.relkind IN ('i', 'I') AND c.relname LIKE 'jobs\_partitioned\_%'
+                  AND c.relnamespace = (SELECT relnamespace FROM pg_class WHERE oid = 'jobs'::regclass) LOOP
+        EXECUTE format('ALTER INDEX %I RENAME TO %I', idx, 'jobs_' || substr(idx, length('jobs_partitioned_') + 1));
+    END LOOP;
+END $$;
 
--- Indexes of every partition, under their old names (a partition's own copy of each is made
--- when it is attached). Partial ones cost nothing where their rows never go.
-CREATE INDEX jobs_ready_idx ON jobs (type, priority DESC, seq)
-    WHERE status = 'queued' AND pending_deps = 0 AND is_active AND run_at IS NULL;
-CREATE INDEX jobs_user_ready_idx ON jobs (type, priority DESC, COALESCE(user_id, 0), seq)
-    WHERE status = 'queued' AND pending_deps = 0 AND is_active AND run_at IS NULL;
-CREATE INDEX jobs_waiting_idx ON jobs (run_at)
-    WHERE status = 'queued' AND pending_deps = 0 AND is_active AND run_at IS NOT NULL;
-CREATE INDEX jobs_in_progress_worker_idx ON jobs (worker_id) WHERE status = 'in_progress';
-CREATE INDEX jobs_waiting_approval_idx ON jobs (updated_at) WHERE status = 'waiting_approval';
-CREATE INDEX jobs_status_idx ON jobs (status, seq) WHERE status <> 'in_progress';
-CREATE INDEX jobs_id_tail_idx ON jobs (right(id, 8));
-CREATE INDEX jobs_pipeline_idx ON jobs (pipeline_id, seq) WHERE pipeline_id IS NOT NULL;
-CREATE INDEX jobs_pipeline_recent_idx ON jobs (seq DESC) WHERE pipeline_id IS NOT NULL;
-CREATE INDEX jobs_input_data_path_idx ON jobs USING gin (input_data jsonb_path_ops)
-    WHERE input_data <> '{}'::jsonb;
-CREATE INDEX jobs_error_fingerprint_idx ON jobs (error_fingerprint, seq) WHERE error_fingerprint IS NOT NULL;
-CREATE INDEX jobs_failed_fingerprint_idx ON jobs (error_fingerprint, type, updated_at) WHERE status = 'failed';
-CREATE INDEX jobs_failed_unprinted_idx ON jobs (type) WHERE status = 'failed' AND error_fingerprint IS NULL;
-CREATE INDEX jobs_raw_error_idx ON jobs ((left(split_part(error_message, E'\n', 1), 300)), seq)
-    WHERE error_fingerprint IS NULL AND error_message IS NOT NULL;
--- One partition's own: unique keys (held by live jobs only), and the pruner's way to the
--- failed and cancelled jobs past their retention (completed ones go a partition at a time).
-CREATE UNIQUE INDEX jobs_unique_key_idx ON jobs_live (unique_key)
-    WHERE unique_key IS NOT NULL AND status IN ('queued', 'in_progress', 'waiting_approval');
-CREATE INDEX jobs_finished_idx ON jobs_failed_cancelled (status, updated_at);
+-- What the last pruner run did (`jobdesk prune` and the console show it).
+ALTER TABLE jobdesk_leases ADD COLUMN last_result jsonb;
 
 -- A completed partition for [lower, upper), made empty beside `jobs_completed` and then attached,
 -- which locks the parent only in SHARE UPDATE EXCLUSIVE mode. With `strays` (a detached
@@ -110,7 +132,7 @@ CREATE INDEX jobs_finished_idx ON jobs_failed_cancelled (status, updated_at);
 CREATE FUNCTION jobdesk_make_completed_partition(lower timestamptz, upper timestamptz, strays regclass DEFAULT NULL)
     RETURNS text LANGUAGE plpgsql AS $$
 DECLARE
-    name text := 'jobs_completed_' || to_char(lower AT TIME ZONE 'UTC', 'YYYYMMDD_HH24MI');
+    name text := 'jobs_completed_' || to_char(lower AT TIME ZONE 'UTC', 'YYYYMMDD_HH24MISS');
 BEGIN
     EXECUTE format('CREATE TABLE %I (LIKE jobs_completed INCLUDING DEFAULTS INCLUDING CONSTRAINTS)', name);
     EXECUTE format('ALTER TABLE %I ADD PRIMARY KEY (id)', name);
@@ -147,7 +169,9 @@ CREATE FUNCTION jobdesk_id_born(id text) RETURNS timestamptz
                 ELSE '-infinity' END
 $$;
 
--- New rows against the other partitions: a partition's primary key sees only its own rows. A row
+-- New rows against the other partitions: a partition's primary key sees only its own rows. Not
+-- for a statement of jobdesk's enqueue whose ids it made itself (UUIDv7s with 74 random bits, which
+-- it marks with jobdesk.fresh_ids), which no job can already have. A row
 -- inserted live races no finished one (the finished row it could clash with is either visible
 -- here or still locked by its move, which jobs_live's key waits for); statements that insert
 -- rows already finished take turns, so that two of them cannot pass each other.
@@ -156,14 +180,20 @@ CREATE FUNCTION jobdesk_jobs_check_ids() RETURNS trigger
 DECLARE
     dup text;
 BEGIN
+    IF current_setting('jobdesk.fresh_ids', true) = 'on' THEN
+        -- Said by jobdesk's enqueue of jobs whose ids it has just made, for this statement alone.
+        PERFORM set_config('jobdesk.fresh_ids', '', true);
+        RETURN NULL;
+    END IF;
     IF EXISTS (SELECT 1 FROM new_ids n WHERE n.status NOT IN ('queued', 'in_progress', 'waiting_approval')) THEN
         PERFORM pg_advisory_xact_lock(hashtext('jobdesk: finished jobs inserted'));
+        SELECT n.id INTO dup FROM new_ids n JOIN jobs j ON j.id = n.id GROUP BY n.id HAVING count(*) > 1 LIMIT 1;
+    ELSE  -- all live: jobs_live's primary key has seen to the live ones
+        SELECT n.id INTO dup FROM new_ids n
+         WHERE EXISTS (SELECT 1 FROM jobs_failed_cancelled f WHERE f.id = n.id)
+            OR EXISTS (SELECT 1 FROM jobs_completed c WHERE c.id = n.id AND c.retain_from >= jobdesk_id_born(n.id))
+         LIMIT 1;
     END IF;
-    SELECT n.id INTO dup FROM new_ids n
-     WHERE (SELECT count(*) FROM jobs j
-             WHERE j.id = n.id AND j.status IN ('queued', 'in_progress', 'waiting_approval', 'failed', 'cancelled'))
-         + (SELECT count(*) FROM jobs_completed c WHERE c.id = n.id AND c.retain_from >= jobdesk_id_born(n.id)) > 1
-     LIMIT 1;
     IF dup IS NOT NULL THEN
         RAISE EXCEPTION 'duplicate key value violates unique constraint "jobs_pkey"'
             USING ERRCODE = 'unique_violation', DETAIL = format('Key (id)=(%s) already exists.', dup),

@@ -549,14 +549,20 @@ CREATE FUNCTION public.jobdesk_jobs_check_ids() RETURNS trigger
 DECLARE
     dup text;
 BEGIN
+    IF current_setting('jobdesk.fresh_ids', true) = 'on' THEN
+        -- Said by jobdesk's enqueue of jobs whose ids it has just made, for this statement alone.
+        PERFORM set_config('jobdesk.fresh_ids', '', true);
+        RETURN NULL;
+    END IF;
     IF EXISTS (SELECT 1 FROM new_ids n WHERE n.status NOT IN ('queued', 'in_progress', 'waiting_approval')) THEN
         PERFORM pg_advisory_xact_lock(hashtext('jobdesk: finished jobs inserted'));
+        SELECT n.id INTO dup FROM new_ids n JOIN jobs j ON j.id = n.id GROUP BY n.id HAVING count(*) > 1 LIMIT 1;
+    ELSE  -- all live: jobs_live's primary key has seen to the live ones
+        SELECT n.id INTO dup FROM new_ids n
+         WHERE EXISTS (SELECT 1 FROM jobs_failed_cancelled f WHERE f.id = n.id)
+            OR EXISTS (SELECT 1 FROM jobs_completed c WHERE c.id = n.id AND c.retain_from >= jobdesk_id_born(n.id))
+         LIMIT 1;
     END IF;
-    SELECT n.id INTO dup FROM new_ids n
-     WHERE (SELECT count(*) FROM jobs j
-             WHERE j.id = n.id AND j.status IN ('queued', 'in_progress', 'waiting_approval', 'failed', 'cancelled'))
-         + (SELECT count(*) FROM jobs_completed c WHERE c.id = n.id AND c.retain_from >= jobdesk_id_born(n.id)) > 1
-     LIMIT 1;
     IF dup IS NOT NULL THEN
         RAISE EXCEPTION 'duplicate key value violates unique constraint "jobs_pkey"'
             USING ERRCODE = 'unique_violation', DETAIL = format('Key (id)=(%s) already exists.', dup),
@@ -754,7 +760,7 @@ CREATE FUNCTION public.jobdesk_make_completed_partition(lower timestamp with tim
     LANGUAGE plpgsql
     AS $_$
 DECLARE
-    name text := 'jobs_completed_' || to_char(lower AT TIME ZONE 'UTC', 'YYYYMMDD_HH24MI');
+    name text := 'jobs_completed_' || to_char(lower AT TIME ZONE 'UTC', 'YYYYMMDD_HH24MISS');
 BEGIN
     EXECUTE format('CREATE TABLE %I (LIKE jobs_completed INCLUDING DEFAULTS INCLUDING CONSTRAINTS)', name);
     EXECUTE format('ALTER TABLE %I ADD PRIMARY KEY (id)', name);
@@ -1382,7 +1388,8 @@ CREATE TABLE public.jobdesk_leases (
     name text NOT NULL,
     holder text,
     expires_at timestamp with time zone DEFAULT now() NOT NULL,
-    last_run_at timestamp with time zone
+    last_run_at timestamp with time zone,
+    last_result jsonb
 );
 
 
@@ -1844,14 +1851,14 @@ ALTER TABLE ONLY public.jobs ATTACH PARTITION public.jobs_completed FOR VALUES I
 -- Name: jobs_completed_later; Type: TABLE ATTACH; Schema: public; Owner: -
 --
 
-ALTER TABLE ONLY public.jobs_completed ATTACH PARTITION public.jobs_completed_later FOR VALUES FROM ('2026-12-07 05:00:00+00') TO (MAXVALUE);
+ALTER TABLE ONLY public.jobs_completed ATTACH PARTITION public.jobs_completed_later FOR VALUES FROM ('<time of migration 041>') TO (MAXVALUE);
 
 
 --
 -- Name: jobs_completed_start; Type: TABLE ATTACH; Schema: public; Owner: -
 --
 
-ALTER TABLE ONLY public.jobs_completed ATTACH PARTITION public.jobs_completed_start FOR VALUES FROM (MINVALUE) TO ('2026-12-07 05:00:00+00');
+ALTER TABLE ONLY public.jobs_completed ATTACH PARTITION public.jobs_completed_start FOR VALUES FROM (MINVALUE) TO ('<time of migration 041>');
 
 
 --
@@ -2216,20 +2223,6 @@ CREATE INDEX jobs_completed_error_fingerprint_seq_idx ON ONLY public.jobs_comple
 
 
 --
--- Name: jobs_failed_fingerprint_idx; Type: INDEX; Schema: public; Owner: -
---
-
-CREATE INDEX jobs_failed_fingerprint_idx ON ONLY public.jobs USING btree (error_fingerprint, type, updated_at) WHERE ((status)::text = 'failed'::text);
-
-
---
--- Name: jobs_completed_error_fingerprint_type_updated_at_idx; Type: INDEX; Schema: public; Owner: -
---
-
-CREATE INDEX jobs_completed_error_fingerprint_type_updated_at_idx ON ONLY public.jobs_completed USING btree (error_fingerprint, type, updated_at) WHERE ((status)::text = 'failed'::text);
-
-
---
 -- Name: jobs_input_data_path_idx; Type: INDEX; Schema: public; Owner: -
 --
 
@@ -2248,13 +2241,6 @@ CREATE INDEX jobs_completed_input_data_idx ON ONLY public.jobs_completed USING g
 --
 
 CREATE INDEX jobs_completed_later_error_fingerprint_seq_idx ON public.jobs_completed_later USING btree (error_fingerprint, seq) WHERE (error_fingerprint IS NOT NULL);
-
-
---
--- Name: jobs_completed_later_error_fingerprint_type_updated_at_idx; Type: INDEX; Schema: public; Owner: -
---
-
-CREATE INDEX jobs_completed_later_error_fingerprint_type_updated_at_idx ON public.jobs_completed_later USING btree (error_fingerprint, type, updated_at) WHERE ((status)::text = 'failed'::text);
 
 
 --
@@ -2331,27 +2317,6 @@ CREATE INDEX jobs_completed_later_right_idx ON public.jobs_completed_later USING
 
 
 --
--- Name: jobs_waiting_idx; Type: INDEX; Schema: public; Owner: -
---
-
-CREATE INDEX jobs_waiting_idx ON ONLY public.jobs USING btree (run_at) WHERE (((status)::text = 'queued'::text) AND (pending_deps = 0) AND is_active AND (run_at IS NOT NULL));
-
-
---
--- Name: jobs_completed_run_at_idx; Type: INDEX; Schema: public; Owner: -
---
-
-CREATE INDEX jobs_completed_run_at_idx ON ONLY public.jobs_completed USING btree (run_at) WHERE (((status)::text = 'queued'::text) AND (pending_deps = 0) AND is_active AND (run_at IS NOT NULL));
-
-
---
--- Name: jobs_completed_later_run_at_idx; Type: INDEX; Schema: public; Owner: -
---
-
-CREATE INDEX jobs_completed_later_run_at_idx ON public.jobs_completed_later USING btree (run_at) WHERE (((status)::text = 'queued'::text) AND (pending_deps = 0) AND is_active AND (run_at IS NOT NULL));
-
-
---
 -- Name: jobs_pipeline_recent_idx; Type: INDEX; Schema: public; Owner: -
 --
 
@@ -2394,122 +2359,10 @@ CREATE INDEX jobs_completed_later_status_seq_idx ON public.jobs_completed_later 
 
 
 --
--- Name: jobs_failed_unprinted_idx; Type: INDEX; Schema: public; Owner: -
---
-
-CREATE INDEX jobs_failed_unprinted_idx ON ONLY public.jobs USING btree (type) WHERE (((status)::text = 'failed'::text) AND (error_fingerprint IS NULL));
-
-
---
--- Name: jobs_completed_type_idx; Type: INDEX; Schema: public; Owner: -
---
-
-CREATE INDEX jobs_completed_type_idx ON ONLY public.jobs_completed USING btree (type) WHERE (((status)::text = 'failed'::text) AND (error_fingerprint IS NULL));
-
-
---
--- Name: jobs_completed_later_type_idx; Type: INDEX; Schema: public; Owner: -
---
-
-CREATE INDEX jobs_completed_later_type_idx ON public.jobs_completed_later USING btree (type) WHERE (((status)::text = 'failed'::text) AND (error_fingerprint IS NULL));
-
-
---
--- Name: jobs_user_ready_idx; Type: INDEX; Schema: public; Owner: -
---
-
-CREATE INDEX jobs_user_ready_idx ON ONLY public.jobs USING btree (type, priority DESC, COALESCE(user_id, 0), seq) WHERE (((status)::text = 'queued'::text) AND (pending_deps = 0) AND is_active AND (run_at IS NULL));
-
-
---
--- Name: jobs_completed_type_priority_coalesce_seq_idx; Type: INDEX; Schema: public; Owner: -
---
-
-CREATE INDEX jobs_completed_type_priority_coalesce_seq_idx ON ONLY public.jobs_completed USING btree (type, priority DESC, COALESCE(user_id, 0), seq) WHERE (((status)::text = 'queued'::text) AND (pending_deps = 0) AND is_active AND (run_at IS NULL));
-
-
---
--- Name: jobs_completed_later_type_priority_coalesce_seq_idx; Type: INDEX; Schema: public; Owner: -
---
-
-CREATE INDEX jobs_completed_later_type_priority_coalesce_seq_idx ON public.jobs_completed_later USING btree (type, priority DESC, COALESCE(user_id, 0), seq) WHERE (((status)::text = 'queued'::text) AND (pending_deps = 0) AND is_active AND (run_at IS NULL));
-
-
---
--- Name: jobs_ready_idx; Type: INDEX; Schema: public; Owner: -
---
-
-CREATE INDEX jobs_ready_idx ON ONLY public.jobs USING btree (type, priority DESC, seq) WHERE (((status)::text = 'queued'::text) AND (pending_deps = 0) AND is_active AND (run_at IS NULL));
-
-
---
--- Name: jobs_completed_type_priority_seq_idx; Type: INDEX; Schema: public; Owner: -
---
-
-CREATE INDEX jobs_completed_type_priority_seq_idx ON ONLY public.jobs_completed USING btree (type, priority DESC, seq) WHERE (((status)::text = 'queued'::text) AND (pending_deps = 0) AND is_active AND (run_at IS NULL));
-
-
---
--- Name: jobs_completed_later_type_priority_seq_idx; Type: INDEX; Schema: public; Owner: -
---
-
-CREATE INDEX jobs_completed_later_type_priority_seq_idx ON public.jobs_completed_later USING btree (type, priority DESC, seq) WHERE (((status)::text = 'queued'::text) AND (pending_deps = 0) AND is_active AND (run_at IS NULL));
-
-
---
--- Name: jobs_waiting_approval_idx; Type: INDEX; Schema: public; Owner: -
---
-
-CREATE INDEX jobs_waiting_approval_idx ON ONLY public.jobs USING btree (updated_at) WHERE ((status)::text = 'waiting_approval'::text);
-
-
---
--- Name: jobs_completed_updated_at_idx; Type: INDEX; Schema: public; Owner: -
---
-
-CREATE INDEX jobs_completed_updated_at_idx ON ONLY public.jobs_completed USING btree (updated_at) WHERE ((status)::text = 'waiting_approval'::text);
-
-
---
--- Name: jobs_completed_later_updated_at_idx; Type: INDEX; Schema: public; Owner: -
---
-
-CREATE INDEX jobs_completed_later_updated_at_idx ON public.jobs_completed_later USING btree (updated_at) WHERE ((status)::text = 'waiting_approval'::text);
-
-
---
--- Name: jobs_in_progress_worker_idx; Type: INDEX; Schema: public; Owner: -
---
-
-CREATE INDEX jobs_in_progress_worker_idx ON ONLY public.jobs USING btree (worker_id) WHERE ((status)::text = 'in_progress'::text);
-
-
---
--- Name: jobs_completed_worker_id_idx; Type: INDEX; Schema: public; Owner: -
---
-
-CREATE INDEX jobs_completed_worker_id_idx ON ONLY public.jobs_completed USING btree (worker_id) WHERE ((status)::text = 'in_progress'::text);
-
-
---
--- Name: jobs_completed_later_worker_id_idx; Type: INDEX; Schema: public; Owner: -
---
-
-CREATE INDEX jobs_completed_later_worker_id_idx ON public.jobs_completed_later USING btree (worker_id) WHERE ((status)::text = 'in_progress'::text);
-
-
---
 -- Name: jobs_completed_start_error_fingerprint_seq_idx; Type: INDEX; Schema: public; Owner: -
 --
 
 CREATE INDEX jobs_completed_start_error_fingerprint_seq_idx ON public.jobs_completed_start USING btree (error_fingerprint, seq) WHERE (error_fingerprint IS NOT NULL);
-
-
---
--- Name: jobs_completed_start_error_fingerprint_type_updated_at_idx; Type: INDEX; Schema: public; Owner: -
---
-
-CREATE INDEX jobs_completed_start_error_fingerprint_type_updated_at_idx ON public.jobs_completed_start USING btree (error_fingerprint, type, updated_at) WHERE ((status)::text = 'failed'::text);
 
 
 --
@@ -2542,13 +2395,6 @@ CREATE INDEX jobs_completed_start_right_idx ON public.jobs_completed_start USING
 
 
 --
--- Name: jobs_completed_start_run_at_idx; Type: INDEX; Schema: public; Owner: -
---
-
-CREATE INDEX jobs_completed_start_run_at_idx ON public.jobs_completed_start USING btree (run_at) WHERE (((status)::text = 'queued'::text) AND (pending_deps = 0) AND is_active AND (run_at IS NOT NULL));
-
-
---
 -- Name: jobs_completed_start_seq_idx; Type: INDEX; Schema: public; Owner: -
 --
 
@@ -2563,52 +2409,10 @@ CREATE INDEX jobs_completed_start_status_seq_idx ON public.jobs_completed_start 
 
 
 --
--- Name: jobs_completed_start_type_idx; Type: INDEX; Schema: public; Owner: -
---
-
-CREATE INDEX jobs_completed_start_type_idx ON public.jobs_completed_start USING btree (type) WHERE (((status)::text = 'failed'::text) AND (error_fingerprint IS NULL));
-
-
---
--- Name: jobs_completed_start_type_priority_coalesce_seq_idx; Type: INDEX; Schema: public; Owner: -
---
-
-CREATE INDEX jobs_completed_start_type_priority_coalesce_seq_idx ON public.jobs_completed_start USING btree (type, priority DESC, COALESCE(user_id, 0), seq) WHERE (((status)::text = 'queued'::text) AND (pending_deps = 0) AND is_active AND (run_at IS NULL));
-
-
---
--- Name: jobs_completed_start_type_priority_seq_idx; Type: INDEX; Schema: public; Owner: -
---
-
-CREATE INDEX jobs_completed_start_type_priority_seq_idx ON public.jobs_completed_start USING btree (type, priority DESC, seq) WHERE (((status)::text = 'queued'::text) AND (pending_deps = 0) AND is_active AND (run_at IS NULL));
-
-
---
--- Name: jobs_completed_start_updated_at_idx; Type: INDEX; Schema: public; Owner: -
---
-
-CREATE INDEX jobs_completed_start_updated_at_idx ON public.jobs_completed_start USING btree (updated_at) WHERE ((status)::text = 'waiting_approval'::text);
-
-
---
--- Name: jobs_completed_start_worker_id_idx; Type: INDEX; Schema: public; Owner: -
---
-
-CREATE INDEX jobs_completed_start_worker_id_idx ON public.jobs_completed_start USING btree (worker_id) WHERE ((status)::text = 'in_progress'::text);
-
-
---
 -- Name: jobs_failed_cancelled_error_fingerprint_seq_idx; Type: INDEX; Schema: public; Owner: -
 --
 
 CREATE INDEX jobs_failed_cancelled_error_fingerprint_seq_idx ON public.jobs_failed_cancelled USING btree (error_fingerprint, seq) WHERE (error_fingerprint IS NOT NULL);
-
-
---
--- Name: jobs_failed_cancelled_error_fingerprint_type_updated_at_idx; Type: INDEX; Schema: public; Owner: -
---
-
-CREATE INDEX jobs_failed_cancelled_error_fingerprint_type_updated_at_idx ON public.jobs_failed_cancelled USING btree (error_fingerprint, type, updated_at) WHERE ((status)::text = 'failed'::text);
 
 
 --
@@ -2641,13 +2445,6 @@ CREATE INDEX jobs_failed_cancelled_right_idx ON public.jobs_failed_cancelled USI
 
 
 --
--- Name: jobs_failed_cancelled_run_at_idx; Type: INDEX; Schema: public; Owner: -
---
-
-CREATE INDEX jobs_failed_cancelled_run_at_idx ON public.jobs_failed_cancelled USING btree (run_at) WHERE (((status)::text = 'queued'::text) AND (pending_deps = 0) AND is_active AND (run_at IS NOT NULL));
-
-
---
 -- Name: jobs_failed_cancelled_seq_idx; Type: INDEX; Schema: public; Owner: -
 --
 
@@ -2662,38 +2459,17 @@ CREATE INDEX jobs_failed_cancelled_status_seq_idx ON public.jobs_failed_cancelle
 
 
 --
--- Name: jobs_failed_cancelled_type_idx; Type: INDEX; Schema: public; Owner: -
+-- Name: jobs_failed_fingerprint_idx; Type: INDEX; Schema: public; Owner: -
 --
 
-CREATE INDEX jobs_failed_cancelled_type_idx ON public.jobs_failed_cancelled USING btree (type) WHERE (((status)::text = 'failed'::text) AND (error_fingerprint IS NULL));
-
-
---
--- Name: jobs_failed_cancelled_type_priority_coalesce_seq_idx; Type: INDEX; Schema: public; Owner: -
---
-
-CREATE INDEX jobs_failed_cancelled_type_priority_coalesce_seq_idx ON public.jobs_failed_cancelled USING btree (type, priority DESC, COALESCE(user_id, 0), seq) WHERE (((status)::text = 'queued'::text) AND (pending_deps = 0) AND is_active AND (run_at IS NULL));
+CREATE INDEX jobs_failed_fingerprint_idx ON public.jobs_failed_cancelled USING btree (error_fingerprint, type, updated_at) WHERE ((status)::text = 'failed'::text);
 
 
 --
--- Name: jobs_failed_cancelled_type_priority_seq_idx; Type: INDEX; Schema: public; Owner: -
+-- Name: jobs_failed_unprinted_idx; Type: INDEX; Schema: public; Owner: -
 --
 
-CREATE INDEX jobs_failed_cancelled_type_priority_seq_idx ON public.jobs_failed_cancelled USING btree (type, priority DESC, seq) WHERE (((status)::text = 'queued'::text) AND (pending_deps = 0) AND is_active AND (run_at IS NULL));
-
-
---
--- Name: jobs_failed_cancelled_updated_at_idx; Type: INDEX; Schema: public; Owner: -
---
-
-CREATE INDEX jobs_failed_cancelled_updated_at_idx ON public.jobs_failed_cancelled USING btree (updated_at) WHERE ((status)::text = 'waiting_approval'::text);
-
-
---
--- Name: jobs_failed_cancelled_worker_id_idx; Type: INDEX; Schema: public; Owner: -
---
-
-CREATE INDEX jobs_failed_cancelled_worker_id_idx ON public.jobs_failed_cancelled USING btree (worker_id) WHERE ((status)::text = 'in_progress'::text);
+CREATE INDEX jobs_failed_unprinted_idx ON public.jobs_failed_cancelled USING btree (type) WHERE (((status)::text = 'failed'::text) AND (error_fingerprint IS NULL));
 
 
 --
@@ -2704,17 +2480,17 @@ CREATE INDEX jobs_finished_idx ON public.jobs_failed_cancelled USING btree (stat
 
 
 --
+-- Name: jobs_in_progress_worker_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX jobs_in_progress_worker_idx ON public.jobs_live USING btree (worker_id) WHERE ((status)::text = 'in_progress'::text);
+
+
+--
 -- Name: jobs_live_error_fingerprint_seq_idx; Type: INDEX; Schema: public; Owner: -
 --
 
 CREATE INDEX jobs_live_error_fingerprint_seq_idx ON public.jobs_live USING btree (error_fingerprint, seq) WHERE (error_fingerprint IS NOT NULL);
-
-
---
--- Name: jobs_live_error_fingerprint_type_updated_at_idx; Type: INDEX; Schema: public; Owner: -
---
-
-CREATE INDEX jobs_live_error_fingerprint_type_updated_at_idx ON public.jobs_live USING btree (error_fingerprint, type, updated_at) WHERE ((status)::text = 'failed'::text);
 
 
 --
@@ -2747,13 +2523,6 @@ CREATE INDEX jobs_live_right_idx ON public.jobs_live USING btree ("right"((id)::
 
 
 --
--- Name: jobs_live_run_at_idx; Type: INDEX; Schema: public; Owner: -
---
-
-CREATE INDEX jobs_live_run_at_idx ON public.jobs_live USING btree (run_at) WHERE (((status)::text = 'queued'::text) AND (pending_deps = 0) AND is_active AND (run_at IS NOT NULL));
-
-
---
 -- Name: jobs_live_seq_idx; Type: INDEX; Schema: public; Owner: -
 --
 
@@ -2768,52 +2537,10 @@ CREATE INDEX jobs_live_status_seq_idx ON public.jobs_live USING btree (status, s
 
 
 --
--- Name: jobs_live_type_idx; Type: INDEX; Schema: public; Owner: -
---
-
-CREATE INDEX jobs_live_type_idx ON public.jobs_live USING btree (type) WHERE (((status)::text = 'failed'::text) AND (error_fingerprint IS NULL));
-
-
---
--- Name: jobs_live_type_priority_coalesce_seq_idx; Type: INDEX; Schema: public; Owner: -
---
-
-CREATE INDEX jobs_live_type_priority_coalesce_seq_idx ON public.jobs_live USING btree (type, priority DESC, COALESCE(user_id, 0), seq) WHERE (((status)::text = 'queued'::text) AND (pending_deps = 0) AND is_active AND (run_at IS NULL));
-
-
---
--- Name: jobs_live_type_priority_seq_idx; Type: INDEX; Schema: public; Owner: -
---
-
-CREATE INDEX jobs_live_type_priority_seq_idx ON public.jobs_live USING btree (type, priority DESC, seq) WHERE (((status)::text = 'queued'::text) AND (pending_deps = 0) AND is_active AND (run_at IS NULL));
-
-
---
--- Name: jobs_live_updated_at_idx; Type: INDEX; Schema: public; Owner: -
---
-
-CREATE INDEX jobs_live_updated_at_idx ON public.jobs_live USING btree (updated_at) WHERE ((status)::text = 'waiting_approval'::text);
-
-
---
--- Name: jobs_live_worker_id_idx; Type: INDEX; Schema: public; Owner: -
---
-
-CREATE INDEX jobs_live_worker_id_idx ON public.jobs_live USING btree (worker_id) WHERE ((status)::text = 'in_progress'::text);
-
-
---
 -- Name: jobs_other_error_fingerprint_seq_idx; Type: INDEX; Schema: public; Owner: -
 --
 
 CREATE INDEX jobs_other_error_fingerprint_seq_idx ON public.jobs_other USING btree (error_fingerprint, seq) WHERE (error_fingerprint IS NOT NULL);
-
-
---
--- Name: jobs_other_error_fingerprint_type_updated_at_idx; Type: INDEX; Schema: public; Owner: -
---
-
-CREATE INDEX jobs_other_error_fingerprint_type_updated_at_idx ON public.jobs_other USING btree (error_fingerprint, type, updated_at) WHERE ((status)::text = 'failed'::text);
 
 
 --
@@ -2846,13 +2573,6 @@ CREATE INDEX jobs_other_right_idx ON public.jobs_other USING btree ("right"((id)
 
 
 --
--- Name: jobs_other_run_at_idx; Type: INDEX; Schema: public; Owner: -
---
-
-CREATE INDEX jobs_other_run_at_idx ON public.jobs_other USING btree (run_at) WHERE (((status)::text = 'queued'::text) AND (pending_deps = 0) AND is_active AND (run_at IS NOT NULL));
-
-
---
 -- Name: jobs_other_seq_idx; Type: INDEX; Schema: public; Owner: -
 --
 
@@ -2867,38 +2587,10 @@ CREATE INDEX jobs_other_status_seq_idx ON public.jobs_other USING btree (status,
 
 
 --
--- Name: jobs_other_type_idx; Type: INDEX; Schema: public; Owner: -
+-- Name: jobs_ready_idx; Type: INDEX; Schema: public; Owner: -
 --
 
-CREATE INDEX jobs_other_type_idx ON public.jobs_other USING btree (type) WHERE (((status)::text = 'failed'::text) AND (error_fingerprint IS NULL));
-
-
---
--- Name: jobs_other_type_priority_coalesce_seq_idx; Type: INDEX; Schema: public; Owner: -
---
-
-CREATE INDEX jobs_other_type_priority_coalesce_seq_idx ON public.jobs_other USING btree (type, priority DESC, COALESCE(user_id, 0), seq) WHERE (((status)::text = 'queued'::text) AND (pending_deps = 0) AND is_active AND (run_at IS NULL));
-
-
---
--- Name: jobs_other_type_priority_seq_idx; Type: INDEX; Schema: public; Owner: -
---
-
-CREATE INDEX jobs_other_type_priority_seq_idx ON public.jobs_other USING btree (type, priority DESC, seq) WHERE (((status)::text = 'queued'::text) AND (pending_deps = 0) AND is_active AND (run_at IS NULL));
-
-
---
--- Name: jobs_other_updated_at_idx; Type: INDEX; Schema: public; Owner: -
---
-
-CREATE INDEX jobs_other_updated_at_idx ON public.jobs_other USING btree (updated_at) WHERE ((status)::text = 'waiting_approval'::text);
-
-
---
--- Name: jobs_other_worker_id_idx; Type: INDEX; Schema: public; Owner: -
---
-
-CREATE INDEX jobs_other_worker_id_idx ON public.jobs_other USING btree (worker_id) WHERE ((status)::text = 'in_progress'::text);
+CREATE INDEX jobs_ready_idx ON public.jobs_live USING btree (type, priority DESC, seq) WHERE (((status)::text = 'queued'::text) AND (pending_deps = 0) AND is_active AND (run_at IS NULL));
 
 
 --
@@ -2906,6 +2598,27 @@ CREATE INDEX jobs_other_worker_id_idx ON public.jobs_other USING btree (worker_i
 --
 
 CREATE UNIQUE INDEX jobs_unique_key_idx ON public.jobs_live USING btree (unique_key) WHERE ((unique_key IS NOT NULL) AND ((status)::text = ANY ((ARRAY['queued'::character varying, 'in_progress'::character varying, 'waiting_approval'::character varying])::text[])));
+
+
+--
+-- Name: jobs_user_ready_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX jobs_user_ready_idx ON public.jobs_live USING btree (type, priority DESC, COALESCE(user_id, 0), seq) WHERE (((status)::text = 'queued'::text) AND (pending_deps = 0) AND is_active AND (run_at IS NULL));
+
+
+--
+-- Name: jobs_waiting_approval_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX jobs_waiting_approval_idx ON public.jobs_live USING btree (updated_at) WHERE ((status)::text = 'waiting_approval'::text);
+
+
+--
+-- Name: jobs_waiting_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX jobs_waiting_idx ON public.jobs_live USING btree (run_at) WHERE (((status)::text = 'queued'::text) AND (pending_deps = 0) AND is_active AND (run_at IS NOT NULL));
 
 
 --
@@ -2937,13 +2650,6 @@ ALTER INDEX public.jobs_error_fingerprint_idx ATTACH PARTITION public.jobs_compl
 
 
 --
--- Name: jobs_completed_error_fingerprint_type_updated_at_idx; Type: INDEX ATTACH; Schema: public; Owner: -
---
-
-ALTER INDEX public.jobs_failed_fingerprint_idx ATTACH PARTITION public.jobs_completed_error_fingerprint_type_updated_at_idx;
-
-
---
 -- Name: jobs_completed_input_data_idx; Type: INDEX ATTACH; Schema: public; Owner: -
 --
 
@@ -2955,13 +2661,6 @@ ALTER INDEX public.jobs_input_data_path_idx ATTACH PARTITION public.jobs_complet
 --
 
 ALTER INDEX public.jobs_completed_error_fingerprint_seq_idx ATTACH PARTITION public.jobs_completed_later_error_fingerprint_seq_idx;
-
-
---
--- Name: jobs_completed_later_error_fingerprint_type_updated_at_idx; Type: INDEX ATTACH; Schema: public; Owner: -
---
-
-ALTER INDEX public.jobs_completed_error_fingerprint_type_updated_at_idx ATTACH PARTITION public.jobs_completed_later_error_fingerprint_type_updated_at_idx;
 
 
 --
@@ -2993,13 +2692,6 @@ ALTER INDEX public.jobs_completed_right_idx ATTACH PARTITION public.jobs_complet
 
 
 --
--- Name: jobs_completed_later_run_at_idx; Type: INDEX ATTACH; Schema: public; Owner: -
---
-
-ALTER INDEX public.jobs_completed_run_at_idx ATTACH PARTITION public.jobs_completed_later_run_at_idx;
-
-
---
 -- Name: jobs_completed_later_seq_idx; Type: INDEX ATTACH; Schema: public; Owner: -
 --
 
@@ -3011,41 +2703,6 @@ ALTER INDEX public.jobs_completed_seq_idx ATTACH PARTITION public.jobs_completed
 --
 
 ALTER INDEX public.jobs_completed_status_seq_idx ATTACH PARTITION public.jobs_completed_later_status_seq_idx;
-
-
---
--- Name: jobs_completed_later_type_idx; Type: INDEX ATTACH; Schema: public; Owner: -
---
-
-ALTER INDEX public.jobs_completed_type_idx ATTACH PARTITION public.jobs_completed_later_type_idx;
-
-
---
--- Name: jobs_completed_later_type_priority_coalesce_seq_idx; Type: INDEX ATTACH; Schema: public; Owner: -
---
-
-ALTER INDEX public.jobs_completed_type_priority_coalesce_seq_idx ATTACH PARTITION public.jobs_completed_later_type_priority_coalesce_seq_idx;
-
-
---
--- Name: jobs_completed_later_type_priority_seq_idx; Type: INDEX ATTACH; Schema: public; Owner: -
---
-
-ALTER INDEX public.jobs_completed_type_priority_seq_idx ATTACH PARTITION public.jobs_completed_later_type_priority_seq_idx;
-
-
---
--- Name: jobs_completed_later_updated_at_idx; Type: INDEX ATTACH; Schema: public; Owner: -
---
-
-ALTER INDEX public.jobs_completed_updated_at_idx ATTACH PARTITION public.jobs_completed_later_updated_at_idx;
-
-
---
--- Name: jobs_completed_later_worker_id_idx; Type: INDEX ATTACH; Schema: public; Owner: -
---
-
-ALTER INDEX public.jobs_completed_worker_id_idx ATTACH PARTITION public.jobs_completed_later_worker_id_idx;
 
 
 --
@@ -3070,13 +2727,6 @@ ALTER INDEX public.jobs_id_tail_idx ATTACH PARTITION public.jobs_completed_right
 
 
 --
--- Name: jobs_completed_run_at_idx; Type: INDEX ATTACH; Schema: public; Owner: -
---
-
-ALTER INDEX public.jobs_waiting_idx ATTACH PARTITION public.jobs_completed_run_at_idx;
-
-
---
 -- Name: jobs_completed_seq_idx; Type: INDEX ATTACH; Schema: public; Owner: -
 --
 
@@ -3088,13 +2738,6 @@ ALTER INDEX public.jobs_pipeline_recent_idx ATTACH PARTITION public.jobs_complet
 --
 
 ALTER INDEX public.jobs_completed_error_fingerprint_seq_idx ATTACH PARTITION public.jobs_completed_start_error_fingerprint_seq_idx;
-
-
---
--- Name: jobs_completed_start_error_fingerprint_type_updated_at_idx; Type: INDEX ATTACH; Schema: public; Owner: -
---
-
-ALTER INDEX public.jobs_completed_error_fingerprint_type_updated_at_idx ATTACH PARTITION public.jobs_completed_start_error_fingerprint_type_updated_at_idx;
 
 
 --
@@ -3126,13 +2769,6 @@ ALTER INDEX public.jobs_completed_right_idx ATTACH PARTITION public.jobs_complet
 
 
 --
--- Name: jobs_completed_start_run_at_idx; Type: INDEX ATTACH; Schema: public; Owner: -
---
-
-ALTER INDEX public.jobs_completed_run_at_idx ATTACH PARTITION public.jobs_completed_start_run_at_idx;
-
-
---
 -- Name: jobs_completed_start_seq_idx; Type: INDEX ATTACH; Schema: public; Owner: -
 --
 
@@ -3147,41 +2783,6 @@ ALTER INDEX public.jobs_completed_status_seq_idx ATTACH PARTITION public.jobs_co
 
 
 --
--- Name: jobs_completed_start_type_idx; Type: INDEX ATTACH; Schema: public; Owner: -
---
-
-ALTER INDEX public.jobs_completed_type_idx ATTACH PARTITION public.jobs_completed_start_type_idx;
-
-
---
--- Name: jobs_completed_start_type_priority_coalesce_seq_idx; Type: INDEX ATTACH; Schema: public; Owner: -
---
-
-ALTER INDEX public.jobs_completed_type_priority_coalesce_seq_idx ATTACH PARTITION public.jobs_completed_start_type_priority_coalesce_seq_idx;
-
-
---
--- Name: jobs_completed_start_type_priority_seq_idx; Type: INDEX ATTACH; Schema: public; Owner: -
---
-
-ALTER INDEX public.jobs_completed_type_priority_seq_idx ATTACH PARTITION public.jobs_completed_start_type_priority_seq_idx;
-
-
---
--- Name: jobs_completed_start_updated_at_idx; Type: INDEX ATTACH; Schema: public; Owner: -
---
-
-ALTER INDEX public.jobs_completed_updated_at_idx ATTACH PARTITION public.jobs_completed_start_updated_at_idx;
-
-
---
--- Name: jobs_completed_start_worker_id_idx; Type: INDEX ATTACH; Schema: public; Owner: -
---
-
-ALTER INDEX public.jobs_completed_worker_id_idx ATTACH PARTITION public.jobs_completed_start_worker_id_idx;
-
-
---
 -- Name: jobs_completed_status_seq_idx; Type: INDEX ATTACH; Schema: public; Owner: -
 --
 
@@ -3189,52 +2790,10 @@ ALTER INDEX public.jobs_status_idx ATTACH PARTITION public.jobs_completed_status
 
 
 --
--- Name: jobs_completed_type_idx; Type: INDEX ATTACH; Schema: public; Owner: -
---
-
-ALTER INDEX public.jobs_failed_unprinted_idx ATTACH PARTITION public.jobs_completed_type_idx;
-
-
---
--- Name: jobs_completed_type_priority_coalesce_seq_idx; Type: INDEX ATTACH; Schema: public; Owner: -
---
-
-ALTER INDEX public.jobs_user_ready_idx ATTACH PARTITION public.jobs_completed_type_priority_coalesce_seq_idx;
-
-
---
--- Name: jobs_completed_type_priority_seq_idx; Type: INDEX ATTACH; Schema: public; Owner: -
---
-
-ALTER INDEX public.jobs_ready_idx ATTACH PARTITION public.jobs_completed_type_priority_seq_idx;
-
-
---
--- Name: jobs_completed_updated_at_idx; Type: INDEX ATTACH; Schema: public; Owner: -
---
-
-ALTER INDEX public.jobs_waiting_approval_idx ATTACH PARTITION public.jobs_completed_updated_at_idx;
-
-
---
--- Name: jobs_completed_worker_id_idx; Type: INDEX ATTACH; Schema: public; Owner: -
---
-
-ALTER INDEX public.jobs_in_progress_worker_idx ATTACH PARTITION public.jobs_completed_worker_id_idx;
-
-
---
 -- Name: jobs_failed_cancelled_error_fingerprint_seq_idx; Type: INDEX ATTACH; Schema: public; Owner: -
 --
 
 ALTER INDEX public.jobs_error_fingerprint_idx ATTACH PARTITION public.jobs_failed_cancelled_error_fingerprint_seq_idx;
-
-
---
--- Name: jobs_failed_cancelled_error_fingerprint_type_updated_at_idx; Type: INDEX ATTACH; Schema: public; Owner: -
---
-
-ALTER INDEX public.jobs_failed_fingerprint_idx ATTACH PARTITION public.jobs_failed_cancelled_error_fingerprint_type_updated_at_idx;
 
 
 --
@@ -3266,13 +2825,6 @@ ALTER INDEX public.jobs_id_tail_idx ATTACH PARTITION public.jobs_failed_cancelle
 
 
 --
--- Name: jobs_failed_cancelled_run_at_idx; Type: INDEX ATTACH; Schema: public; Owner: -
---
-
-ALTER INDEX public.jobs_waiting_idx ATTACH PARTITION public.jobs_failed_cancelled_run_at_idx;
-
-
---
 -- Name: jobs_failed_cancelled_seq_idx; Type: INDEX ATTACH; Schema: public; Owner: -
 --
 
@@ -3287,52 +2839,10 @@ ALTER INDEX public.jobs_status_idx ATTACH PARTITION public.jobs_failed_cancelled
 
 
 --
--- Name: jobs_failed_cancelled_type_idx; Type: INDEX ATTACH; Schema: public; Owner: -
---
-
-ALTER INDEX public.jobs_failed_unprinted_idx ATTACH PARTITION public.jobs_failed_cancelled_type_idx;
-
-
---
--- Name: jobs_failed_cancelled_type_priority_coalesce_seq_idx; Type: INDEX ATTACH; Schema: public; Owner: -
---
-
-ALTER INDEX public.jobs_user_ready_idx ATTACH PARTITION public.jobs_failed_cancelled_type_priority_coalesce_seq_idx;
-
-
---
--- Name: jobs_failed_cancelled_type_priority_seq_idx; Type: INDEX ATTACH; Schema: public; Owner: -
---
-
-ALTER INDEX public.jobs_ready_idx ATTACH PARTITION public.jobs_failed_cancelled_type_priority_seq_idx;
-
-
---
--- Name: jobs_failed_cancelled_updated_at_idx; Type: INDEX ATTACH; Schema: public; Owner: -
---
-
-ALTER INDEX public.jobs_waiting_approval_idx ATTACH PARTITION public.jobs_failed_cancelled_updated_at_idx;
-
-
---
--- Name: jobs_failed_cancelled_worker_id_idx; Type: INDEX ATTACH; Schema: public; Owner: -
---
-
-ALTER INDEX public.jobs_in_progress_worker_idx ATTACH PARTITION public.jobs_failed_cancelled_worker_id_idx;
-
-
---
 -- Name: jobs_live_error_fingerprint_seq_idx; Type: INDEX ATTACH; Schema: public; Owner: -
 --
 
 ALTER INDEX public.jobs_error_fingerprint_idx ATTACH PARTITION public.jobs_live_error_fingerprint_seq_idx;
-
-
---
--- Name: jobs_live_error_fingerprint_type_updated_at_idx; Type: INDEX ATTACH; Schema: public; Owner: -
---
-
-ALTER INDEX public.jobs_failed_fingerprint_idx ATTACH PARTITION public.jobs_live_error_fingerprint_type_updated_at_idx;
 
 
 --
@@ -3364,13 +2874,6 @@ ALTER INDEX public.jobs_id_tail_idx ATTACH PARTITION public.jobs_live_right_idx;
 
 
 --
--- Name: jobs_live_run_at_idx; Type: INDEX ATTACH; Schema: public; Owner: -
---
-
-ALTER INDEX public.jobs_waiting_idx ATTACH PARTITION public.jobs_live_run_at_idx;
-
-
---
 -- Name: jobs_live_seq_idx; Type: INDEX ATTACH; Schema: public; Owner: -
 --
 
@@ -3385,52 +2888,10 @@ ALTER INDEX public.jobs_status_idx ATTACH PARTITION public.jobs_live_status_seq_
 
 
 --
--- Name: jobs_live_type_idx; Type: INDEX ATTACH; Schema: public; Owner: -
---
-
-ALTER INDEX public.jobs_failed_unprinted_idx ATTACH PARTITION public.jobs_live_type_idx;
-
-
---
--- Name: jobs_live_type_priority_coalesce_seq_idx; Type: INDEX ATTACH; Schema: public; Owner: -
---
-
-ALTER INDEX public.jobs_user_ready_idx ATTACH PARTITION public.jobs_live_type_priority_coalesce_seq_idx;
-
-
---
--- Name: jobs_live_type_priority_seq_idx; Type: INDEX ATTACH; Schema: public; Owner: -
---
-
-ALTER INDEX public.jobs_ready_idx ATTACH PARTITION public.jobs_live_type_priority_seq_idx;
-
-
---
--- Name: jobs_live_updated_at_idx; Type: INDEX ATTACH; Schema: public; Owner: -
---
-
-ALTER INDEX public.jobs_waiting_approval_idx ATTACH PARTITION public.jobs_live_updated_at_idx;
-
-
---
--- Name: jobs_live_worker_id_idx; Type: INDEX ATTACH; Schema: public; Owner: -
---
-
-ALTER INDEX public.jobs_in_progress_worker_idx ATTACH PARTITION public.jobs_live_worker_id_idx;
-
-
---
 -- Name: jobs_other_error_fingerprint_seq_idx; Type: INDEX ATTACH; Schema: public; Owner: -
 --
 
 ALTER INDEX public.jobs_error_fingerprint_idx ATTACH PARTITION public.jobs_other_error_fingerprint_seq_idx;
-
-
---
--- Name: jobs_other_error_fingerprint_type_updated_at_idx; Type: INDEX ATTACH; Schema: public; Owner: -
---
-
-ALTER INDEX public.jobs_failed_fingerprint_idx ATTACH PARTITION public.jobs_other_error_fingerprint_type_updated_at_idx;
 
 
 --
@@ -3462,13 +2923,6 @@ ALTER INDEX public.jobs_id_tail_idx ATTACH PARTITION public.jobs_other_right_idx
 
 
 --
--- Name: jobs_other_run_at_idx; Type: INDEX ATTACH; Schema: public; Owner: -
---
-
-ALTER INDEX public.jobs_waiting_idx ATTACH PARTITION public.jobs_other_run_at_idx;
-
-
---
 -- Name: jobs_other_seq_idx; Type: INDEX ATTACH; Schema: public; Owner: -
 --
 
@@ -3480,41 +2934,6 @@ ALTER INDEX public.jobs_pipeline_recent_idx ATTACH PARTITION public.jobs_other_s
 --
 
 ALTER INDEX public.jobs_status_idx ATTACH PARTITION public.jobs_other_status_seq_idx;
-
-
---
--- Name: jobs_other_type_idx; Type: INDEX ATTACH; Schema: public; Owner: -
---
-
-ALTER INDEX public.jobs_failed_unprinted_idx ATTACH PARTITION public.jobs_other_type_idx;
-
-
---
--- Name: jobs_other_type_priority_coalesce_seq_idx; Type: INDEX ATTACH; Schema: public; Owner: -
---
-
-ALTER INDEX public.jobs_user_ready_idx ATTACH PARTITION public.jobs_other_type_priority_coalesce_seq_idx;
-
-
---
--- Name: jobs_other_type_priority_seq_idx; Type: INDEX ATTACH; Schema: public; Owner: -
---
-
-ALTER INDEX public.jobs_ready_idx ATTACH PARTITION public.jobs_other_type_priority_seq_idx;
-
-
---
--- Name: jobs_other_updated_at_idx; Type: INDEX ATTACH; Schema: public; Owner: -
---
-
-ALTER INDEX public.jobs_waiting_approval_idx ATTACH PARTITION public.jobs_other_updated_at_idx;
-
-
---
--- Name: jobs_other_worker_id_idx; Type: INDEX ATTACH; Schema: public; Owner: -
---
-
-ALTER INDEX public.jobs_in_progress_worker_idx ATTACH PARTITION public.jobs_other_worker_id_idx;
 
 
 --

@@ -33,7 +33,7 @@ def variants() -> dict[str, Callable[[], str]]:
     out["claim_limited"] = lambda: claim.claim_statement(1, limited=True)
     out["exchange_limited"] = lambda: claim.claim_statement(1, exchange=True, limited=True)
     out["complete"] = lambda: claim._COMPLETE
-    out["insert"] = lambda: inserts._INSERT
+    out["insert"] = lambda: inserts._INSERT_MADE
     out["insert_full"] = lambda: inserts._INSERT_FULL
     out["insert_audited"] = lambda: inserts._insert_audited_sql(RETURNING)
     return out

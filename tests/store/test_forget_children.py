@@ -87,15 +87,18 @@ async def test_the_pruner_deletes_old_jobs_with_their_rows_only(conn: asyncpg.Co
     await add_job_with_children(conn, "old", "p")
     await add_job_with_children(conn, "new", "p")
     await conn.execute("UPDATE jobs SET status = 'completed', pending_deps = 0")
-    await conn.execute("UPDATE jobs SET updated_at = now() - interval '30 days' WHERE id IN ('old', 'p')")
+    # Completed jobs go a partition at a time (sql/041): 'old' and 'p' move to the oldest one,
+    # which ends when the database was made; 'new' stays in the newest.
+    await conn.execute("UPDATE jobs SET retain_from = now() - interval '30 days' WHERE id IN ('old', 'p')")
 
     pool = await asyncpg.create_pool(dsn, min_size=1, max_size=1)
     try:
-        result = await prune(pool, "test", {"completed": 7 * 86400.0}, failed_retention=None)
+        result = await prune(pool, "test", {"completed": 0.0}, failed_retention=None)
     finally:
         await pool.close()
 
     assert result is not None
-    assert result.counts["completed"] == 2  # 'old' and 'p'; 'new' is within its retention
+    assert [d.name for d in result.dropped] == ["jobs_completed_start"]
+    assert result.counts["completed"] == 2  # 'old' and 'p'; 'new' is in a partition that stays
     assert tuple(await conn.fetchrow(CHILD_COUNTS, "old")) == (0, 0, 0, 0, 0, 0)
     assert tuple(await conn.fetchrow(CHILD_COUNTS, "new")) == (1, 1, 1, 0, 1, 1)  # its edge to p went with p

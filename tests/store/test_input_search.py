@@ -3,6 +3,8 @@ index of sql/030 serves them; a malformed path is a message, not a filter."""
 
 from __future__ import annotations
 
+import re
+
 import asyncpg
 
 from jobdesk.store.jobs import InputTerm, JobFilter, fetch_page, status_counts
@@ -64,8 +66,9 @@ async def test_the_index_serves_the_term(conn: asyncpg.Connection) -> None:
     params: list[object] = []
     where = parse_search("input.order_id:4242").filter.where(params)
     plan = "\n".join(r[0] for r in await conn.fetch(f"EXPLAIN SELECT id FROM jobs WHERE {where}", *params))
-    # The completed jobs' partition reads its copy of the index (named after the column).
-    assert "jobs_completed_start_input_data_idx" in plan, plan
+    # The partition of completed jobs that holds them reads its copy of the index (named after
+    # the column), the empty ones whatever is cheapest.
+    assert re.search(r"Bitmap Index Scan on jobs_completed_\w+_input_data_idx", plan), plan
 
 
 def test_malformed_paths_and_values_are_messages() -> None:

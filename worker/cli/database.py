@@ -20,6 +20,8 @@ from jobdesk.service.schema import migrate_database, prepare_schema
 from jobdesk.store.stats import COUNTED_ROWS_CAP, BadWindow, Window, parse_window
 
 if TYPE_CHECKING:
+    from datetime import datetime
+
     from jobdesk.embedded.server import Client
 
 # -- arguments ------------------------------------------------------------------------------
@@ -184,12 +186,23 @@ async def cmd_prune(inv: Invocation) -> int:
     async with inv.service() as jobs:
         result = await jobs.prune(dry_run=args.dry_run, older_than=args.older_than, statuses=args.status)
     if args.json:
-        print_json({"dry_run": result.dry_run, "counts": result.counts})
-    else:
-        verb = "would delete" if result.dry_run else "deleted"
-        print_rows([(what, f"{n:,}") for what, n in result.counts.items()])
-        print(f"{verb} {sum(result.counts.values()):,} row(s) in {result.seconds:.1f} s")
+        print_json(result.as_json())
+        return 0
+    deleted = {what: n for what, n in result.counts.items() if not (what == "completed" and result.dropped)}
+    print_rows([(what, f"{n:,}") for what, n in result.counts.items()])
+    verb = "would delete" if result.dry_run else "deleted"
+    print(f"{verb} {sum(deleted.values()):,} row(s) in {result.seconds:.1f} s")
+    for d in result.dropped:  # completed jobs go a partition at a time, deleting no row
+        kept = f"; {d.kept:,} still needed moved to a newer partition" if d.kept else ""
+        print(f"{'would drop' if result.dry_run else 'dropped'} partition {d.name} "
+              f"(completed {_range(d.lower, d.upper)}): about {d.jobs:,} jobs{kept}")
     return 0
+
+
+def _range(lower: datetime | None, upper: datetime | None) -> str:
+    """A partition's range of completion times, in UTC."""
+    end = f"{upper:%Y-%m-%d %H:%M}" if upper else "now"
+    return f"before {end}" if lower is None else f"from {lower:%Y-%m-%d %H:%M} to {end}"
 
 
 def _seconds(value: float | None) -> str:

@@ -83,7 +83,7 @@ class JobCreate:
 
     type: str
     input_data: dict[str, Any]
-    id: str = field(default_factory=new_job_id)
+    id: str = ""  # "": a new UUIDv7 (new_job_id)
     dependent_on_jobs: list[str] = field(default_factory=list)
     user_id: int | None = None
     pipeline_id: str | None = None
@@ -97,6 +97,17 @@ class JobCreate:
     # The W3C trace context of the span that enqueued it ({"traceparent": ..., "tracestate": ...}),
     # set by the enqueue when tracing is on (jobdesk.core.tracing); its runs continue that trace.
     trace_context: dict[str, str] | None = None
+    _made_id: str = field(default="", init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if not self.id:
+            self.id = self._made_id = new_job_id()
+
+    @property
+    def made_id(self) -> bool:
+        """Whether the id is one new_job_id made for this job, given or changed by nobody: a
+        UUIDv7 of 74 random bits, which no other job has (the insert skips looking for it)."""
+        return bool(self._made_id) and self.id == self._made_id
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {

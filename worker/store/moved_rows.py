@@ -11,14 +11,11 @@ finds the row where it went, so these reads run again a few times, each in a sav
 
 from __future__ import annotations
 
-from typing import Any
-
 import asyncpg
 
 MOVED_RETRIES = 5
 
-
-async def locking_fetch(conn: asyncpg.Connection, sql: str, *args: Any) -> list[asyncpg.Record]:
+async def locking_fetch(conn: asyncpg.Connection, sql: str, *args: object) -> list[asyncpg.Record]:
     """`conn.fetch(sql, *args)` inside the caller's transaction, read again when a row it locks
     has moved to another partition meanwhile."""
     for attempt in range(MOVED_RETRIES):

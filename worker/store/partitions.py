@@ -83,19 +83,25 @@ async def is_partitioned(conn: asyncpg.Connection) -> bool:
     return bool(await conn.fetchval("SELECT to_regclass('jobs_completed') IS NOT NULL"))
 
 
-async def make_ahead(conn: asyncpg.Connection, width: float, until: datetime) -> list[str]:
-    """Make partitions of `width` seconds until at least `until`; the names of those made. Nothing
-    when they reach far enough already, or when the lock is not had within LOCK_TIMEOUT_MS."""
+async def make_ahead(conn: asyncpg.Connection, width: float, ahead_s: float) -> list[str]:
+    """Make sure partitions reach at least `ahead_s` seconds from now; when they fall short, make
+    them for twice that, `width` seconds each. Returns the names of those made: none when they
+    reach far enough already, when another worker is making them, or when the moment's lock of
+    `jobs_completed` is not had within LOCK_TIMEOUT_MS (the next round tries again)."""
+    now = datetime.now(UTC)
     later = next((p for p in await partitions(conn) if p.name == LATER), None)
-    if later is None or later.lower is None or later.lower >= until:
+    if later is None or later.lower is None or later.lower >= now + timedelta(seconds=ahead_s):
         return []
-    bounds = [later.lower]
-    while bounds[-1] < until:
-        bounds.append(_aligned_after(bounds[-1], width))
     try:
         async with conn.transaction():
+            if not await conn.fetchval("SELECT pg_try_advisory_xact_lock(hashtext('jobdesk: make partitions'))"):
+                return []
             await conn.execute(f"SET LOCAL lock_timeout = {LOCK_TIMEOUT_MS}")
             await conn.execute(f"ALTER TABLE jobs_completed DETACH PARTITION {LATER}")
+            lower = await conn.fetchval("SELECT max(upper) FROM jobdesk_completed_partitions()")  # later's gone
+            bounds = [lower]
+            while bounds[-1] < now + timedelta(seconds=2 * ahead_s):
+                bounds.append(_aligned_after(bounds[-1], width))
             made = [await conn.fetchval("SELECT jobdesk_make_completed_partition($1, $2, $3)", lo, hi, LATER)
                     for lo, hi in zip(bounds, bounds[1:], strict=False)]
             await conn.execute(f"ALTER TABLE jobs_completed ATTACH PARTITION {LATER} "
@@ -135,8 +141,17 @@ def _due(parts: list[Partition], older_than_s: float) -> list[Partition]:
     return [p for p in parts if p.name != LATER and p.upper is not None and p.upper <= cutoff]
 
 
+EXACT_BELOW = 1_000_000  # rows: a partition smaller than this is counted, a larger one estimated
+
+
 async def _live_rows(conn: asyncpg.Connection, name: str) -> int:
-    return int(await conn.fetchval("SELECT pg_stat_get_live_tuples($1::regclass)", name) or 0)
+    """How many jobs a partition holds: counted when it is small, else PostgreSQL's count of its
+    live rows (its statistics, exact but for the last second's changes): counting ten million
+    rows would take longer than dropping them."""
+    estimate = int(await conn.fetchval("SELECT pg_stat_get_live_tuples($1::regclass)", name) or 0)
+    if estimate >= EXACT_BELOW:
+        return estimate
+    return int(await conn.fetchval(f'SELECT count(*) FROM "{name}"'))
 
 
 async def drop_due(pool: asyncpg.Pool, older_than_s: float, failed_retention: float | None, *,

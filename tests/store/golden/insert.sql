@@ -4,5 +4,5 @@ SELECT id, type, COALESCE(user_id, $8), pipeline_id, input_data::jsonb, dependen
        priority
   FROM unnest($1::text[], $2::text[], $3::int[], $4::text[], $5::text[], $6::text[], $7::int[])
        WITH ORDINALITY AS t(id, type, user_id, pipeline_id, input_data, dependent_on_jobs,
-                            priority, ord)
+                            priority, ord) WHERE (SELECT set_config('jobdesk.fresh_ids', 'on', true)) = 'on'
  ORDER BY ord

@@ -23,13 +23,19 @@ from jobdesk.store.transitions import copy_in
 
 DEFAULT_USER_ID = 1  # created by the first migration
 
+# Ids made by new_job_id for these very jobs (JobCreate.made_id) need not be looked for among the
+# finished jobs' partitions (sql/041's jobdesk_jobs_check_ids): a statement of only such jobs says
+# so, for itself alone (the trigger takes the mark back).
+MADE_IDS = " WHERE (SELECT set_config('jobdesk.fresh_ids', 'on', true)) = 'on'"
+_FRESH_IDS_SET = "SELECT set_config('jobdesk.fresh_ids', 'on', true)"
+
 _INSERT = """
 INSERT INTO jobs_live (id, type, user_id, pipeline_id, input_data, dependent_on_jobs, priority)
 SELECT id, type, COALESCE(user_id, $8), pipeline_id, input_data::jsonb, dependent_on_jobs::jsonb,
        priority
   FROM unnest($1::text[], $2::text[], $3::int[], $4::text[], $5::text[], $6::text[], $7::int[])
        WITH ORDINALITY AS t(id, type, user_id, pipeline_id, input_data, dependent_on_jobs,
-                            priority, ord)
+                            priority, ord){made}
  ORDER BY ord
 """
 
@@ -38,9 +44,9 @@ UNFINISHED = "('queued', 'in_progress', 'waiting_approval')"  # the statuses a u
 UNIQUE_CONFLICT = f"ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL AND status IN {UNFINISHED} DO NOTHING"
 
 
-def _insert_full(conflict: str, returning: str, traces: str = "$11") -> str:
+def _insert_full(conflict: str, returning: str, traces: str = "$11", made: str = "") -> str:
     """The insert with a time, a key and a trace context: three more columns ($9, $10 and
-    `traces`), then `conflict` and `returning`."""
+    `traces`), then `conflict` and `returning`; `made`: MADE_IDS, or nothing."""
     return f"""
 INSERT INTO jobs_live (id, type, user_id, pipeline_id, input_data, dependent_on_jobs, priority, scheduled_at,
                   unique_key, trace_context)
@@ -49,7 +55,7 @@ SELECT id, type, COALESCE(user_id, $8), pipeline_id, input_data::jsonb, dependen
   FROM unnest($1::text[], $2::text[], $3::int[], $4::text[], $5::text[], $6::text[], $7::int[],
               $9::timestamptz[], $10::text[], {traces}::text[])
        WITH ORDINALITY AS t(id, type, user_id, pipeline_id, input_data, dependent_on_jobs,
-                            priority, scheduled_at, unique_key, trace_context, ord)
+                            priority, scheduled_at, unique_key, trace_context, ord){made}
  ORDER BY ord
 {conflict}
 RETURNING {returning}
@@ -57,7 +63,10 @@ RETURNING {returning}
 
 
 # With a time, a key or a trace context: the ids actually inserted come back.
-_INSERT_FULL = _insert_full(UNIQUE_CONFLICT, "id")
+_INSERT_FULL = _insert_full(UNIQUE_CONFLICT, "id", made=MADE_IDS)
+_INSERT_FULL_GIVEN = _insert_full(UNIQUE_CONFLICT, "id")
+_INSERT_MADE = _INSERT.format(made=MADE_IDS)
+_INSERT_GIVEN = _INSERT.format(made="")
 
 
 
@@ -231,22 +240,37 @@ async def _insert(conn: asyncpg.Connection, jobs: Sequence[JobCreate]) -> set[st
     await _check_outside(conn, ordered, outside)
     full = any(j.scheduled_at is not None or j.unique_key is not None or j.trace_context is not None
                for j in ordered)
+    made = all(j.made_id for j in ordered)
     if copy_in.copies(conn, ordered):
         with _insert_errors(ordered):
-            await copy_in.copy_jobs(conn, ordered, DEFAULT_USER_ID, full=full)
+            await _copy(conn, ordered, full=full, made=made)
         return None
     args = _insert_args(ordered)
     with _insert_errors(ordered):
         if not full:
-            await conn.execute(_INSERT, *args)
+            await conn.execute(_INSERT_MADE if made else _INSERT_GIVEN, *args)
             return None
-        rows = await conn.fetch(_INSERT_FULL, *args, [j.scheduled_at for j in ordered],
+        rows = await conn.fetch(_INSERT_FULL if made else _INSERT_FULL_GIVEN, *args, [j.scheduled_at for j in ordered],
                                 [j.unique_key for j in ordered], _trace_texts(ordered))
         return {r["id"] for r in rows}
 
 
+async def _copy(conn: asyncpg.Connection, ordered: Sequence[JobCreate], *, full: bool, made: bool) -> None:
+    """COPY the jobs; when every id is made here, after saying so (see MADE_IDS), in the same
+    transaction (one of its own if the connection is in none)."""
+    if not made:
+        await copy_in.copy_jobs(conn, ordered, DEFAULT_USER_ID, full=full)
+        return
+    in_tx = conn.is_in_transaction() if isinstance(conn, asyncpg.Connection) else True
+    async with contextlib.AsyncExitStack() as stack:
+        if not in_tx:
+            await stack.enter_async_context(conn.transaction())
+        await conn.execute(_FRESH_IDS_SET)
+        await copy_in.copy_jobs(conn, ordered, DEFAULT_USER_ID, full=full)
+
+
 @functools.lru_cache(maxsize=8)
-def _insert_audited_sql(returning: str) -> str:
+def _insert_audited_sql(returning: str, made: bool = True) -> str:
     """Jobs without unique keys, inserted and audited in one statement (atomic without a
     transaction), answering `returning` (SQL over the inserted rows, `ins`) per job. Its
     notifications are the caller's to send after the commit (`notify_inserted`): the statement
@@ -254,7 +278,7 @@ def _insert_audited_sql(returning: str) -> str:
     return f"""
 WITH later AS (
     SELECT set_config('jobdesk.notify_after_commit', 'on', true) AS setting
-), ins AS ({_insert_full("", "*", traces="$15")}
+), ins AS ({_insert_full("", "*", traces="$15", made=MADE_IDS if made else "")}
 ), audit AS (
     INSERT INTO audit_log (os_user, source, actor, action, job_ids)
     SELECT o, s, a, 'submit', string_to_array(i, ',')
@@ -301,7 +325,7 @@ async def enqueue_audited(conn: asyncpg.Connection, submissions: Sequence[tuple[
         by_actor.setdefault(actor, []).append(job.id)
     actors = list(by_actor)
     with _insert_errors(ordered):
-        rows = await conn.fetch(_insert_audited_sql(returning), *_insert_args(ordered),
+        rows = await conn.fetch(_insert_audited_sql(returning, all(j.made_id for j in ordered)), *_insert_args(ordered),
                                 [j.scheduled_at for j in ordered], [None] * len(ordered),
                                 [a.os_user for a in actors], [a.source for a in actors], [a.name for a in actors],
                                 [",".join(by_actor[a]) for a in actors], _trace_texts(ordered))
