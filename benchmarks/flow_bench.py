@@ -39,7 +39,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.engine_bench import stop_worker, worker_env  # noqa: E402
-from benchmarks.harness import pct  # noqa: E402
+from benchmarks.harness import jobs_autovacuum, pct  # noqa: E402
 from jobdesk.embedded.server import EmbeddedServer  # noqa: E402
 from tests import pg  # noqa: E402
 
@@ -70,7 +70,7 @@ async def wait_done(conn: asyncpg.Connection, proc: subprocess.Popen[bytes], whe
 async def fresh(server: EmbeddedServer) -> tuple[str, asyncpg.Connection]:
     dsn = await pg.create_test_database(server.dsn)
     conn = await asyncpg.connect(dsn)
-    await conn.execute("ALTER TABLE jobs SET (autovacuum_enabled = false)")
+    await jobs_autovacuum(conn, False)
     return dsn, conn
 
 

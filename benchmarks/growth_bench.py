@@ -31,6 +31,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.engine_bench import run_batch  # noqa: E402
+from benchmarks.harness import JOBS_SIZE_SQL  # noqa: E402
 from tests import pg  # noqa: E402
 
 RETENTION_OFF = {"JOB_RETENTION_COMPLETED": "forever", "JOB_RETENTION_FAILED": "forever",
@@ -60,7 +61,7 @@ async def add_finished(conn: asyncpg.Connection, total: int) -> None:
         done += n
         print(f"    history: {done:,} finished jobs written ({time.perf_counter() - t0:.0f} s)", flush=True)
     await conn.execute("VACUUM ANALYZE jobs")
-    size = await conn.fetchval("SELECT pg_size_pretty(pg_total_relation_size('jobs'))")
+    size = await conn.fetchval(f"SELECT pg_size_pretty(({JOBS_SIZE_SQL}))")
     print(f"    history ready: {total:,} finished jobs, jobs table with its indexes {size}, "
           f"{time.perf_counter() - t0:.0f} s", flush=True)
 

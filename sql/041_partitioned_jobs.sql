@@ -145,6 +145,36 @@ BEGIN
     RETURN name;
 END $$;
 
+-- Partitions of `width_s` seconds (bounds on its multiples) made until `until`, all in one
+-- statement, so that the moment `jobs_completed_later` is detached (a lock of `jobs_completed`,
+-- which completions wait for, never claims nor inserts) lasts no longer than the statement:
+-- at most `lock_timeout_ms` waiting for it, then nothing is done (the next round tries again).
+-- Rows that landed in `later` meanwhile move to the partitions made for them. Nothing either when
+-- the partitions reach `until` already, or another session is making them.
+CREATE FUNCTION jobdesk_make_partitions_ahead(width_s float8, until timestamptz, lock_timeout_ms integer DEFAULT 200)
+    RETURNS text[] LANGUAGE plpgsql AS $$
+DECLARE
+    low  timestamptz;
+    high timestamptz;
+    made text[] := '{}';
+BEGIN
+    IF NOT pg_try_advisory_xact_lock(hashtext('jobdesk: make partitions'))
+       OR (SELECT p.lower FROM jobdesk_completed_partitions() p WHERE p.name = 'jobs_completed_later') >= until THEN
+        RETURN made;
+    END IF;
+    PERFORM set_config('lock_timeout', lock_timeout_ms::text, true);
+    ALTER TABLE jobs_completed DETACH PARTITION jobs_completed_later;
+    SELECT max(p.upper) INTO low FROM jobdesk_completed_partitions() p;
+    WHILE low < until LOOP
+        high := to_timestamp((floor(extract(epoch FROM low) / width_s) + 1) * width_s);
+        made := made || jobdesk_make_completed_partition(low, high, 'jobs_completed_later');
+        low := high;
+    END LOOP;
+    EXECUTE format('ALTER TABLE jobs_completed ATTACH PARTITION jobs_completed_later FOR VALUES FROM (%L) TO (MAXVALUE)',
+                   low);
+    RETURN made;
+END $$;
+
 -- The completed partitions, oldest first, with their bounds (NULL: MINVALUE or MAXVALUE).
 CREATE FUNCTION jobdesk_completed_partitions(OUT name text, OUT lower timestamptz, OUT upper timestamptz,
                                              OUT detaching boolean)

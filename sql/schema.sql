@@ -775,6 +775,36 @@ END $_$;
 
 
 --
+-- Name: jobdesk_make_partitions_ahead(double precision, timestamp with time zone, integer); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.jobdesk_make_partitions_ahead(width_s double precision, until timestamp with time zone, lock_timeout_ms integer DEFAULT 200) RETURNS text[]
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    low  timestamptz;
+    high timestamptz;
+    made text[] := '{}';
+BEGIN
+    IF NOT pg_try_advisory_xact_lock(hashtext('jobdesk: make partitions'))
+       OR (SELECT p.lower FROM jobdesk_completed_partitions() p WHERE p.name = 'jobs_completed_later') >= until THEN
+        RETURN made;
+    END IF;
+    PERFORM set_config('lock_timeout', lock_timeout_ms::text, true);
+    ALTER TABLE jobs_completed DETACH PARTITION jobs_completed_later;
+    SELECT max(p.upper) INTO low FROM jobdesk_completed_partitions() p;
+    WHILE low < until LOOP
+        high := to_timestamp((floor(extract(epoch FROM low) / width_s) + 1) * width_s);
+        made := made || jobdesk_make_completed_partition(low, high, 'jobs_completed_later');
+        low := high;
+    END LOOP;
+    EXECUTE format('ALTER TABLE jobs_completed ATTACH PARTITION jobs_completed_later FOR VALUES FROM (%L) TO (MAXVALUE)',
+                   low);
+    RETURN made;
+END $$;
+
+
+--
 -- Name: jobdesk_notify_inserted_jobs(); Type: FUNCTION; Schema: public; Owner: -
 --
 

@@ -212,3 +212,20 @@ async def set_autovacuum(conn: asyncpg.Connection, enabled: bool) -> None:
     parameters of its own)."""
     for (name,) in await conn.fetch("SELECT relid::regclass::text FROM pg_partition_tree('jobs') WHERE isleaf"):
         await conn.execute(f"ALTER TABLE {name} SET (autovacuum_enabled = {'on' if enabled else 'off'})")
+
+
+async def history_partitions(conn: asyncpg.Connection, *days_ago: float) -> None:
+    """Completed jobs' partitions for the past, as a database that has run that long has them
+    (sql/041): the first partition (which ends when the database was migrated, empty in a test)
+    is made again to end `max(days_ago)` days ago, then one partition ends at each of the others,
+    and the last one at the migration."""
+    upper = await conn.fetchval("SELECT upper FROM jobdesk_completed_partitions() WHERE name = 'jobs_completed_start'")
+    assert not await conn.fetchval("SELECT EXISTS (SELECT 1 FROM jobs_completed_start)"), "history comes first"
+    ends = [await conn.fetchval("SELECT now() - make_interval(secs => $1)", d * 86400.0)
+            for d in sorted(days_ago, reverse=True)]
+    await conn.execute("DROP TABLE jobs_completed_start")
+    await conn.execute("CREATE TABLE jobs_completed_start PARTITION OF jobs_completed "
+                       f"FOR VALUES FROM (MINVALUE) TO ('{ends[0].isoformat()}')")
+    await conn.execute("ALTER TABLE jobs_completed_start ADD PRIMARY KEY (id)")
+    for lower, end in zip(ends, [*ends[1:], upper], strict=True):
+        await conn.fetchval("SELECT jobdesk_make_completed_partition($1, $2)", lower, end)

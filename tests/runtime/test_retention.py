@@ -1,4 +1,8 @@
-"""Retention: the settings, what the pruner keeps, batches, dry runs, `jobdesk prune` and the lease."""
+"""Retention: the settings, what the pruner keeps, batches, dry runs, `jobdesk prune` and the lease.
+
+Completed jobs go a partition at a time (sql/041): each test that ages them first makes the
+partitions a database that has run for a while has (`history_partitions`), so that a job
+completed ten days ago and one completed six days ago are in different partitions."""
 
 from __future__ import annotations
 
@@ -14,7 +18,7 @@ from jobdesk.core.settings import load_settings
 from jobdesk.processors.builtin import EchoProcessor
 from jobdesk.runtime import retention
 from jobdesk.service.jobs import JobService
-from tests.helpers import RunningWorker, run_cli, wait_for
+from tests.helpers import RunningWorker, history_partitions, run_cli, wait_for
 
 DAY = 86400.0
 KEEP = {"completed": 7 * DAY, "cancelled": 7 * DAY, "failed": 30 * DAY, "audit": 90 * DAY}
@@ -22,12 +26,12 @@ KEEP = {"completed": 7 * DAY, "cancelled": 7 * DAY, "failed": 30 * DAY, "audit":
 
 async def old_job(conn: asyncpg.Connection, status: str, days: float, *, pipeline: str | None = None,
                   deps: list[str] | None = None) -> str:
-    """A job in `status` that last changed `days` ago."""
+    """A job in `status` that last changed `days` ago (and whose retention started then)."""
     return await conn.fetchval("""
         INSERT INTO jobs (type, input_data, status, is_active, pipeline_id, dependent_on_jobs, updated_at,
-                          completed_at)
+                          completed_at, retain_from)
         VALUES ('echo', '{}', $1::varchar, $1::varchar NOT IN ('completed', 'failed', 'cancelled'), $2, $3::jsonb,
-                now() - make_interval(days => $4::int), now()) RETURNING id""",
+                now() - make_interval(days => $4::int), now(), now() - make_interval(days => $4::int)) RETURNING id""",
         status, pipeline, deps or [], int(days))
 
 
@@ -64,6 +68,7 @@ def test_a_malformed_retention_is_one_line_naming_it(dsn: str) -> None:
 
 
 async def test_pipelines_and_dependants_with_unfinished_jobs_are_kept(dsn: str, conn: asyncpg.Connection) -> None:
+    await history_partitions(conn, 30, 9, 5, 2)
     kept, gone = set(), set()
     # A pipeline with a queued job, one waiting for approval, one with a recent failure: kept whole.
     for live in ("queued", "waiting_approval", "in_progress"):
@@ -94,30 +99,38 @@ async def test_pipelines_and_dependants_with_unfinished_jobs_are_kept(dsn: str, 
     assert result is not None
     assert await ids(conn) == kept
     assert result.counts == {"completed": 3, "cancelled": 1, "failed": 1, "audit": 0}
+    # The two partitions older than 7 days went; 5 completed jobs still needed (those of four
+    # pipelines with an unfinished job, and a parent with a queued child) moved out first.
+    assert len(result.dropped) == 2 and sum(d.kept for d in result.dropped) == 5
     assert dict(await conn.fetchrow("SELECT * FROM jobs WHERE id = $1", child)) == before
     assert await conn.fetchval("SELECT count(*) FROM job_attempts") == 0, "attempts go with their job"
     assert await conn.fetchval("SELECT count(*) FROM job_dependencies WHERE depends_on_id = $1", done_parent) == 0
 
 
 async def test_batches_dry_run_and_audit(dsn: str, conn: asyncpg.Connection) -> None:
+    await history_partitions(conn, 7.5)
     await conn.execute("""
-        INSERT INTO jobs (type, input_data, status, is_active, updated_at)
-        SELECT 'echo', '{}', 'completed', false, now() - interval '8 days' FROM generate_series(1, 25)""")
+        INSERT INTO jobs (type, input_data, status, is_active, updated_at, retain_from)
+        SELECT 'echo', '{}', 'completed', false, now() - interval '8 days', now() - interval '8 days'
+          FROM generate_series(1, 25)""")
     await conn.execute("INSERT INTO audit_log (action, job_ids, at) VALUES "
                        "('cancel', '{}', now() - interval '91 days'), ('cancel', '{}', now())")
     dry = await prune(dsn, dry_run=True)
     assert dry is not None and dry.counts == {"completed": 25, "cancelled": 0, "failed": 0, "audit": 1}
     assert await conn.fetchval("SELECT count(*) FROM jobs") == 25, "a dry run changes nothing"
+    assert [d.name for d in dry.dropped] == ["jobs_completed_start"]
     real = await prune(dsn, batch=10)
     assert real is not None and real.counts == dry.counts
     assert await conn.fetchval("SELECT count(*) FROM jobs") == 0
+    assert await conn.fetchval("SELECT to_regclass('jobs_completed_start')") is None, "the partition went"
     assert await conn.fetchval("SELECT count(*) FROM audit_log") == 1
 
 
 async def test_batch_size_is_respected(dsn: str, conn: asyncpg.Connection, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Failed and cancelled jobs are deleted in batches (completed ones go by partition)."""
     await conn.execute("""
         INSERT INTO jobs (type, input_data, status, is_active, updated_at)
-        SELECT 'echo', '{}', 'completed', false, now() - interval '8 days' FROM generate_series(1, 25)""")
+        SELECT 'echo', '{}', 'cancelled', false, now() - interval '8 days' FROM generate_series(1, 25)""")
     sizes: list[int] = []
     real_batch = retention._batch
 
@@ -136,29 +149,33 @@ async def test_a_backlog_is_pruned_at_a_pace(dsn: str, conn: asyncpg.Connection)
     of the run; a run that finds less than a batch does not rest at all."""
     await conn.execute("""
         INSERT INTO jobs (type, input_data, status, is_active, updated_at)
-        SELECT 'echo', '{}', 'completed', false, now() - interval '8 days' FROM generate_series(1, 3000)""")
+        SELECT 'echo', '{}', 'cancelled', false, now() - interval '8 days' FROM generate_series(1, 3000)""")
     paced = await prune(dsn, batch=500, pace=0.25)
-    assert paced is not None and paced.counts["completed"] == 3000
+    assert paced is not None and paced.counts["cancelled"] == 3000
     # Six full batches, each followed by a rest three times its length; then one empty batch.
     assert paced.seconds >= 3 * paced.busy_seconds, (paced.seconds, paced.busy_seconds)
 
     await conn.execute("""
         INSERT INTO jobs (type, input_data, status, is_active, updated_at)
-        SELECT 'echo', '{}', 'completed', false, now() - interval '8 days' FROM generate_series(1, 400)""")
+        SELECT 'echo', '{}', 'cancelled', false, now() - interval '8 days' FROM generate_series(1, 400)""")
     small = await prune(dsn, batch=500, pace=0.25)
-    assert small is not None and small.counts["completed"] == 400
+    assert small is not None and small.counts["cancelled"] == 400
     assert small.seconds < small.busy_seconds + 0.5, "less than a batch: no rest"
 
 
 async def test_prune_command(dsn: str, conn: asyncpg.Connection) -> None:
+    await history_partitions(conn, 1.5)
     await old_job(conn, "completed", 2)
     await old_job(conn, "failed", 2)
     result = run_cli("prune", "--dry-run", "--older-than", "1d", "--status", "completed", dsn=dsn)
     assert result.returncode == 0, result.stderr
-    assert result.stdout.split()[:2] == ["completed", "1"] and "would delete 1 row(s)" in result.stdout
+    assert result.stdout.split()[:2] == ["completed", "1"] and "would delete 0 row(s)" in result.stdout
+    assert "would drop partition jobs_completed_start (completed before " in result.stdout
+    assert "): about 1 jobs" in result.stdout
     assert await conn.fetchval("SELECT count(*) FROM jobs") == 2
     result = run_cli("prune", "--older-than", "1d", "--status", "completed", "failed", "--json", dsn=dsn)
     assert result.returncode == 0 and '"completed": 1' in result.stdout and '"failed": 1' in result.stdout
+    assert '"partition": "jobs_completed_start"' in result.stdout
     assert await conn.fetchval("SELECT count(*) FROM jobs") == 0
     for bad in (["--older-than", "soon"], ["--status", "queued"]):
         result = run_cli("prune", *bad, dsn=dsn)
@@ -166,6 +183,7 @@ async def test_prune_command(dsn: str, conn: asyncpg.Connection) -> None:
 
 
 async def test_two_pruners_never_run_at_once(dsn: str, conn: asyncpg.Connection) -> None:
+    await history_partitions(conn, 9)
     await old_job(conn, "completed", 10)
     assert await retention.take_lease(conn, "worker-a", every_s=None)
     assert not await retention.take_lease(conn, "worker-b", every_s=None)
@@ -195,12 +213,13 @@ async def test_racing_pruners_take_turns(dsn: str) -> None:
 
 async def test_the_pruner_runs_inside_a_worker(dsn: str, conn: asyncpg.Connection,
                                                caplog: pytest.LogCaptureFixture) -> None:
+    await history_partitions(conn, 9)
     await old_job(conn, "completed", 10)
     caplog.set_level(logging.INFO, logger="jobdesk.retention")
     worker = RunningWorker(dsn, {"echo": EchoProcessor()}, JOB_PRUNE_INTERVAL=0.3)
     try:
         await wait_for(lambda: conn.fetchval("SELECT count(*) = 0 FROM jobs"), what="the old job to be pruned")
-        await wait_for(lambda: asyncio.sleep(0, any("retention: pruned 1 completed" in r.message
+        await wait_for(lambda: asyncio.sleep(0, any("retention: pruned ~1 completed" in r.message
                                                     for r in caplog.records)), what="the log line")
     finally:
         await worker.stop()
@@ -214,9 +233,10 @@ async def test_service_refuses_an_unknown_status(dsn: str) -> None:
 
 async def test_steps_go_with_their_job_and_old_events_go_too(dsn: str, conn: asyncpg.Connection) -> None:
     """A durable job's steps and wait are deleted with it; events are kept as long as completed jobs."""
+    await history_partitions(conn, 7.5)
     job_id = await conn.fetchval("""
-        INSERT INTO jobs (type, input_data, status, is_active, updated_at)
-        VALUES ('echo', '{}', 'completed', false, now() - interval '8 days') RETURNING id""")
+        INSERT INTO jobs (type, input_data, status, is_active, updated_at, retain_from)
+        VALUES ('echo', '{}', 'completed', false, now() - interval '8 days', now() - interval '8 days') RETURNING id""")
     await conn.execute("INSERT INTO job_steps (job_id, name, result, attempt, started_at) "
                        "VALUES ($1, 's', '1', 1, now())", job_id)
     await conn.execute("INSERT INTO job_events (key, payload, created_at) VALUES "

@@ -139,7 +139,8 @@ async def test_eight_concurrent_enqueuers_make_one_job(conn: asyncpg.Connection,
 async def test_plain_sql_on_conflict_do_nothing(conn: asyncpg.Connection) -> None:
     # `jobs` is partitioned (sql/041): the key's index is its live partition's, and the insert
     # names no arbiter, as docs/scheduling.md shows.
-    statement = "INSERT INTO jobs (id, type, input_data, unique_key) VALUES ($1, 'a', '{}', 'nightly') ON CONFLICT DO NOTHING"
+    statement = ("INSERT INTO jobs (id, type, input_data, unique_key) VALUES ($1, 'a', '{}', 'nightly') "
+                 "ON CONFLICT DO NOTHING")
     await conn.execute(statement, "one")
     await conn.execute(statement, "two")
     assert [r["id"] for r in await conn.fetch("SELECT id FROM jobs")] == ["one"]

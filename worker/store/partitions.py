@@ -19,7 +19,6 @@ partition to go to even when no worker has made one ahead for a long while.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
@@ -67,12 +66,6 @@ def width_for(retention_s: float | None) -> float:
     return min(MAX_WIDTH_S, max(MIN_WIDTH_S, retention_s / 4))
 
 
-def _aligned_after(t: datetime, width: float) -> datetime:
-    """The first multiple of `width` seconds (since the epoch) after `t`."""
-    stamp = (math.floor(t.timestamp() / width) + 1) * width
-    return datetime.fromtimestamp(stamp, UTC)
-
-
 async def partitions(conn: asyncpg.Connection) -> list[Partition]:
     """The partitions of `jobs_completed`, oldest first."""
     rows = await conn.fetch("SELECT name, lower, upper, detaching FROM jobdesk_completed_partitions()")
@@ -85,30 +78,20 @@ async def is_partitioned(conn: asyncpg.Connection) -> bool:
 
 async def make_ahead(conn: asyncpg.Connection, width: float, ahead_s: float) -> list[str]:
     """Make sure partitions reach at least `ahead_s` seconds from now; when they fall short, make
-    them for twice that, `width` seconds each. Returns the names of those made: none when they
-    reach far enough already, when another worker is making them, or when the moment's lock of
-    `jobs_completed` is not had within LOCK_TIMEOUT_MS (the next round tries again)."""
+    them for twice that, `width` seconds each, in one statement (jobdesk_make_partitions_ahead,
+    sql/041). Returns the names of those made: none when they reach far enough already, when
+    another worker is making them, or when the moment's lock of `jobs_completed` is not had
+    within LOCK_TIMEOUT_MS (the next round tries again)."""
     now = datetime.now(UTC)
     later = next((p for p in await partitions(conn) if p.name == LATER), None)
     if later is None or later.lower is None or later.lower >= now + timedelta(seconds=ahead_s):
         return []
     try:
-        async with conn.transaction():
-            if not await conn.fetchval("SELECT pg_try_advisory_xact_lock(hashtext('jobdesk: make partitions'))"):
-                return []
-            await conn.execute(f"SET LOCAL lock_timeout = {LOCK_TIMEOUT_MS}")
-            await conn.execute(f"ALTER TABLE jobs_completed DETACH PARTITION {LATER}")
-            lower = await conn.fetchval("SELECT max(upper) FROM jobdesk_completed_partitions()")  # later's gone
-            bounds = [lower]
-            while bounds[-1] < now + timedelta(seconds=2 * ahead_s):
-                bounds.append(_aligned_after(bounds[-1], width))
-            made = [await conn.fetchval("SELECT jobdesk_make_completed_partition($1, $2, $3)", lo, hi, LATER)
-                    for lo, hi in zip(bounds, bounds[1:], strict=False)]
-            await conn.execute(f"ALTER TABLE jobs_completed ATTACH PARTITION {LATER} "
-                               f"FOR VALUES FROM ('{bounds[-1].isoformat()}') TO (MAXVALUE)")
+        made = await conn.fetchval("SELECT jobdesk_make_partitions_ahead($1, $2, $3)", width,
+                                   now + timedelta(seconds=2 * ahead_s), LOCK_TIMEOUT_MS)
     except asyncpg.LockNotAvailableError:
         return []
-    return made
+    return list(made)
 
 
 # Completed jobs a pipeline or a dependant still needs (as the row-by-row pruner kept them):
@@ -154,12 +137,23 @@ async def _live_rows(conn: asyncpg.Connection, name: str) -> int:
     return int(await conn.fetchval(f'SELECT count(*) FROM "{name}"'))
 
 
+# Partitions detached by a pruner that stopped before dropping them: no longer jobs, still tables.
+_DETACHED = r"""
+SELECT c.relname::text FROM pg_class c
+ WHERE c.relname LIKE 'jobs\_completed\_%' AND c.relkind = 'r' AND NOT c.relispartition
+   AND c.relnamespace = (SELECT relnamespace FROM pg_class WHERE oid = 'jobs'::regclass)
+"""
+
+
 async def drop_due(pool: asyncpg.Pool, older_than_s: float, failed_retention: float | None, *,
                    dry_run: bool = False) -> list[Dropped]:
     """Drop the partitions of completed jobs past `older_than_s`, oldest first, each after
     moving out the jobs that must stay; in a dry run, say what would go and change nothing."""
     async with pool.acquire() as conn:
         due = _due(await partitions(conn), older_than_s)
+        if not dry_run:
+            for name in [r[0] for r in await conn.fetch(_DETACHED)]:
+                await _drop_detached(conn, name)
     out = []
     for part in due:
         async with pool.acquire() as conn:
@@ -183,7 +177,12 @@ async def _detach_and_drop(conn: asyncpg.Connection, part: Partition) -> None:
         await conn.execute(f'ALTER TABLE jobs_completed DETACH PARTITION "{part.name}" FINALIZE')
     else:
         await conn.execute(f'ALTER TABLE jobs_completed DETACH PARTITION "{part.name}" CONCURRENTLY')
+    await _drop_detached(conn, part.name)
+
+
+async def _drop_detached(conn: asyncpg.Connection, name: str) -> None:
+    """The rows other tables keep for a detached partition's jobs, then the partition."""
     async with conn.transaction():
         for table, column in CHILD_TABLES:
-            await conn.execute(f'DELETE FROM {table} c USING "{part.name}" p WHERE c.{column} = p.id')
-        await conn.execute(f'DROP TABLE "{part.name}"')
+            await conn.execute(f'DELETE FROM {table} c USING "{name}" p WHERE c.{column} = p.id')
+        await conn.execute(f'DROP TABLE "{name}"')
