@@ -16,7 +16,8 @@ from jobdesk.console.metrics.charts import LatencyChart, TimeChart
 from jobdesk.console.tasks import spawn
 from jobdesk.console.theme import STATUS_COLOURS
 from jobdesk.core.models import Status
-from jobdesk.store.stats import COUNTED_ROWS_CAP, QUEUE_STATUSES, Metrics, TableSize, Window, parse_window
+from jobdesk.store.stats import QUEUE_STATUSES, Metrics, Window, parse_window
+from jobdesk.store.table_size import COUNTED_ROWS_CAP, TableSize
 
 log = logging.getLogger("jobdesk.console")
 
@@ -242,21 +243,38 @@ def describe_size(size: TableSize | None, listed: int | None = None) -> str:
         return f"jobs: {rows}"
     mb = size.total_bytes / 1_000_000
     shown = f"{mb:,.0f} MB" if mb >= 10 else f"{mb:.1f} MB"
-    return f"jobs: {rows} · {shown}"
+    pruned = ""
+    if size.last_prune is not None and size.last_prune.dropped_partitions:
+        prune = size.last_prune
+        at = prune.at.astimezone().strftime("%H:%M")
+        pruned = f" · pruned {at}: {prune.dropped_partitions} partition{'' if prune.dropped_partitions == 1 else 's'}"
+    return f"jobs: {rows} · {shown}{pruned}"
+
+
+def describe_retention(size: TableSize | None) -> str:
+    """The tooltip's words for retention: the partitions of completed jobs, and what the last
+    run dropped and deleted."""
+    if size is None:
+        return ""
+    text = f"{size.partitions} partitions of completed jobs, dropped whole once past their retention"
+    if size.last_prune is not None:
+        text += f"\nLast prune, {size.last_prune.at.astimezone():%Y-%m-%d %H:%M}: {size.last_prune.describe()}"
+    return text
 
 
 class TableSizeLabel(QLabel):
     """A status-bar label with the jobs table's estimated rows and on-disk size, read now and then."""
 
     INTERVAL_MS = 30_000
+    WHAT = ("Rows of the jobs table: as the jobs list counts them while it shows every job; "
+            "else (≈) estimated from pg_class.reltuples, or counted, up to "
+            f"{COUNTED_ROWS_CAP:,}, before its first analysis, every 30 s. "
+            "And its on-disk size with indexes (pg_total_relation_size), every partition included")
 
     def __init__(self, connection: ConsoleConnection) -> None:
         super().__init__("")
         self.connection = connection
-        self.setToolTip("Rows of the jobs table: as the jobs list counts them while it shows every job; "
-                        "else (≈) estimated from pg_class.reltuples, or counted, up to "
-                        f"{COUNTED_ROWS_CAP:,}, before its first analysis, every 30 s. "
-                        "And its on-disk size with indexes (pg_total_relation_size)")
+        self.setToolTip(self.WHAT)
         self.setAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
         self._timer = QTimer(self, interval=self.INTERVAL_MS)
         self._timer.timeout.connect(self.refresh)
@@ -272,6 +290,8 @@ class TableSizeLabel(QLabel):
     def _show(self) -> None:
         if self._size is not None or self._listed is not None:
             self.setText(describe_size(self._size, self._listed))
+            retention = describe_retention(self._size)
+            self.setToolTip(f"{self.WHAT}\n{retention}" if retention else self.WHAT)
 
     def set_active(self, active: bool) -> None:
         if active:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 import asyncpg
@@ -17,11 +18,11 @@ from PySide6.QtWidgets import QApplication
 from jobdesk.console.connection import COALESCE_S, ConsoleConnection
 from jobdesk.console.jobs.job_table_model import COL_TYPE
 from jobdesk.console.main_window import MainWindow
-from jobdesk.console.metrics.metrics_tab import describe_size
+from jobdesk.console.metrics.metrics_tab import describe_retention, describe_size
 from jobdesk.console.theme import TEXT_POINTS, apply_style
 from jobdesk.core.settings import load_settings
 from jobdesk.store import rollup as stats_rollup
-from jobdesk.store.stats import TableSize
+from jobdesk.store.table_size import LastPrune, TableSize
 from tests import pg
 from tests.desktop.qt_helpers import run_qasync, until
 
@@ -326,6 +327,14 @@ def test_the_status_bar_counts_rows_and_keeps_messages_beside_its_labels(  # typ
     assert describe_size(TableSize(None, 2_000_000, 100_001)).startswith("jobs: 100,000+ rows")
     assert describe_size(TableSize(None, 2_000_000, 7), listed=9) == "jobs: 9 rows · 2.0 MB"
     assert describe_size(None, listed=1) == "jobs: 1 row"
+    # What the last retention run dropped: in the bar, and in full in its tooltip.
+    at = datetime(2026, 12, 7, 3, 4, tzinfo=UTC)
+    pruned = TableSize(10, 2_000_000, None, 6, LastPrune(at, 2, 400_000, {"failed": 3, "cancelled": 0}))
+    assert describe_size(pruned) == f"jobs: ≈ 10 rows · 2.0 MB · pruned {at.astimezone():%H:%M}: 2 partitions"
+    assert describe_retention(pruned) == (
+        "6 partitions of completed jobs, dropped whole once past their retention\n"
+        f"Last prune, {at.astimezone():%Y-%m-%d %H:%M}: dropped 2 partitions (≈ 400,000 completed jobs); "
+        "deleted 3 failed")
 
     async def scenario() -> None:
         conn = await asyncpg.connect(test_db)

@@ -177,6 +177,9 @@ async def test_prune_command(dsn: str, conn: asyncpg.Connection) -> None:
     assert result.returncode == 0 and '"completed": 1' in result.stdout and '"failed": 1' in result.stdout
     assert '"partition": "jobs_completed_start"' in result.stdout
     assert await conn.fetchval("SELECT count(*) FROM jobs") == 0
+    stats = run_cli("stats", dsn=dsn)  # what the last run did, as the console's status bar says it
+    assert stats.returncode == 0, stats.stderr
+    assert ": dropped 1 partition (≈ 1 completed jobs); deleted 1 failed" in stats.stdout
     for bad in (["--older-than", "soon"], ["--status", "queued"]):
         result = run_cli("prune", *bad, dsn=dsn)
         assert result.returncode == 2 and result.stderr.count("\n") == 1, bad

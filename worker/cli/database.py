@@ -17,7 +17,8 @@ from jobdesk.core.errors import JobdeskError
 from jobdesk.core.timefmt import span
 from jobdesk.runtime.retention import PRUNABLE
 from jobdesk.service.schema import migrate_database, prepare_schema
-from jobdesk.store.stats import COUNTED_ROWS_CAP, BadWindow, Window, parse_window
+from jobdesk.store.stats import BadWindow, Window, parse_window
+from jobdesk.store.table_size import COUNTED_ROWS_CAP
 
 if TYPE_CHECKING:
     from datetime import datetime
@@ -216,7 +217,7 @@ async def cmd_stats(inv: Invocation) -> int:
         metrics = await jobs.metrics(inv.args.since)
         size = await jobs.table_size()
     if inv.args.json:
-        print_json({**metrics.to_json(), "table": size.__dict__})
+        print_json({**metrics.to_json(), "table": size.to_json()})
         return 0
     minutes = metrics.window.span.total_seconds() / 60
     print(f"last {metrics.window.label}: {metrics.completed:,} completed ({metrics.completed / minutes:.1f}/min), "
@@ -228,7 +229,10 @@ async def cmd_stats(inv: Invocation) -> int:
         rows = f"{COUNTED_ROWS_CAP:,}+" if size.counted_past_cap else f"{size.counted_rows:,}"
     else:
         rows = "unknown"
-    print(f"table jobs: {rows} rows, {size.total_bytes / 2**20:,.1f} MiB on disk")
+    print(f"table jobs: {rows} rows, {size.total_bytes / 2**20:,.1f} MiB on disk, "
+          f"{size.partitions} partitions of completed jobs")
+    if size.last_prune is not None:
+        print(f"last prune {size.last_prune.at:%Y-%m-%d %H:%M}: {size.last_prune.describe()}")
     if metrics.latency:
         table = [("TYPE", "ATTEMPTS", "WAIT P50", "WAIT P95", "RUN P50", "RUN P95")]
         table += [(lat.type, f"{lat.attempts:,}", _seconds(lat.wait_p50), _seconds(lat.wait_p95),

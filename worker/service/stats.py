@@ -10,7 +10,8 @@ from jobdesk.store import failures as failure_queries
 from jobdesk.store import jobs as job_queries
 from jobdesk.store import stats as stats_queries
 from jobdesk.store.failures import FailureGroup, FailureSample
-from jobdesk.store.stats import Attention, Metrics, TableSize, Transition, Window
+from jobdesk.store.stats import Attention, Metrics, Transition, Window
+from jobdesk.store.table_size import TableSize, fetch_table_size
 
 
 class StatsReads(JobReads):
@@ -25,7 +26,7 @@ class StatsReads(JobReads):
     async def table_size(self) -> TableSize:
         """The jobs table's estimated row count and its size on disk, indexes included."""
         async with (await self._read_pool()).acquire() as conn:
-            return await stats_queries.fetch_table_size(conn)
+            return await fetch_table_size(conn)
 
     async def attention(self) -> Attention:
         """Jobs failed for good in the last hour and jobs waiting for approval, and the database's clock."""

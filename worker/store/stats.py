@@ -143,19 +143,6 @@ class Metrics:
         }
 
 
-@dataclass(frozen=True)
-class TableSize:
-    estimated_rows: int | None  # pg_class.reltuples; None before the table was first analysed
-    total_bytes: int
-    # Before the first analysis: the rows counted, up to COUNTED_ROWS_CAP (None once estimated).
-    counted_rows: int | None = None
-
-    @property
-    def counted_past_cap(self) -> bool:
-        return self.counted_rows is not None and self.counted_rows > COUNTED_ROWS_CAP
-
-
-COUNTED_ROWS_CAP = 100_000  # a table not analysed yet is counted up to this many rows (a short scan)
 
 
 @dataclass(frozen=True)
@@ -224,15 +211,6 @@ SELECT type, metric, bin, sum(n)::bigint AS n
         SELECT type, metric, bin, n FROM job_stats_hist WHERE grain = 'd' AND bucket >= $2) x
  WHERE $3::text IS NULL OR type = $3
  GROUP BY type, metric, bin
-"""
-
-# `jobs` and every partition under it (sql/041): a partitioned table has no rows or size of its own.
-TABLE_SIZE_SQL = """
-SELECT CASE WHEN bool_and(c.reltuples < 0) THEN NULL ELSE sum(GREATEST(c.reltuples, 0))::bigint END
-           AS estimated_rows,
-       coalesce(sum(pg_total_relation_size(c.oid)), 0)::bigint AS total_bytes
-  FROM pg_partition_tree('jobs') t JOIN pg_class c ON c.oid = t.relid
- WHERE t.isleaf
 """
 
 # Both through indexes (jobs_finished_idx, jobs_status_idx), and capped: they read at most
@@ -356,17 +334,6 @@ def latency_from_bins(rows: Sequence[Any]) -> list[Latency]:
         out.append(Latency(type_, sum(run.values()), percentile(wait, 0.5), percentile(wait, 0.95),
                            percentile(run, 0.5), percentile(run, 0.95)))
     return out
-
-
-async def fetch_table_size(conn: asyncpg.Connection) -> TableSize:
-    """The planner's estimate of the rows; until autovacuum first analyses the table (a young or
-    small one, which the estimate leaves at -1) the rows counted, up to a cap, so there is a number."""
-    row = await conn.fetchrow(TABLE_SIZE_SQL)
-    counted = None
-    if row["estimated_rows"] is None:
-        counted = await conn.fetchval("SELECT count(*) FROM (SELECT 1 FROM jobs LIMIT $1) AS capped",
-                                      COUNTED_ROWS_CAP + 1)
-    return TableSize(row["estimated_rows"], row["total_bytes"], counted)
 
 
 async def fetch_attention(conn: asyncpg.Connection) -> Attention:
