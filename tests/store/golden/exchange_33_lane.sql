@@ -25,16 +25,16 @@ WITH done AS (
                     SELECT id, priority, seq FROM due WHERE type = ANY((SELECT $2::text[])::text[])) p
      ORDER BY priority DESC, seq LIMIT (SELECT $3::int)
 ), promoted AS (
-    UPDATE jobs SET run_at = NULL
-     WHERE id = ANY(ARRAY(SELECT id FROM due EXCEPT SELECT id FROM picked)) AND status = 'queued'
+    UPDATE jobs_live SET run_at = NULL
+     WHERE id = ANY(ARRAY(SELECT id FROM due EXCEPT SELECT id FROM picked))
     RETURNING id
 ), told AS (
     SELECT count(pg_notify('jobdesk_new_jobs', '')) AS n FROM (SELECT FROM promoted LIMIT 1) p
 ), claimed AS (
-    UPDATE jobs AS j
+    UPDATE jobs_live AS j
        SET status = 'in_progress', worker_id = $1, attempts = j.attempts + 1, run_at = NULL,
            started_at = now(), updated_at = now()
-     WHERE j.id = ANY(ARRAY(SELECT id FROM picked)) AND j.status = 'queued' AND (SELECT n FROM told) >= 0
+     WHERE j.id = ANY(ARRAY(SELECT id FROM picked)) AND (SELECT n FROM told) >= 0
     RETURNING j.id, j.type, j.input_data, j.user_id, j.pipeline_id, j.retry_count, j.attempts,
               j.priority, j.seq, j.trace_context, extract(epoch FROM now() - GREATEST(j.created_at, j.next_retry_at, j.scheduled_at))::float8 AS waited_s
 )

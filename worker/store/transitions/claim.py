@@ -31,6 +31,9 @@ from jobdesk.store.transitions.floors import WalkFloors
 # plan cache keeps the generic plan, the same merge of index walks. With the values visible
 # (the LIMITs, the types' statistics) a custom plan looked cheaper whenever the statistics had
 # seen a backlog, and a claim of 20 types spent more time being planned than being run.
+# The claim reads `jobs` with the status spelled out, which the planner prunes to `jobs_live`, and
+# changes `jobs_live` itself: rows it claims stay there (sql/041), and no other partition's plan
+# is made or locked.
 _READY = "status = 'queued' AND pending_deps = 0 AND is_active AND run_at IS NULL"
 _WAITING = "status = 'queued' AND pending_deps = 0 AND is_active AND run_at IS NOT NULL"
 UNION_MAX_TYPES = 32  # above this, one lateral walk per type instead of a statement per type count
@@ -120,8 +123,8 @@ def _pick(n_types: int, lane: Lane, claim_limit: str, floors: tuple[str, str] | 
                     SELECT id, priority, seq FROM due WHERE type = ANY({_TYPES})) p
      ORDER BY priority DESC, seq {claim_limit}
 ), promoted AS (
-    UPDATE jobs SET run_at = NULL
-     WHERE id = ANY(ARRAY(SELECT id FROM due EXCEPT SELECT id FROM picked)) AND status = 'queued'
+    UPDATE jobs_live SET run_at = NULL
+     WHERE id = ANY(ARRAY(SELECT id FROM due EXCEPT SELECT id FROM picked))
     RETURNING id
 ), {_TOLD}"""
 
@@ -157,15 +160,15 @@ _ASYNC_COMMIT = """async_commit AS (
     SELECT set_config('synchronous_commit', 'off', true) AS setting
 )"""
 _DONE_CTE = f"done AS ({_done('(SELECT $5::text[])', '(SELECT $6::text[])', '(SELECT $7::int[])')}\n)"
-_CLAIM_ALONE = f"""UPDATE jobs AS j
+_CLAIM_ALONE = f"""UPDATE jobs_live AS j
    SET {_CLAIM_SET}
- WHERE j.id = ANY(ARRAY(SELECT id FROM picked)) AND j.status = 'queued' AND (SELECT setting FROM async_commit) = 'off'
+ WHERE j.id = ANY(ARRAY(SELECT id FROM picked)) AND (SELECT setting FROM async_commit) = 'off'
    AND {_TOLD_READ}
 RETURNING true AS claimed, {_CLAIM_RETURNING}"""
 _CLAIMED_CTE = f"""claimed AS (
-    UPDATE jobs AS j
+    UPDATE jobs_live AS j
        SET {_CLAIM_SET}
-     WHERE j.id = ANY(ARRAY(SELECT id FROM picked)) AND j.status = 'queued' AND {_TOLD_READ}
+     WHERE j.id = ANY(ARRAY(SELECT id FROM picked)) AND {_TOLD_READ}
     RETURNING {_CLAIM_RETURNING}
 )"""
 _EXCHANGED = """SELECT false AS claimed, d.id, NULL::varchar AS type, NULL::jsonb AS input_data, NULL::int AS user_id,
@@ -236,16 +239,16 @@ _FLOW_PICK = """pick AS MATERIALIZED (
     SELECT * FROM jobdesk_flow_pick($1::varchar, ($2::text[])[1], $3::int, {own}::int{done})
 )"""
 _FLOW_PROMOTE = f"""promoted AS (
-    UPDATE jobs SET run_at = NULL
+    UPDATE jobs_live SET run_at = NULL
      WHERE id = ANY(ARRAY(SELECT id FROM jobs WHERE {_WAITING} AND run_at <= now()
                            ORDER BY run_at LIMIT {DUE_BATCH} FOR UPDATE SKIP LOCKED))
-       AND NOT id = ANY((SELECT ids FROM pick)::text[]) AND status = 'queued'
+       AND NOT id = ANY((SELECT ids FROM pick)::text[])
     RETURNING id
 ), {_TOLD}"""
 _FLOW_CLAIMED = f"""claimed AS (
-    UPDATE jobs AS j
+    UPDATE jobs_live AS j
        SET {_CLAIM_SET}
-     WHERE j.id = ANY((SELECT ids FROM pick)::text[]) AND j.status = 'queued' AND {_TOLD_READ}{{commit}}
+     WHERE j.id = ANY((SELECT ids FROM pick)::text[]) AND {_TOLD_READ}{{commit}}
     RETURNING {_CLAIM_RETURNING}
 )"""
 _FLOW_HELD = """
