@@ -6,9 +6,9 @@ On its own embedded PostgreSQL, in one database: OLD completed jobs (a tenth of 
 failed attempt row) that finished ten days ago. Then, twice, N no-op jobs for one worker
 (MAX_CONCURRENT_JOBS=10): first with nothing else running, then while `jobdesk prune` removes
 the old jobs (the same code a worker's pruner runs: since sql/041 it drops their partition).
-While the worker runs, pg_stat_activity is sampled every 20 ms for backends waiting on a lock held by the pruner. Prints both
-throughputs, their ratio, the lock waits, and the table and index sizes before pruning and
-after a VACUUM.
+While the worker runs, pg_stat_activity is sampled every 20 ms for backends waiting on a lock
+held by the pruner. Prints both throughputs, their ratio, the lock waits, and the table and
+index sizes before pruning and after a VACUUM.
 """
 
 from __future__ import annotations
