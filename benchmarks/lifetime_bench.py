@@ -33,7 +33,10 @@ table, or a partitioned one with all its partitions):
   throughput     jobs completed in each minute of the run (counted every second by their
                  completion time, before retention deletes them), and the lowest and highest
                  minute as shares of the first;
-  pickup         started_at - created_at of every completed job, p50 and p99.
+  pickup         started_at - created_at of every completed job, p50 and p99;
+  load           the machine's 1-minute load average at each minute's end: on a shared machine,
+                 others' work moves every figure above (CPU per job included), so compare runs
+                 whose sides saw a similar load.
 Then the goals for "after" against "before": CPU/job <= 0.7x, WAL/job <= 0.6x, size at every
 minute's end from minute 2 on within 10 % of minute 2's, and every minute's throughput within
 10 % of the first minute's. A full run takes about 2 x (minutes + 1) minutes.
@@ -48,6 +51,7 @@ import argparse
 import asyncio
 import os
 import shutil
+import statistics
 import sys
 import tempfile
 from collections.abc import Callable
@@ -131,6 +135,8 @@ def summary_rows(outs: list[Outcome]) -> list[tuple[str, list[float], Callable[[
         ("jobs completed", [float(o.jobs) for o in outs], lambda v: f"{v:,.0f}"),
         ("database size at the end", [float(o.database) for o in outs], mb),
         ("relations in jobs' tree", [float(o.leaves) for o in outs], lambda v: f"{v:,.0f}"),
+        ("machine load average (mean)", [statistics.fmean(o.loads) if o.loads else 0.0 for o in outs],
+         lambda v: f"{v:.2f}"),
     ]
 
 
@@ -145,13 +151,14 @@ def report(sides: list[Side], outs: list[Outcome], plan: Plan) -> None:
     print(f"{'':28}{head}")
     for label, values, fmt in summary_rows(outs):
         print(f"{label:28}" + "".join(f"{fmt(v):>16}" for v in values) + f"{_ratio(values):>16}")
-    print(f"\n{'minute':>6}" + "".join(f"{s.name + ' completed':>20}{s.name + ' size':>16}" for s in sides))
+    print(f"\n{'minute':>6}" + "".join(f"{s.name + ' completed':>20}{s.name + ' size':>16}{'load':>6}" for s in sides))
     for m in range(max(len(o.per_minute) for o in outs)):
         cells = ""
         for o in outs:
             done = f"{o.per_minute[m]:,}" if m < len(o.per_minute) else ""
             size = mb(o.sizes[m]) if m < len(o.sizes) else ""
-            cells += f"{done:>20}{size:>16}"
+            load = f"{o.loads[m]:.1f}" if m < len(o.loads) else ""
+            cells += f"{done:>20}{size:>16}{load:>6}"
         print(f"{m + 1:>6}{cells}")
     goals(sides, outs)
 

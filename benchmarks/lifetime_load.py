@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import os
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -72,6 +73,7 @@ class Outcome:
     per_minute: list[int] = field(default_factory=list)  # jobs completed in each minute
     sizes: list[int] = field(default_factory=list)  # of jobs with its indexes, at each minute's end
     queued: list[int] = field(default_factory=list)  # jobs waiting at each minute's end
+    loads: list[float] = field(default_factory=list)  # the machine's 1-minute load average then
     dead_peak: int = 0
     dead_peak_at: float = 0.0  # seconds into the run
     pickups: list[float] = field(default_factory=list)  # started_at - created_at, seconds
@@ -151,9 +153,10 @@ class Monitor:
     async def minute_end(self, side: str, minute: int) -> None:
         self.out.sizes.append(await jobs_size(self.conn))
         self.out.queued.append(await self.conn.fetchval("SELECT count(*) FROM jobs WHERE status = 'queued'"))
+        self.out.loads.append(os.getloadavg()[0])
         done = self.out.per_minute[minute - 2] if minute >= 2 else 0  # minute - 1 is counted by now
         print(f"    {side} minute {minute}: jobs {mb(self.out.sizes[-1])}, {self.out.queued[-1]:,} queued, "
-              f"dead tuples peak so far {self.out.dead_peak:,}"
+              f"dead tuples peak so far {self.out.dead_peak:,}, load average {self.out.loads[-1]:.2f}"
               + (f", minute {minute - 1} completed {done:,}" if minute >= 2 else ""), flush=True)
 
 
