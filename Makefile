@@ -159,7 +159,7 @@ bench-flow: $(STAMP)
 bench-progress: $(STAMP)
 	$(PY) benchmarks/progress_logs_bench.py
 
-## bench-lifetime: 2,000 jobs/s for 10 minutes, completed jobs kept 60 s, vacuum held back for 5 of them, on today's schema (e47fe8f, or --before REF) and this checkout's side by side: PostgreSQL CPU and WAL per job, size and dead tuples of jobs, throughput per minute, pickup (prints figures; about 22 min; ARGS="--minutes 2" for a quick run, ARGS="--prune-jobs 10000000" for the cost of one prune)
+## bench-lifetime: 2,000 jobs/s for 10 minutes, completed jobs kept 60 s, vacuum held back for 5 of them, on today's schema (e47fe8f, or --before REF) and this checkout's side by side: PostgreSQL CPU and WAL per job, size and dead tuples of jobs, throughput per minute, pickup (prints figures; about 25 min; ARGS="--minutes 2" for a quick run, ARGS="--prune-jobs 10000000" for the cost of one prune)
 bench-lifetime: $(STAMP)
 	$(PY) benchmarks/lifetime_bench.py $(ARGS)
 

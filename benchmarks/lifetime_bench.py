@@ -4,7 +4,7 @@ retention and vacuum) under a steady load, for two schemas side by side in one r
     python benchmarks/lifetime_bench.py [--minutes 10] [--rate 2000] [--workers 2] [--concurrency 10]
         [--before e47fe8f] [--after PATH] [--only before|after] [--idle-reads-jobs] [--empty-input]
     python benchmarks/lifetime_bench.py --prune-jobs 10000000 [--before REF] [--after PATH] [--only ...]
-    make bench-lifetime ARGS="--minutes 2"                    # a quick look (about 5 minutes)
+    make bench-lifetime ARGS="--minutes 2"                    # a quick look (about 6 minutes)
 
 The sides: "before" is a checkout of this repository at --before (a detached git worktree in the
 temp folder, made once and reused), "after" is --after (default: this checkout). Each side's
@@ -31,7 +31,7 @@ table, or a partitioned one with all its partitions):
                  minute's end (does it stop growing once retention has caught up?);
   dead tuples    the peak of n_dead_tup summed over the tree, sampled every 5 s;
   throughput     jobs completed in each minute of the run (counted every second by their
-                 completion time, before retention deletes them), and the lowest and highest
+                 completed row's updated_at, before retention deletes them), and the lowest and highest
                  minute as shares of the first;
   pickup         started_at - created_at of every completed job, p50 and p99;
   load           the machine's 1-minute load average at each minute's end: on a shared machine,
@@ -39,7 +39,7 @@ table, or a partitioned one with all its partitions):
                  whose sides saw a similar load.
 Then the goals for "after" against "before": CPU/job <= 0.7x, WAL/job <= 0.6x, size at every
 minute's end from minute 2 on within 10 % of minute 2's, and every minute's throughput within
-10 % of the first minute's. A full run takes about 2 x (minutes + 1) minutes.
+10 % of the first minute's. A run takes a little over 2 x --minutes (23 minutes for 10).
 
 --prune-jobs N instead compares `jobdesk prune` over N completed jobs past their retention
 (benchmarks/lifetime_prune.py); goal for "after": under 1 s and under 1 MB of WAL.
