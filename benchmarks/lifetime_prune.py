@@ -80,6 +80,7 @@ async def prune_side(side: Side, n: int) -> PruneOutcome:
         try:
             await load(conn, side, n)
             out.size_before, out.leaves_before = await jobs_size(conn), await leaf_count(conn)
+            print(f"    {side.name}: jobdesk {' '.join(PRUNE)} ...", flush=True)
             wal0 = await lsn(conn)
             out.seconds, out.said = timed_prune(side, dsn)
             out.wal = await lsn(conn) - wal0
