@@ -18,7 +18,7 @@ restore them with `git config core.symlinks true && git checkout -- jobdesk work
 endif
 endif
 
-.PHONY: run test venv bytecode venv-django worker demo db bench bench-backlog bench-claim bench-trickle bench-enqueue bench-app-tx bench-console bench-console-load bench-dag bench-pipelines bench-bulk bench-failures bench-metrics bench-list bench-durable bench-executors bench-flow bench-progress bench-tracing bench-report lint clean screenshots dist dist-pypi schema docs docs-check
+.PHONY: run test venv bytecode venv-django worker demo db bench bench-backlog bench-claim bench-trickle bench-enqueue bench-app-tx bench-console bench-console-load bench-dag bench-pipelines bench-bulk bench-failures bench-metrics bench-list bench-durable bench-executors bench-flow bench-progress bench-lifetime bench-tracing bench-report lint clean screenshots dist dist-pypi schema docs docs-check
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -158,6 +158,10 @@ bench-flow: $(STAMP)
 ## bench-progress: database writes per second of jobs reporting progress in a tight loop, and the cost of job log lines (prints figures)
 bench-progress: $(STAMP)
 	$(PY) benchmarks/progress_logs_bench.py
+
+## bench-lifetime: 2,000 jobs/s for 10 minutes, completed jobs kept 60 s, vacuum held back for 5 of them, on today's schema (e47fe8f, or --before REF) and this checkout's side by side: PostgreSQL CPU and WAL per job, size and dead tuples of jobs, throughput per minute, pickup (prints figures; about 25 min; ARGS="--minutes 2" for a quick run, ARGS="--prune-jobs 10000000" for the cost of one prune)
+bench-lifetime: $(STAMP)
+	$(PY) benchmarks/lifetime_bench.py $(ARGS)
 
 ## bench-report: the engine benchmarks with short settings, written as the table of docs/performance.md with the date, the commit and each figure's command (about 5 minutes)
 bench-report: $(STAMP)
