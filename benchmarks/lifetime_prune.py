@@ -2,7 +2,8 @@
 N completed jobs are past their retention.
 
 On a fresh server per side: N completed jobs inserted through `jobs` by plain SQL (so that they
-land wherever the side's schema routes them), finished between 2 and 3 days ago; VACUUM ANALYZE
+land wherever the side's schema routes them), finished between 2 and 3 days ago (on a partitioned
+`jobs`, their retention started then too, in a partition for those days: see HISTORY); VACUUM ANALYZE
 (as autovacuum would have left them) and CHECKPOINT; then the side's
 `jobdesk prune --older-than 1d --status completed`, timed from launch to exit, with the WAL it
 wrote (the LSN before and after). The same command is run a second time, with nothing left to
@@ -24,11 +25,27 @@ CHUNK = 1_000_000
 PRUNE = ("prune", "--older-than", "1d", "--status", "completed")
 LOAD = """
     INSERT INTO jobs (type, input_data, status, is_active, result_data, created_at, started_at, completed_at,
-                      updated_at)
-    SELECT 'bench.old', jsonb_build_object('n', g), 'completed', false, '{}'::jsonb,
-           f - interval '2 seconds', f - interval '1 second', f, f
+                      updated_at{retain})
+    SELECT 'bench.old', jsonb_build_object('n', g), 'completed', false, '{{}}'::jsonb,
+           f - interval '2 seconds', f - interval '1 second', f, f{retain_value}
       FROM generate_series($1::bigint + 1, $1 + $2) g,
            LATERAL (SELECT now() - interval '2 days' - interval '1 day' * (g::float8 / $3) AS f) t"""
+# A partitioned `jobs` (sql/041) keeps completed jobs in partitions by the time their retention
+# started: a database that ran those days has partitions for them, which its workers made ahead.
+# A fresh one has one that ends when it was migrated: it is made again to end 2 days ago (the
+# loaded jobs go there), with one more from then to the migration.
+HISTORY = """
+DO $$
+DECLARE
+    upper timestamptz := (SELECT p.upper FROM jobdesk_completed_partitions() p WHERE p.name = 'jobs_completed_start');
+    cut timestamptz := now() - interval '2 days';
+BEGIN
+    DROP TABLE jobs_completed_start;
+    EXECUTE format('CREATE TABLE jobs_completed_start PARTITION OF jobs_completed '
+                   'FOR VALUES FROM (MINVALUE) TO (%L)', cut);
+    ALTER TABLE jobs_completed_start ADD PRIMARY KEY (id);
+    PERFORM jobdesk_make_completed_partition(cut, upper);
+END $$"""
 
 
 @dataclass
@@ -49,9 +66,13 @@ async def load(conn: asyncpg.Connection, side: Side, n: int) -> None:
     """n completed jobs, a million a statement, finished evenly over the day that ended 2 days ago."""
     t0 = time.perf_counter()
     done = 0
+    partitioned = await conn.fetchval("SELECT to_regclass('jobs_completed_start') IS NOT NULL")
+    if partitioned:
+        await conn.execute(HISTORY)
+    load_sql = LOAD.format(retain=", retain_from" if partitioned else "", retain_value=", f" if partitioned else "")
     while done < n:
         step = min(CHUNK, n - done)
-        await conn.execute(LOAD, done, step, n)
+        await conn.execute(load_sql, done, step, n)
         done += step
         print(f"    {side.name}: {done:,} of {n:,} completed jobs loaded ({time.perf_counter() - t0:.0f} s)",
               flush=True)

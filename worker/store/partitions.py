@@ -96,19 +96,21 @@ async def make_ahead(conn: asyncpg.Connection, width: float, ahead_s: float) -> 
 
 # Completed jobs a pipeline or a dependant still needs (as the row-by-row pruner kept them):
 # those of a pipeline with a job unfinished (or failed within its retention, $1 seconds; NULL
-# forever), and the parents of such jobs.
-_KEEPERS = """
+# forever), and the parents of such jobs. Found from the unfinished side, which is small, and
+# then looked up in the partition by its indexes, never by reading it through.
+_NEEDED = """
 WITH unfinished AS (
     SELECT id, pipeline_id FROM jobs
      WHERE status IN ('queued', 'in_progress', 'waiting_approval')
         OR (status = 'failed' AND ($1::float8 IS NULL OR updated_at >= now() - make_interval(secs => $1)))
 )
-SELECT p.id FROM {part} p
- WHERE p.pipeline_id IN (SELECT pipeline_id FROM unfinished WHERE pipeline_id IS NOT NULL)
+SELECT ARRAY(SELECT DISTINCT pipeline_id FROM unfinished WHERE pipeline_id IS NOT NULL) AS pipelines,
+       ARRAY(SELECT DISTINCT d.depends_on_id FROM job_dependencies d JOIN unfinished u ON u.id = d.job_id) AS parents
+"""
+_KEEPERS = """
+SELECT id FROM {part} WHERE pipeline_id = ANY($1::text[])
 UNION
-SELECT p.id FROM {part} p
- WHERE p.has_dependants
-   AND p.id IN (SELECT d.depends_on_id FROM job_dependencies d JOIN unfinished u ON u.id = d.job_id)
+SELECT id FROM {part} WHERE id = ANY($2::text[])
 """
 
 _MOVE_KEEPERS = """
@@ -157,7 +159,9 @@ async def drop_due(pool: asyncpg.Pool, older_than_s: float, failed_retention: fl
     out = []
     for part in due:
         async with pool.acquire() as conn:
-            keepers = [r["id"] for r in await conn.fetch(_KEEPERS.format(part=f'"{part.name}"'), failed_retention)]
+            needed = await conn.fetchrow(_NEEDED, failed_retention)
+            keepers = [r["id"] for r in await conn.fetch(_KEEPERS.format(part=f'"{part.name}"'),
+                                                        needed["pipelines"], needed["parents"])]
             jobs = await _live_rows(conn, part.name)
             if dry_run:
                 out.append(Dropped(part.name, part.lower, part.upper, max(jobs - len(keepers), 0), len(keepers)))
