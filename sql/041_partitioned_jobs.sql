@@ -381,6 +381,10 @@ CREATE TRIGGER jobs_before_insert BEFORE INSERT ON jobs_live FOR EACH ROW
     WHEN (NEW.dependent_on_jobs <> '[]'::jsonb OR NEW.pending_deps <> 0 OR NEW.next_retry_at IS NOT NULL
           OR NEW.scheduled_at IS NOT NULL)
     EXECUTE FUNCTION jobdesk_jobs_before_insert();
+-- A new job's owner exists (and stays, locked as a foreign key would): checked as it enters
+-- jobs_live, not at each move of a finished job, which would lock its owner's row each time.
+CREATE TRIGGER jobs_new_user_check BEFORE INSERT ON jobs_live FOR EACH ROW
+    WHEN (NEW.user_id <> 1) EXECUTE FUNCTION jobdesk_check_job_user();
 CREATE TRIGGER jobs_after_insert_edges AFTER INSERT ON jobs_live FOR EACH ROW
     WHEN (jsonb_array_length(NEW.dependent_on_jobs) > 0) EXECUTE FUNCTION jobdesk_jobs_after_insert_edges();
 CREATE TRIGGER jobs_release_dependants AFTER DELETE ON jobs_live FOR EACH ROW
@@ -393,7 +397,7 @@ DROP FUNCTION jobdesk_jobs_release_dependants();
 DROP FUNCTION jobdesk_jobs_wake_parent();
 
 -- Row triggers on `jobs` itself run in every partition, however a statement reaches it.
-CREATE TRIGGER jobs_user_check BEFORE INSERT OR UPDATE OF user_id ON jobs FOR EACH ROW
+CREATE TRIGGER jobs_user_check BEFORE UPDATE OF user_id ON jobs FOR EACH ROW
     WHEN (NEW.user_id <> 1) EXECUTE FUNCTION jobdesk_check_job_user();
 CREATE TRIGGER jobs_keep_id BEFORE UPDATE OF id ON jobs FOR EACH ROW
     WHEN (NEW.id::text IS DISTINCT FROM OLD.id::text) EXECUTE FUNCTION jobdesk_jobs_keep_id();

@@ -3051,6 +3051,13 @@ CREATE TRIGGER jobs_moving_in BEFORE UPDATE OF status ON public.jobs FOR EACH RO
 
 
 --
+-- Name: jobs_live jobs_new_user_check; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER jobs_new_user_check BEFORE INSERT ON public.jobs_live FOR EACH ROW WHEN ((new.user_id <> 1)) EXECUTE FUNCTION public.jobdesk_check_job_user();
+
+
+--
 -- Name: jobs jobs_notify_changes_delete; Type: TRIGGER; Schema: public; Owner: -
 --
 
@@ -3117,7 +3124,7 @@ CREATE TRIGGER jobs_truncate_children AFTER TRUNCATE ON public.jobs FOR EACH STA
 -- Name: jobs jobs_user_check; Type: TRIGGER; Schema: public; Owner: -
 --
 
-CREATE TRIGGER jobs_user_check BEFORE INSERT OR UPDATE OF user_id ON public.jobs FOR EACH ROW WHEN ((new.user_id <> 1)) EXECUTE FUNCTION public.jobdesk_check_job_user();
+CREATE TRIGGER jobs_user_check BEFORE UPDATE OF user_id ON public.jobs FOR EACH ROW WHEN ((new.user_id <> 1)) EXECUTE FUNCTION public.jobdesk_check_job_user();
 
 
 --
