@@ -106,6 +106,26 @@ BEGIN
 END $$;
 SELECT setval(pg_get_serial_sequence('jobs_partitioned', 'seq'), s.last_value, s.is_called)
   FROM jobs_seq_seq s;
+-- What roles other than the owner were granted on `jobs` and its sequence (`jobdesk grant`), they
+-- have on the new table, its partitions (the engine names jobs_live) and its sequence.
+DO $$
+DECLARE
+    r    record;
+    part text;
+BEGIN
+    FOR r IN SELECT CASE a.grantee WHEN 0 THEN 'PUBLIC' ELSE quote_ident(a.grantee::regrole::text) END AS grantee,
+                    a.privilege_type, c.relkind
+               FROM pg_class c, aclexplode(c.relacl) a
+              WHERE c.oid IN ('jobs'::regclass, 'jobs_seq_seq'::regclass) AND a.grantee <> c.relowner LOOP
+        IF r.relkind = 'S' THEN
+            EXECUTE format('GRANT %s ON SEQUENCE jobs_partitioned_seq_seq TO %s', r.privilege_type, r.grantee);
+            CONTINUE;
+        END IF;
+        FOR part IN SELECT relid::regclass::text FROM pg_partition_tree('jobs_partitioned') LOOP
+            EXECUTE format('GRANT %s ON TABLE %s TO %s', r.privilege_type, part, r.grantee);
+        END LOOP;
+    END LOOP;
+END $$;
 
 DROP TABLE jobs;
 ALTER TABLE jobs_partitioned RENAME TO jobs;
