@@ -26,7 +26,8 @@ import asyncpg
 
 LATER = "jobs_completed_later"
 MIN_WIDTH_S = 60.0
-MAX_WIDTH_S = 86400.0
+MAX_WIDTH_S = 7 * 86400.0
+FOREVER_WIDTH_S = 30 * 86400.0  # when completed jobs are kept forever: a partition a month
 LOCK_TIMEOUT_MS = 200  # how long making partitions may wait for its moment's lock; then next time
 # Tables that keep rows per job, by their column that names the job (sql/041's drop removes them).
 CHILD_TABLES = (("job_attempts", "job_id"), ("job_steps", "job_id"), ("job_waits", "job_id"),
@@ -59,10 +60,11 @@ class Dropped:
 
 def width_for(retention_s: float | None) -> float:
     """The width of a new partition for a completed-job retention: a quarter of it, within a
-    minute and a day (a day when jobs are kept forever), so that a partition goes at most a
-    quarter of the retention after its last job's time has come, and there are a handful."""
+    minute and a week, so that a partition goes at most a quarter of the retention after its last
+    job's time has come, and there are a handful of them (planning a read of `jobs` by id looks
+    at each). A month when completed jobs are kept forever."""
     if retention_s is None:
-        return MAX_WIDTH_S
+        return FOREVER_WIDTH_S
     return min(MAX_WIDTH_S, max(MIN_WIDTH_S, retention_s / 4))
 
 
