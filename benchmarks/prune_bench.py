@@ -42,8 +42,10 @@ def launch_worker(dsn: str) -> subprocess.Popen[bytes]:
 
 async def sizes(conn: asyncpg.Connection) -> str:
     rows = await conn.fetch("""
-        SELECT t, (SELECT sum(pg_relation_size(relid)) FROM pg_partition_tree(t) WHERE isleaf) AS heap,
-               (SELECT sum(pg_indexes_size(relid)) FROM pg_partition_tree(t) WHERE isleaf) AS idx
+        SELECT t, coalesce((SELECT sum(pg_relation_size(relid)) FROM pg_partition_tree(t) WHERE isleaf),
+                           pg_relation_size(t)) AS heap,
+               coalesce((SELECT sum(pg_indexes_size(relid)) FROM pg_partition_tree(t) WHERE isleaf),
+                        pg_indexes_size(t)) AS idx
           FROM unnest($1::regclass[]) t""",
         list(TABLES))
     return ", ".join(f"{r['t']} {r['heap'] / 2**20:,.0f} MB + indexes {r['idx'] / 2**20:,.0f} MB" for r in rows)

@@ -59,8 +59,10 @@ class TableSize:
 
 
 # `jobs` and every partition under it (sql/041): a partitioned table has no rows or size of its own.
+# No estimate while a partition that holds rows has not been analysed yet: the rows are counted then.
 TABLE_SIZE_SQL = """
-SELECT CASE WHEN bool_and(c.reltuples < 0) THEN NULL ELSE sum(GREATEST(c.reltuples, 0))::bigint END
+SELECT CASE WHEN bool_or(c.reltuples < 0 AND pg_relation_size(c.oid) > 0) THEN NULL
+            ELSE sum(GREATEST(c.reltuples, 0))::bigint END
            AS estimated_rows,
        coalesce(sum(pg_total_relation_size(c.oid)), 0)::bigint AS total_bytes,
        (SELECT count(*) FROM pg_inherits WHERE inhparent = to_regclass('jobs_completed'))::int AS partitions,
