@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import re
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -54,8 +55,12 @@ async def applied_versions(conn: asyncpg.Connection) -> set[int]:
     return {r["version"] for r in await conn.fetch("SELECT version FROM jobdesk_migrations")}
 
 
-async def migrate(conn: asyncpg.Connection, folder: Path | None = None) -> list[Migration]:
-    """Apply the migrations not applied yet, in order; return those applied now.
+async def migrate(conn: asyncpg.Connection, folder: Path | None = None, *, below: int | None = None,
+                  durations: dict[int, float] | None = None, lock_timeout_ms: int | None = None) -> list[Migration]:
+    """Apply the migrations not applied yet, in order (only those numbered under `below`, when
+    given); return those applied now. `durations` gets each one's transaction time, in seconds;
+    with `lock_timeout_ms`, a migration whose locks do not come in time raises
+    asyncpg.LockNotAvailableError (its transaction rolled back whole).
 
     The lock is a transaction-level advisory lock, taken again in each migration's transaction:
     through a transaction pooler a session lock would stay behind on whichever server session
@@ -71,15 +76,20 @@ async def migrate(conn: asyncpg.Connection, folder: Path | None = None) -> list[
                 applied_at timestamptz NOT NULL DEFAULT now())""")
         done = await applied_versions(conn)
     for migration in available_migrations(folder):
-        if migration.version in done:
+        if migration.version in done or (below is not None and migration.version >= below):
             continue
+        started = time.monotonic()
         async with conn.transaction():
+            if lock_timeout_ms is not None:
+                await conn.execute(f"SET LOCAL lock_timeout = {int(lock_timeout_ms)}")
             await conn.execute("SELECT pg_advisory_xact_lock($1)", _LOCK_KEY)
             if await conn.fetchval("SELECT 1 FROM jobdesk_migrations WHERE version = $1", migration.version):
                 continue  # another process applied it meanwhile
             await conn.execute(migration.path.read_text(encoding="utf-8"))
             await conn.execute("INSERT INTO jobdesk_migrations (version, name) VALUES ($1, $2)",
                                migration.version, migration.name)
+        if durations is not None:
+            durations[migration.version] = time.monotonic() - started
         log.info("applied migration %03d_%s", migration.version, migration.name)
         applied_now.append(migration)
     return applied_now
