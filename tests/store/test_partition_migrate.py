@@ -101,7 +101,10 @@ async def sql_worker(dsn: str, stop: asyncio.Event, done: list[str]) -> None:
     conn = await connect(dsn)
     try:
         while not stop.is_set():
-            job = await conn.fetchval(CLAIM_SQL)
+            try:
+                job = await conn.fetchval(CLAIM_SQL)
+            except asyncpg.SerializationError:  # a row it read moved to another partition: read again
+                continue
             if job is None:
                 await asyncio.sleep(0.01)
                 continue

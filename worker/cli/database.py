@@ -100,8 +100,8 @@ async def cmd_migrate(inv: Invocation) -> int:
 
 
 def _print_copy_progress(copied: Copied, out: TextIO) -> None:
-    if copied.scanned % 100_000 and not 0 < copied.estimate <= copied.scanned:
-        return  # a line every 100,000 rows (batches are of 10,000), and one when past the estimate
+    if copied.batches % 20:
+        return  # a line every 20 batches (100,000 rows)
     share = f" of about {copied.estimate:,}" if copied.estimate else ""
     print(f"copying jobs ahead: {copied.scanned:,}{share} rows looked at, {copied.copied:,} copied, "
           f"{copied.rate:,.0f} rows/s", file=out, flush=True)

@@ -37,7 +37,7 @@ from jobdesk.store.migrations import Migration, applied_versions, available_migr
 
 VERSION = 41  # sql/041_partitioned_jobs.sql
 THRESHOLD_ROWS = 50_000  # below it, sql/041's copy in its own transaction is fast enough
-BATCH_ROWS = 10_000
+BATCH_ROWS = 5_000  # an update of a job in the batch waits for its copy (some 50 ms)
 MARKER = "-- 2. The rows, and the swap."  # where step 1 of sql/041 ends
 COPIED = "jobdesk: every row copied"  # the comment sql/041 trusts
 RESUME = "jobdesk: copied up to "  # the comment while the backfill runs, with the last id
@@ -85,6 +85,7 @@ class Copied:
 
     scanned: int = 0
     copied: int = 0
+    batches: int = 0
     seconds: float = 0.0
     estimate: int = 0  # about how many rows `jobs` holds
 
@@ -194,6 +195,7 @@ async def backfill(conn: asyncpg.Connection, report: CopyReport, progress: Progr
             done = await conn.execute(BATCH_COPY_SQL, ids)
             last = ids[-1]
             await conn.execute(f"COMMENT ON TABLE jobs_partitioned IS {_literal(RESUME + last)}")
+        state.batches += 1
         state.scanned += len(ids)
         state.copied += int(done.split()[-1])
         state.seconds = time.monotonic() - started
