@@ -23,6 +23,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -105,8 +106,8 @@ async def enqueuer(dsn: str, rate: float, state: Clients) -> None:
         while not state.stop.is_set():
             due = int((time.monotonic() - start) * rate) - state.enqueued
             if due > 0:
-                await conn.execute("INSERT INTO jobs (type, input_data) SELECT 'work', '{}' FROM generate_series(1, $1)",
-                                   due)
+                await conn.execute("INSERT INTO jobs (type, input_data) "
+                                   "SELECT 'work', '{}' FROM generate_series(1, $1)", due)
                 state.enqueued += due
             await asyncio.sleep(0.01)
     finally:
@@ -151,15 +152,15 @@ async def sampler(dsn: str, state: Clients) -> None:
 
 async def load(dsn: str, jobs: int) -> float:
     """A database at 040 holding `jobs` jobs; returns the seconds it took."""
-    folder = Path(os.environ.get("TMPDIR", "/tmp")) / f"migrate-bench-sql-{os.getpid()}"
-    folder.mkdir(exist_ok=True)
-    for path in (ROOT / "sql").glob("0*.sql"):
-        if int(path.name[:3]) < 41:
-            (folder / path.name).write_bytes(path.read_bytes())
     started = time.monotonic()
     conn = await asyncpg.connect(dsn)
     try:
-        await migrate(conn, folder)
+        with tempfile.TemporaryDirectory() as tmp:
+            folder = Path(tmp)
+            for path in (ROOT / "sql").glob("0*.sql"):
+                if int(path.name[:3]) < 41:
+                    (folder / path.name).write_bytes(path.read_bytes())
+            await migrate(conn, folder)
         for first in range(1, jobs + 1, CHUNK):
             await conn.execute(LOAD_SQL, first, min(first + CHUNK - 1, jobs), jobs)
             print(f"  loaded {min(first + CHUNK - 1, jobs):,} jobs", flush=True)

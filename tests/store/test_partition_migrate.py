@@ -5,6 +5,8 @@ interruption. The clients speak plain SQL, as the workers of the release before 
 from __future__ import annotations
 
 import asyncio
+import json
+import re
 import shutil
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -17,6 +19,7 @@ from jobdesk.store import partition_migrate as pm
 from jobdesk.store.db import connect
 from jobdesk.store.migrations import applied_versions, migrate
 from tests import pg
+from tests.helpers import run_cli
 
 SEED = 60_000
 
@@ -165,7 +168,8 @@ async def test_made_ahead_while_jobs_are_claimed_completed_and_enqueued(old_dsn:
         assert await conn.fetchval("SELECT obj_description('jobs'::regclass, 'pg_class')") is None
         assert report.counts_before == report.counts_after and sum(report.counts_before.values()) > SEED
         assert report.scanned >= SEED and 0 < report.copied_ahead <= report.scanned
-        assert progress[-1].scanned == report.scanned and report.swap_tries >= 1 and report.swap_seconds > 0
+        assert progress[-1].finished and progress[-1].scanned == report.scanned
+        assert report.swap_tries >= 1 and report.swap_seconds > 0
 
         # Every job once, the seed jobs unchanged in every column, every job made during it there.
         assert await conn.fetchval("SELECT count(*) = count(DISTINCT id) FROM jobs")
@@ -270,3 +274,68 @@ def test_step_one_is_the_text_before_the_marker(tmp_path: Path) -> None:
         (tmp_path / path.name).write_text(text.replace(pm.MARKER, "-- 2.") if path.name.startswith("041") else text)
     with pytest.raises(Exception, match="cannot be made ahead"):
         pm.step_one(tmp_path)
+
+
+async def test_jobdesk_migrate_says_what_it_copied_ahead(old_dsn: str) -> None:
+    conn = await connect(old_dsn)
+    try:
+        await seed(conn, work=1_000)
+        counts = {r[0]: r[1] for r in await conn.fetch("SELECT status, count(*) FROM jobs GROUP BY status")}
+    finally:
+        await conn.close()
+    done = await asyncio.to_thread(run_cli, "migrate", "--json", dsn=old_dsn)
+    assert done.returncode == 0, done.stderr
+    said = json.loads(done.stdout)
+    assert said["applied"] == ["041_partitioned_jobs"]
+    copy = said["copied_ahead"]
+    assert copy["counts_before"] == copy["counts_after"] == counts
+    assert copy["copied_ahead"] == copy["scanned"] == sum(counts.values()) and copy["resumed_from"] is None
+    assert copy["swap_tries"] == 1 and copy["swap_seconds"] > 0 and copy["copy_seconds"] > 0
+    assert "copying jobs ahead: 61,500 of about" in done.stderr  # progress, on stderr with --json
+
+
+async def test_jobdesk_migrate_resumes_an_interrupted_copy_and_prints_it(old_dsn: str) -> None:
+    conn = await connect(old_dsn)
+    try:
+        await seed(conn, work=1_000)
+        await interrupt_after(conn, batches=2)
+    finally:
+        await conn.close()
+    done = await asyncio.to_thread(run_cli, "migrate", dsn=old_dsn)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert re.fullmatch(r"copied 51,500 jobs ahead into the partitioned table in [\d.]+ s \(resumed after id "
+                        r"\S+\); the workers went on meanwhile", lines[-4]), lines
+    assert re.fullmatch(r"the swap held jobs for \d+ ms \(1 try\)", lines[-3]), lines
+    assert lines[-2].startswith("jobs by status, before | after: cancelled 8,571 | 8,571, completed ")
+    assert lines[-1].startswith("applied 1 migration(s) to ") and lines[-1].endswith(": 041_partitioned_jobs")
+
+
+async def test_a_swap_that_cannot_lock_jobs_gives_up_and_a_later_run_only_swaps(
+        old_dsn: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(pm, "TRIES", 2)
+    monkeypatch.setattr(pm, "PAUSE_S", 0.1)
+    conn = await connect(old_dsn)
+    holder = await connect(old_dsn)
+    try:
+        await seed(conn, work=1_000)
+        sums = [await conn.fetchrow(CHECKSUM_SQL, t) for t in ("seed", "work")]
+        reader = holder.transaction()
+        await reader.start()
+        await holder.execute("SELECT count(*) FROM jobs WHERE false")  # holds ACCESS SHARE until it ends
+        with pytest.raises(pm.SwapTimedOut, match=r"at 2 tries of 300 ms \(pid \d+ \(client backend, idle in "
+                                                  r"transaction\): SELECT count\(\*\) FROM jobs WHERE false\)"):
+            await asyncio.wait_for(pm.migrate_ahead(conn, batch=20_000), 60)
+        assert pm.VERSION not in await applied_versions(conn)
+        await conn.execute("INSERT INTO jobs (id, type, input_data) VALUES ('between', 'work', '{}')")  # mirrored
+        await reader.rollback()
+
+        _, report = await pm.migrate_ahead(conn)
+        assert report.scanned == 0 and report.swap_tries == 1  # the copy was complete and kept in step
+        assert await conn.fetchval("SELECT relkind::text FROM pg_class WHERE oid = 'jobs'::regclass") == "p"
+        assert await conn.fetchval("SELECT count(*) FROM jobs WHERE id = 'between'") == 1
+        await conn.execute("DELETE FROM jobs WHERE id = 'between'")
+        assert [await conn.fetchrow(CHECKSUM_SQL, t) for t in ("seed", "work")] == sums
+    finally:
+        await holder.close()
+        await conn.close()

@@ -100,8 +100,8 @@ async def cmd_migrate(inv: Invocation) -> int:
 
 
 def _print_copy_progress(copied: Copied, out: TextIO) -> None:
-    if copied.batches % 20:
-        return  # a line every 20 batches (100,000 rows)
+    if copied.batches % 20 and not copied.finished:
+        return  # a line every 20 batches (100,000 rows), and at the end
     share = f" of about {copied.estimate:,}" if copied.estimate else ""
     print(f"copying jobs ahead: {copied.scanned:,}{share} rows looked at, {copied.copied:,} copied, "
           f"{copied.rate:,.0f} rows/s", file=out, flush=True)

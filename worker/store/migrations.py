@@ -17,7 +17,7 @@ log = logging.getLogger(__name__)
 
 _NAME = re.compile(r"^(\d{3})_([a-z0-9_]+)\.sql$")
 # Serialises concurrent `migrate` runs (two workers starting at once, say).
-_LOCK_KEY = 0x6A6F6264  # "jobd"
+LOCK_KEY = 0x6A6F6264  # "jobd"
 
 
 class MigrationsMissing(JobdeskError):
@@ -68,7 +68,7 @@ async def migrate(conn: asyncpg.Connection, folder: Path | None = None, *, below
     """
     applied_now: list[Migration] = []
     async with conn.transaction():
-        await conn.execute("SELECT pg_advisory_xact_lock($1)", _LOCK_KEY)
+        await conn.execute("SELECT pg_advisory_xact_lock($1)", LOCK_KEY)
         await conn.execute("""
             CREATE TABLE IF NOT EXISTS jobdesk_migrations (
                 version    integer PRIMARY KEY,
@@ -82,7 +82,7 @@ async def migrate(conn: asyncpg.Connection, folder: Path | None = None, *, below
         async with conn.transaction():
             if lock_timeout_ms is not None:
                 await conn.execute(f"SET LOCAL lock_timeout = {int(lock_timeout_ms)}")
-            await conn.execute("SELECT pg_advisory_xact_lock($1)", _LOCK_KEY)
+            await conn.execute("SELECT pg_advisory_xact_lock($1)", LOCK_KEY)
             if await conn.fetchval("SELECT 1 FROM jobdesk_migrations WHERE version = $1", migration.version):
                 continue  # another process applied it meanwhile
             await conn.execute(migration.path.read_text(encoding="utf-8"))

@@ -12,8 +12,8 @@ more than THRESHOLD_ROWS jobs, `jobdesk migrate` does the long part first, outsi
    its own transaction: the batch's rows are held FOR SHARE (a claim skips them, an update of one
    waits for the batch) and those not copied yet are copied; the table's comment says how far it
    went, so that a run interrupted resumes there;
-4. a check that, in one snapshot, the old table and the copy hold as many jobs of each status;
-   then the comment COPIED, which tells sql/041 to trust the copy;
+4. VACUUM (ANALYZE) of the copy; a check that, in one snapshot, the old table and the copy hold
+   as many jobs of each status; then the comment COPIED, which tells sql/041 to trust the copy;
 5. the normal migration run, with a short lock_timeout: sql/041 then only drops the mirror and
    swaps the names under its lock. When the lock does not come in time, the transaction rolls back
    whole and is tried again after a pause.
@@ -33,7 +33,7 @@ from pathlib import Path
 import asyncpg
 
 from jobdesk.core.errors import JobdeskError
-from jobdesk.store.migrations import Migration, applied_versions, available_migrations, migrate
+from jobdesk.store.migrations import LOCK_KEY, Migration, applied_versions, available_migrations, migrate
 
 VERSION = 41  # sql/041_partitioned_jobs.sql
 THRESHOLD_ROWS = 50_000  # below it, sql/041's copy in its own transaction is fast enough
@@ -87,6 +87,7 @@ class Copied:
     copied: int = 0
     batches: int = 0
     seconds: float = 0.0
+    finished: bool = False  # the last call: every row looked at
     estimate: int = 0  # about how many rows `jobs` holds
 
     @property
@@ -102,6 +103,7 @@ class CopyReport:
     scanned: int = 0
     resumed_from: str | None = None  # the id after which an earlier run had stopped
     copy_seconds: float = 0.0
+    vacuum_seconds: float = 0.0
     swap_seconds: float = 0.0  # how long sql/041's transaction held `jobs` (its lock wait included)
     swap_tries: int = 0
     trigger_tries: int = 0
@@ -141,19 +143,59 @@ def step_one(folder: Path | None = None) -> str:
     return head
 
 
-async def _retry_locked(action: Callable[[], Awaitable[None]], what: str) -> int:
+HOLDERS_SQL = """
+SELECT DISTINCT a.pid, a.backend_type, a.state, left(a.query, 80) AS query
+  FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid JOIN pg_class c ON c.oid = l.relation
+ WHERE l.granted AND a.pid <> pg_backend_pid() AND c.relname LIKE 'jobs%' AND a.datname = current_database()
+ ORDER BY a.pid
+"""
+AUTOVACUUM_SQL = """
+SELECT EXISTS (SELECT 1 FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid JOIN pg_class c ON c.oid = l.relation
+                WHERE a.backend_type = 'autovacuum worker' AND l.granted AND c.relname LIKE 'jobs%')
+"""
+AUTOVACUUM_WAIT_S = 600.0
+
+
+async def _retry_locked(conn: asyncpg.Connection, action: Callable[[], Awaitable[None]], what: str) -> int:
     """Run `action`, whose transaction waits at most LOCK_TIMEOUT_MS for its locks, again after a
-    pause while they do not come; return the number of tries."""
-    for attempt in range(1, TRIES + 1):
+    pause while they do not come; return the number of tries. An autovacuum of `jobs` or of its
+    copy is waited for without counting a try: it gives way only to a lock that waits longer than
+    deadlock_timeout (1 s by default), which claims must not."""
+    attempt = 0
+    while True:
+        attempt += 1
         try:
             await action()
             return attempt
         except asyncpg.LockNotAvailableError:
             if attempt == TRIES:
-                raise SwapTimedOut(f"{what}: `jobs` stayed locked by other sessions at {TRIES} tries "
-                                   f"of {LOCK_TIMEOUT_MS} ms; run `jobdesk migrate` again") from None
-            await asyncio.sleep(PAUSE_S)
-    raise AssertionError("unreachable")
+                holders = "; ".join(f"pid {r['pid']} ({r['backend_type']}, {r['state']}): {r['query']}"
+                                    for r in await conn.fetch(HOLDERS_SQL))
+                raise SwapTimedOut(f"{what}: `jobs` stayed locked by other sessions at {TRIES} tries of "
+                                   f"{LOCK_TIMEOUT_MS} ms ({holders or 'none left now'}); run `jobdesk migrate` "
+                                   "again") from None
+            if await _wait_for_autovacuum(conn):
+                attempt -= 1
+            else:
+                await asyncio.sleep(PAUSE_S)
+
+
+async def _wait_for_autovacuum(conn: asyncpg.Connection) -> bool:
+    """Whether an autovacuum of `jobs` or of its copy was running; if so, once it has ended."""
+    if not await conn.fetchval(AUTOVACUUM_SQL):
+        return False
+    deadline = time.monotonic() + AUTOVACUUM_WAIT_S
+    while time.monotonic() < deadline and await conn.fetchval(AUTOVACUUM_SQL):
+        await asyncio.sleep(0.5)
+    return True
+
+
+async def settle(conn: asyncpg.Connection, report: CopyReport) -> None:
+    """VACUUM and ANALYZE the copy: the planner has its figures from the swap on, and no
+    autovacuum of the rows just copied stands in the swap's way."""
+    started = time.monotonic()
+    await conn.execute("VACUUM (ANALYZE) jobs_partitioned")
+    report.vacuum_seconds = time.monotonic() - started
 
 
 async def prepare(conn: asyncpg.Connection, folder: Path | None = None) -> int:
@@ -167,7 +209,7 @@ async def prepare(conn: asyncpg.Connection, folder: Path | None = None) -> int:
             await conn.execute(f"SET LOCAL lock_timeout = {LOCK_TIMEOUT_MS}")
             await conn.execute(MIRROR_SQL)
 
-    return await _retry_locked(mirror, "making the mirror trigger")
+    return await _retry_locked(conn, mirror, "making the mirror trigger")
 
 
 async def _comment(conn: asyncpg.Connection) -> str | None:
@@ -189,6 +231,8 @@ async def backfill(conn: asyncpg.Connection, report: CopyReport, progress: Progr
     started = time.monotonic()
     while True:
         async with conn.transaction():
+            # Batches of two runs at once take turns, as migrations do: each sees what the other copied.
+            await conn.execute("SELECT pg_advisory_xact_lock($1)", LOCK_KEY)
             ids = [r["id"] for r in await conn.fetch(BATCH_IDS_SQL, last, batch)]
             if not ids:
                 break
@@ -201,6 +245,9 @@ async def backfill(conn: asyncpg.Connection, report: CopyReport, progress: Progr
         state.seconds = time.monotonic() - started
         if progress is not None:
             progress(state)
+    state.finished = True
+    if progress is not None:
+        progress(state)
     report.scanned, report.copied_ahead = state.scanned, state.copied
     report.copy_seconds = time.monotonic() - started
 
@@ -232,7 +279,7 @@ async def swap(conn: asyncpg.Connection, report: CopyReport, folder: Path | None
         applied.extend(await migrate(conn, folder, durations=durations, lock_timeout_ms=LOCK_TIMEOUT_MS))
         report.swap_seconds = durations.get(VERSION, report.swap_seconds)
 
-    report.swap_tries = await _retry_locked(run, "the swap of jobs")
+    report.swap_tries = await _retry_locked(conn, run, "the swap of jobs")
     return applied
 
 
@@ -244,6 +291,7 @@ async def migrate_ahead(conn: asyncpg.Connection, folder: Path | None = None, pr
     report = CopyReport()
     report.trigger_tries = await prepare(conn, folder)
     await backfill(conn, report, progress, batch)
+    await settle(conn, report)
     await check_counts(conn, report)
     applied += await swap(conn, report, folder)
     return applied, report
