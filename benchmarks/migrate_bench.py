@@ -73,9 +73,11 @@ class Clients:
     stop: asyncio.Event = field(default_factory=asyncio.Event)
     claimed: int = 0
     enqueued: int = 0
-    probe_ms: list[float] = field(default_factory=list)
     phase: str = "before"  # of the migration: before, during, after
+    probe_ms: dict[str, list[float]] = field(default_factory=dict)  # by phase: each probe claim's time
     samples: dict[str, list[int]] = field(default_factory=dict)  # by phase: samples, on a table, on a row
+    stretch: int = 0  # consecutive samples with a client waiting for a table's lock, now
+    longest: int = 0  # ... and at most
 
 
 async def client(dsn: str) -> asyncpg.Connection:
@@ -125,7 +127,7 @@ async def probe(dsn: str, state: Clients) -> None:
                 job = await conn.fetchval(CLAIM_SQL, "probe", "probe")
             except asyncpg.SerializationError:  # a row it read moved to another partition: read again
                 job = None
-            state.probe_ms.append((time.monotonic() - started) * 1000)
+            state.probe_ms.setdefault(state.phase, []).append((time.monotonic() - started) * 1000)
             if job is not None:
                 await conn.execute(COMPLETE_SQL, job)
             await asyncio.sleep(SAMPLE_S)
@@ -145,6 +147,8 @@ async def sampler(dsn: str, state: Clients) -> None:
             counts[0] += 1
             counts[1] += bool(table)
             counts[2] += bool(row)
+            state.stretch = state.stretch + 1 if table else 0
+            state.longest = max(state.longest, state.stretch)
             await asyncio.sleep(SAMPLE_S)
     finally:
         await conn.close()
@@ -192,43 +196,49 @@ async def bench(server_dsn: str, jobs: int, workers: int, rate: float) -> None:
     tasks.append(asyncio.create_task(sampler(dsn, state)))
     first = state.claimed
     await asyncio.sleep(3)
-    before = state.claimed, len(state.probe_ms)
+    before = state.claimed
     state.phase = "during"
-    print(f"{before[0] - first:,} claims by the workers in 3 s; jobdesk migrate, clients running...", flush=True)
+    print(f"{before - first:,} claims by the workers in 3 s; jobdesk migrate, clients running...", flush=True)
     report, took = await asyncio.to_thread(run_migrate, dsn)
     state.phase = "after"
-    during_claims, probes = state.claimed - before[0], state.probe_ms[before[1]:]
+    during_claims = state.claimed - before
     await asyncio.sleep(3)
     after = state.claimed
     state.stop.set()
     await asyncio.gather(*tasks)
-    print_figures(report, took, during_claims, after - before[0] - during_claims, probes, state)
+    print_figures(report, took, during_claims, after - before - during_claims, state)
 
 
-def print_figures(report: dict[str, object], took: float, during: int, after: int, probes: list[float],
-                  state: Clients) -> None:
+def print_figures(report: dict[str, object], took: float, during: int, after: int, state: Clients) -> None:
     copy = report.get("copied_ahead")
     print(f"\napplied: {report['applied']}; jobdesk migrate took {took:.1f} s")
     if isinstance(copy, dict):
         print(f"copied ahead: {copy['copied_ahead']:,} of {copy['scanned']:,} rows looked at in "
               f"{copy['copy_seconds']:.1f} s ({copy['scanned'] / max(copy['copy_seconds'], 1e-9):,.0f} rows/s)")
-        print(f"swap held jobs for {copy['swap_seconds'] * 1000:.0f} ms ({copy['swap_tries']} tries; "
-              f"trigger made in {copy['trigger_tries']} tries)")
+        print(f"vacuum (analyze) of the copy: {copy['vacuum_seconds']:.1f} s")
+        print(f"swap held jobs for {copy['swap_seconds'] * 1000:.0f} ms until its commit, which took "
+              f"{copy['commit_seconds'] * 1000:.0f} ms ({copy['swap_tries']} tries; trigger made in "
+              f"{copy['trigger_tries']} tries)")
         same = copy["counts_before"] == copy["counts_after"]
         print(f"counts by status before {copy['counts_before']}\n                 after  {copy['counts_after']}"
               f"\ncounts match: {'yes' if same else 'NO'}")
     else:
         print("no copy made ahead (the table was under the threshold)")
-    blocked = sum(ms for ms in probes if ms > STALL_MS)
-    print(f"claims during the migration: {during:,} by the workers, {len(probes):,} by the probe; "
-          f"{after:,} by the workers in the 3 s after it; {state.enqueued:,} jobs enqueued in all")
-    print(f"probe claim ms: p50 {pct(probes, 50):.1f}, p99 {pct(probes, 99):.1f}, max {max(probes):.0f}; "
-          f"claims over {STALL_MS:.0f} ms, summed: {blocked / 1000:.2f} s")
+    print(f"claims during the migration: {during:,} by the workers; {after:,} by the workers in the 3 s after it; "
+          f"{state.enqueued:,} jobs enqueued in all")
+    for phase in ("before", "during", "after"):
+        probes = state.probe_ms.get(phase) or [0.0]
+        blocked = sum(ms for ms in probes if ms > STALL_MS)
+        print(f"probe claims {phase} the migration: {len(probes):,}, ms p50 {pct(probes, 50):.1f}, p99 "
+              f"{pct(probes, 99):.1f}, max {max(probes):.0f}; those over {STALL_MS:.0f} ms, summed: "
+              f"{blocked / 1000:.2f} s")
     for phase in ("before", "during", "after"):
         n, table, row = state.samples.get(phase, [0, 0, 0])
         print(f"{phase} the migration, sampled every {SAMPLE_S * 1000:.0f} ms: a client waiting for a table's lock in "
               f"{table:,} of {n:,} samples (about {table * SAMPLE_S:.2f} s; goal: claims blocked <= 1 s), for a "
               f"row's in {row:,} (about {row * SAMPLE_S:.2f} s)")
+    print(f"the longest stretch of samples with a client waiting for a table's lock: {state.longest} "
+          f"(about {state.longest * SAMPLE_S * 1000:.0f} ms)")
 
 
 def main() -> None:

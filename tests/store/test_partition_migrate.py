@@ -290,7 +290,8 @@ async def test_jobdesk_migrate_says_what_it_copied_ahead(old_dsn: str) -> None:
     copy = said["copied_ahead"]
     assert copy["counts_before"] == copy["counts_after"] == counts
     assert copy["copied_ahead"] == copy["scanned"] == sum(counts.values()) and copy["resumed_from"] is None
-    assert copy["swap_tries"] == 1 and copy["swap_seconds"] > 0 and copy["copy_seconds"] > 0
+    assert copy["swap_tries"] == 1 and copy["swap_seconds"] > 0 and copy["commit_seconds"] > 0
+    assert copy["copy_seconds"] > 0 and copy["vacuum_seconds"] > 0
     assert "copying jobs ahead: 61,500 of about" in done.stderr  # progress, on stderr with --json
 
 
@@ -305,8 +306,9 @@ async def test_jobdesk_migrate_resumes_an_interrupted_copy_and_prints_it(old_dsn
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert re.fullmatch(r"copied 51,500 jobs ahead into the partitioned table in [\d.]+ s \(resumed after id "
-                        r"\S+\); the workers went on meanwhile", lines[-4]), lines
-    assert re.fullmatch(r"the swap held jobs for \d+ ms \(1 try\)", lines[-3]), lines
+                        r"\S+\), and vacuumed them in [\d.]+ s; the workers went on meanwhile", lines[-4]), lines
+    assert re.fullmatch(r"the swap held jobs for \d+ ms until its commit \(1 try\); the commit took \d+ ms",
+                        lines[-3]), lines
     assert lines[-2].startswith("jobs by status, before | after: cancelled 8,571 | 8,571, completed ")
     assert lines[-1].startswith("applied 1 migration(s) to ") and lines[-1].endswith(": 041_partitioned_jobs")
 
@@ -338,4 +340,29 @@ async def test_a_swap_that_cannot_lock_jobs_gives_up_and_a_later_run_only_swaps(
         assert [await conn.fetchrow(CHECKSUM_SQL, t) for t in ("seed", "work")] == sums
     finally:
         await holder.close()
+        await conn.close()
+
+
+async def test_a_copy_that_lost_a_row_is_not_swapped_in(old_dsn: str) -> None:
+    conn = await connect(old_dsn)
+    try:
+        await seed(conn, work=1_000)
+        sums = [await conn.fetchrow(CHECKSUM_SQL, t) for t in ("seed", "work")]
+        await pm.prepare(conn)
+        await pm.backfill(conn, pm.CopyReport())
+        await conn.execute("ALTER TABLE jobs DISABLE TRIGGER jobs_mirror")  # a change the mirror missed
+        await conn.execute("DELETE FROM jobs_partitioned WHERE id = 'work-7'")
+        await conn.execute("ALTER TABLE jobs ENABLE TRIGGER jobs_mirror")
+        queued = await conn.fetchval("SELECT count(*) FROM jobs WHERE status = 'queued'")
+        with pytest.raises(pm.CopyMismatch, match=rf"'queued': {queued}, .* against .*'queued': {queued - 1}, .*; "
+                                                  "the swap was not made"):
+            await pm.migrate_ahead(conn)
+        assert await conn.fetchval("SELECT relkind::text FROM pg_class WHERE oid = 'jobs'::regclass") == "r"
+        assert pm.VERSION not in await applied_versions(conn)
+
+        await conn.execute("DROP TABLE jobs_partitioned; DROP FUNCTION jobdesk_jobs_mirror() CASCADE")
+        _, report = await pm.migrate_ahead(conn)  # as the error says
+        assert report.counts_before == report.counts_after
+        assert [await conn.fetchrow(CHECKSUM_SQL, t) for t in ("seed", "work")] == sums
+    finally:
         await conn.close()

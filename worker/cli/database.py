@@ -110,9 +110,9 @@ def _print_copy_progress(copied: Copied, out: TextIO) -> None:
 def _print_copy_report(copy: CopyReport) -> None:
     resumed = f" (resumed after id {copy.resumed_from})" if copy.resumed_from else ""
     print(f"copied {copy.copied_ahead:,} jobs ahead into the partitioned table in {copy.copy_seconds:.1f} s"
-          f"{resumed}; the workers went on meanwhile")
-    print(f"the swap held jobs for {copy.swap_seconds * 1000:.0f} ms ({copy.swap_tries} tr"
-          f"{'y' if copy.swap_tries == 1 else 'ies'})")
+          f"{resumed}, and vacuumed them in {copy.vacuum_seconds:.1f} s; the workers went on meanwhile")
+    print(f"the swap held jobs for {copy.swap_seconds * 1000:.0f} ms until its commit ({copy.swap_tries} tr"
+          f"{'y' if copy.swap_tries == 1 else 'ies'}); the commit took {copy.commit_seconds * 1000:.0f} ms")
     statuses = sorted(set(copy.counts_before) | set(copy.counts_after))
     print("jobs by status, before | after: " + ", ".join(
         f"{s} {copy.counts_before.get(s, 0):,} | {copy.counts_after.get(s, 0):,}" for s in statuses))

@@ -56,9 +56,11 @@ async def applied_versions(conn: asyncpg.Connection) -> set[int]:
 
 
 async def migrate(conn: asyncpg.Connection, folder: Path | None = None, *, below: int | None = None,
-                  durations: dict[int, float] | None = None, lock_timeout_ms: int | None = None) -> list[Migration]:
+                  timings: dict[int, tuple[float, float]] | None = None,
+                  lock_timeout_ms: int | None = None) -> list[Migration]:
     """Apply the migrations not applied yet, in order (only those numbered under `below`, when
-    given); return those applied now. `durations` gets each one's transaction time, in seconds;
+    given); return those applied now. `timings` gets, for each, the seconds its statements took
+    (lock waits included) and its COMMIT took;
     with `lock_timeout_ms`, a migration whose locks do not come in time raises
     asyncpg.LockNotAvailableError (its transaction rolled back whole).
 
@@ -79,6 +81,7 @@ async def migrate(conn: asyncpg.Connection, folder: Path | None = None, *, below
         if migration.version in done or (below is not None and migration.version >= below):
             continue
         started = time.monotonic()
+        statements = 0.0
         async with conn.transaction():
             if lock_timeout_ms is not None:
                 await conn.execute(f"SET LOCAL lock_timeout = {int(lock_timeout_ms)}")
@@ -88,8 +91,9 @@ async def migrate(conn: asyncpg.Connection, folder: Path | None = None, *, below
             await conn.execute(migration.path.read_text(encoding="utf-8"))
             await conn.execute("INSERT INTO jobdesk_migrations (version, name) VALUES ($1, $2)",
                                migration.version, migration.name)
-        if durations is not None:
-            durations[migration.version] = time.monotonic() - started
+            statements = time.monotonic() - started
+        if timings is not None:
+            timings[migration.version] = (statements, time.monotonic() - started - statements)
         log.info("applied migration %03d_%s", migration.version, migration.name)
         applied_now.append(migration)
     return applied_now

@@ -104,7 +104,8 @@ class CopyReport:
     resumed_from: str | None = None  # the id after which an earlier run had stopped
     copy_seconds: float = 0.0
     vacuum_seconds: float = 0.0
-    swap_seconds: float = 0.0  # how long sql/041's transaction held `jobs` (its lock wait included)
+    swap_seconds: float = 0.0  # sql/041's statements, from its lock's request to its COMMIT
+    commit_seconds: float = 0.0  # that COMMIT (the old table's files are removed then)
     swap_tries: int = 0
     trigger_tries: int = 0
     counts_before: dict[str, int] = field(default_factory=dict)  # the old `jobs`, by status
@@ -264,8 +265,11 @@ async def check_counts(conn: asyncpg.Connection, report: CopyReport) -> None:
         after = {r[0]: r[1] for r in await conn.fetch(COUNTS_SQL.format(table="jobs_partitioned"))}
     report.counts_before, report.counts_after = dict(sorted(before.items())), dict(sorted(after.items()))
     if before != after:
-        raise CopyMismatch(f"the copy of jobs made ahead differs from jobs: {before} against {after}; "
-                           "the swap was not made (the mirror stays; `jobdesk migrate` copies again)")
+        await conn.execute("COMMENT ON TABLE jobs_partitioned IS NULL")  # the next run looks at every row
+        raise CopyMismatch(f"the copy of jobs made ahead differs from jobs: {report.counts_before} against "
+                           f"{report.counts_after}; the swap "
+                           "was not made. To start the copy over: DROP TABLE jobs_partitioned; "
+                           "DROP FUNCTION jobdesk_jobs_mirror() CASCADE; then `jobdesk migrate` again")
 
 
 async def swap(conn: asyncpg.Connection, report: CopyReport, folder: Path | None = None) -> list[Migration]:
@@ -275,9 +279,10 @@ async def swap(conn: asyncpg.Connection, report: CopyReport, folder: Path | None
     applied: list[Migration] = []
 
     async def run() -> None:
-        durations: dict[int, float] = {}
-        applied.extend(await migrate(conn, folder, durations=durations, lock_timeout_ms=LOCK_TIMEOUT_MS))
-        report.swap_seconds = durations.get(VERSION, report.swap_seconds)
+        timings: dict[int, tuple[float, float]] = {}
+        applied.extend(await migrate(conn, folder, timings=timings, lock_timeout_ms=LOCK_TIMEOUT_MS))
+        if VERSION in timings:
+            report.swap_seconds, report.commit_seconds = timings[VERSION]
 
     report.swap_tries = await _retry_locked(conn, run, "the swap of jobs")
     return applied
