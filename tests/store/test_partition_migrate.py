@@ -366,3 +366,24 @@ async def test_a_copy_that_lost_a_row_is_not_swapped_in(old_dsn: str) -> None:
         assert [await conn.fetchrow(CHECKSUM_SQL, t) for t in ("seed", "work")] == sums
     finally:
         await conn.close()
+
+
+async def test_an_update_of_a_row_being_copied_waits_for_its_batch(old_dsn: str) -> None:
+    conn, other, watcher = await connect(old_dsn), await connect(old_dsn), await connect(old_dsn)
+    try:
+        await conn.execute(WORK_SQL, 100)
+        await pm.prepare(conn)
+        async with conn.transaction():
+            ids = [r["id"] for r in await conn.fetch(pm.BATCH_IDS_SQL, "", 50)]
+            pid = await other.fetchval("SELECT pg_backend_pid()")
+            update = asyncio.create_task(other.execute(
+                "UPDATE jobs SET status = 'cancelled', is_active = false WHERE id = $1", ids[0]))
+            await wait_for(watcher, "SELECT wait_event_type = 'Lock' FROM pg_stat_activity WHERE pid = $1", pid)
+            await conn.execute(pm.BATCH_COPY_SQL, ids)
+        await update  # once the batch is in: the mirror then replaces the copied row
+        rows = await conn.fetch("SELECT tableoid::regclass::text, status FROM jobs_partitioned WHERE id = $1", ids[0])
+        assert [tuple(r) for r in rows] == [("jobs_failed_cancelled", "cancelled")]
+        assert await conn.fetchval("SELECT count(*) FROM jobs_partitioned") == 50
+    finally:
+        for c in (conn, other, watcher):
+            await c.close()
