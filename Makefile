@@ -18,7 +18,7 @@ restore them with `git config core.symlinks true && git checkout -- jobdesk work
 endif
 endif
 
-.PHONY: run test venv bytecode venv-django worker demo db bench bench-backlog bench-claim bench-trickle bench-enqueue bench-app-tx bench-console bench-console-load bench-dag bench-pipelines bench-bulk bench-failures bench-metrics bench-list bench-durable bench-executors bench-flow bench-progress bench-lifetime bench-tracing bench-report lint clean screenshots dist dist-pypi schema docs docs-check
+.PHONY: run test venv bytecode venv-django worker demo db bench bench-backlog bench-claim bench-trickle bench-enqueue bench-app-tx bench-console bench-console-load bench-migrate bench-dag bench-pipelines bench-bulk bench-failures bench-metrics bench-list bench-durable bench-executors bench-flow bench-progress bench-lifetime bench-tracing bench-report lint clean screenshots dist dist-pypi schema docs docs-check
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -94,6 +94,10 @@ bench-app-tx: $(STAMP)
 ## bench-console: the console over a million jobs while a worker is busy (prints figures)
 bench-console: $(STAMP)
 	QT_QPA_PLATFORM=offscreen $(PY) benchmarks/console_bench.py
+
+## bench-migrate: `jobdesk migrate` to the partitioned jobs on 10,000,000 jobs while clients claim and enqueue: the copy made ahead, the swap's lock, claims blocked (prints figures; ARGS="--jobs 1000000" for a quick run)
+bench-migrate: $(STAMP)
+	$(PY) benchmarks/migrate_bench.py $(ARGS)
 
 ## dist: the packaged binary, a one-folder bundle in dist/jobdesk/ that needs no Python on the target
 dist: $(STAMP)

@@ -7,7 +7,7 @@ import argparse
 import asyncio
 import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TextIO
 
 from jobdesk.cli.arguments import ArgumentParser, Subparsers
 from jobdesk.cli.output import print_json, print_rows
@@ -16,7 +16,7 @@ from jobdesk.core.durations import parse_duration
 from jobdesk.core.errors import JobdeskError
 from jobdesk.core.timefmt import span
 from jobdesk.runtime.retention import PRUNABLE
-from jobdesk.service.schema import migrate_database, prepare_schema
+from jobdesk.service.schema import migrate_database_ahead, prepare_schema
 from jobdesk.store.stats import BadWindow, Window, parse_window
 from jobdesk.store.table_size import COUNTED_ROWS_CAP
 
@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from datetime import datetime
 
     from jobdesk.embedded.server import Client
+    from jobdesk.store.partition_migrate import Copied, CopyReport
 
 # -- arguments ------------------------------------------------------------------------------
 
@@ -83,15 +84,39 @@ def keeper_call(parser: ArgumentParser, args: argparse.Namespace) -> list[str] |
 
 async def cmd_migrate(inv: Invocation) -> int:
     database = inv.database
-    applied = await migrate_database(database.dsn)
+    out = sys.stderr if inv.args.json else sys.stdout
+    applied, copy = await migrate_database_ahead(database.dsn, progress=lambda c: _print_copy_progress(c, out))
     names = [f"{m.version:03d}_{m.name}" for m in applied]
     if inv.args.json:
-        print_json({"applied": names, "database": database.describe()})
-    elif names:
+        print_json({"applied": names, "database": database.describe(),
+                    **({"copied_ahead": copy.as_json()} if copy is not None else {})})
+        return 0
+    if copy is not None:
+        _print_copy_report(copy)
+    if names:
         print(f"applied {len(names)} migration(s) to {database.describe()}: {', '.join(names)}")
     else:
         print(f"{database.describe()} is up to date")
     return 0
+
+
+def _print_copy_progress(copied: Copied, out: TextIO) -> None:
+    if copied.batches % 20 and not copied.finished:
+        return  # a line every 20 batches (100,000 rows), and at the end
+    share = f" of about {copied.estimate:,}" if copied.estimate else ""
+    print(f"copying jobs ahead: {copied.scanned:,}{share} rows looked at, {copied.copied:,} copied, "
+          f"{copied.rate:,.0f} rows/s", file=out, flush=True)
+
+
+def _print_copy_report(copy: CopyReport) -> None:
+    resumed = f" (resumed after id {copy.resumed_from})" if copy.resumed_from else ""
+    print(f"copied {copy.copied_ahead:,} jobs ahead into the partitioned table in {copy.copy_seconds:.1f} s"
+          f"{resumed}, and vacuumed them in {copy.vacuum_seconds:.1f} s; the workers went on meanwhile")
+    print(f"the swap held jobs for {copy.swap_seconds * 1000:.0f} ms until its commit ({copy.swap_tries} tr"
+          f"{'y' if copy.swap_tries == 1 else 'ies'}); the commit took {copy.commit_seconds * 1000:.0f} ms")
+    statuses = sorted(set(copy.counts_before) | set(copy.counts_after))
+    print("jobs by status, before | after: " + ", ".join(
+        f"{s} {copy.counts_before.get(s, 0):,} | {copy.counts_after.get(s, 0):,}" for s in statuses))
 
 
 def cmd_db(inv: Invocation) -> int:

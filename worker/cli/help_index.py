@@ -1,7 +1,7 @@
 """What `jobdesk --help` lists: written by `python -m jobdesk.cli.front --write` from the full
 parser (do not edit by hand). CHECKSUM is that of the modules the text came from."""
 
-CHECKSUM: int | None = 2318847721
+CHECKSUM: int | None = 114971533
 COMMANDS: tuple[tuple[str, tuple[str, ...], str], ...] = (
     ('migrate', (), 'apply the schema migrations'),
     ('db', (), 'the embedded PostgreSQL: run it in the foreground, or `db status`, `db stop`'),

@@ -11,6 +11,7 @@ import asyncpg
 from jobdesk.core.errors import DatabaseUnavailable
 from jobdesk.store.db import connect
 from jobdesk.store.migrations import Migration, migrate, pending_migrations
+from jobdesk.store.partition_migrate import CopyReport, Progress, migrate_ahead, wants_copy_ahead
 
 if TYPE_CHECKING:
     from jobdesk.core.schedules import Schedule
@@ -48,5 +49,19 @@ async def migrate_database(dsn: str) -> list[Migration]:
     conn = await connect(dsn)
     try:
         return await migrate(conn)
+    finally:
+        await conn.close()
+
+
+async def migrate_database_ahead(dsn: str, progress: Progress | None = None
+                                 ) -> tuple[list[Migration], CopyReport | None]:
+    """`jobdesk migrate`: apply the pending migrations; on a large `jobs` that migration 041
+    partitions, copy its rows ahead while the workers run (jobdesk.store.partition_migrate), and
+    return what that did too (None when it was not needed)."""
+    conn = await connect(dsn)
+    try:
+        if await wants_copy_ahead(conn):
+            return await migrate_ahead(conn, progress=progress)
+        return await migrate(conn), None
     finally:
         await conn.close()
