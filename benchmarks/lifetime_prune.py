@@ -32,13 +32,13 @@ LOAD = """
            LATERAL (SELECT now() - interval '2 days' - interval '1 day' * (g::float8 / $3) AS f) t"""
 # A partitioned `jobs` (sql/041) keeps completed jobs in partitions by the time their retention
 # started: a database that ran those days has partitions for them, which its workers made ahead.
-# A fresh one has one that ends when it was migrated: it is made again to end 2 days ago (the
+# A fresh one has one that ends when it was migrated: it is made again to end 36 hours ago (the
 # loaded jobs go there), with one more from then to the migration.
 HISTORY = """
 DO $$
 DECLARE
     upper timestamptz := (SELECT p.upper FROM jobdesk_completed_partitions() p WHERE p.name = 'jobs_completed_start');
-    cut timestamptz := now() - interval '2 days';
+    cut timestamptz := now() - interval '36 hours';  -- after the last job loaded, more than 1d ago
 BEGIN
     DROP TABLE jobs_completed_start;
     EXECUTE format('CREATE TABLE jobs_completed_start PARTITION OF jobs_completed '

@@ -101,10 +101,11 @@ async def make_ahead(conn: asyncpg.Connection, width: float, ahead_s: float) -> 
 # forever), and the parents of such jobs. Found from the unfinished side, which is small, and
 # then looked up in the partition by its indexes, never by reading it through.
 _NEEDED = """
-WITH unfinished AS (
+WITH unfinished AS (  -- each part names its statuses, so that only their partitions are read
+    SELECT id, pipeline_id FROM jobs WHERE status IN ('queued', 'in_progress', 'waiting_approval')
+    UNION ALL
     SELECT id, pipeline_id FROM jobs
-     WHERE status IN ('queued', 'in_progress', 'waiting_approval')
-        OR (status = 'failed' AND ($1::float8 IS NULL OR updated_at >= now() - make_interval(secs => $1)))
+     WHERE status = 'failed' AND ($1::float8 IS NULL OR updated_at >= now() - make_interval(secs => $1))
 )
 SELECT ARRAY(SELECT DISTINCT pipeline_id FROM unfinished WHERE pipeline_id IS NOT NULL) AS pipelines,
        ARRAY(SELECT DISTINCT d.depends_on_id FROM job_dependencies d JOIN unfinished u ON u.id = d.job_id) AS parents
