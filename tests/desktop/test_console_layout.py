@@ -343,6 +343,8 @@ def test_the_status_bar_counts_rows_and_keeps_messages_beside_its_labels(  # typ
         await until(lambda: "rows" in window.table_size.text(), what="the table size")
         # A fresh table, not analysed yet: its rows are counted, not "not estimated".
         await until(lambda: window.table_size.text().startswith("jobs: 12 rows"), what="the count")
+        # The bar's own reading (the words above are the list's count) comes in its own time.
+        await until(lambda: window.table_size._size is not None, what="the bar's own reading")
         # Jobs arrive (as the demo's pipeline grows on the first screen of `make run`): the bar
         # says what the list's All chip says, not the count of its last read, 30 s ago.
         await conn.execute("INSERT INTO jobs (type, input_data) SELECT 'echo', '{}' FROM generate_series(1, 4)")
