@@ -53,9 +53,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.engine_bench import stop_worker, worker_env  # noqa: E402
-from benchmarks.harness import jobs_autovacuum, server_cpu_seconds  # noqa: E402
+from benchmarks.harness import server_cpu_seconds  # noqa: E402
 from jobdesk.embedded.server import EmbeddedServer  # noqa: E402
 from tests import pg  # noqa: E402
+from tests.helpers import set_autovacuum  # noqa: E402
 
 PROCESSORS = "benchmarks.bench_processors"
 MANY_TYPES = 20  # bench.noop plus 19 bench.extra.N types, see bench_processors
@@ -133,7 +134,7 @@ async def run_case(server: EmbeddedServer, case: Case, n: int, backlog: int, aut
     log = tempfile.TemporaryFile()
     try:
         if not autovacuum or case.stale:
-            await jobs_autovacuum(conn, False)
+            await set_autovacuum(conn, False)
         if case.stale:
             await conn.execute("ANALYZE jobs")
         if case.backlog is not None:

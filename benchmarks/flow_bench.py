@@ -39,9 +39,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.engine_bench import stop_worker, worker_env  # noqa: E402
-from benchmarks.harness import jobs_autovacuum, pct  # noqa: E402
+from benchmarks.harness import pct  # noqa: E402
 from jobdesk.embedded.server import EmbeddedServer  # noqa: E402
 from tests import pg  # noqa: E402
+from tests.helpers import set_autovacuum  # noqa: E402
 
 PROCESSORS = "benchmarks.flow_bench_processors"
 
@@ -70,7 +71,7 @@ async def wait_done(conn: asyncpg.Connection, proc: subprocess.Popen[bytes], whe
 async def fresh(server: EmbeddedServer) -> tuple[str, asyncpg.Connection]:
     dsn = await pg.create_test_database(server.dsn)
     conn = await asyncpg.connect(dsn)
-    await jobs_autovacuum(conn, False)
+    await set_autovacuum(conn, False)
     return dsn, conn
 
 

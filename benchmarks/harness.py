@@ -127,12 +127,8 @@ def on_fresh_database(body: Callable[[str], Awaitable[None]], *, qt: bool = Fals
             asyncio.run(everything())
 
 
-async def jobs_autovacuum(conn: object, enabled: bool) -> None:
-    """Autovacuum on or off for `jobs`: for each of its partitions (a partitioned table has no
-    storage parameters of its own)."""
-    for (name,) in await conn.fetch(  # type: ignore[attr-defined]
-            "SELECT relid::regclass::text FROM pg_partition_tree('jobs') WHERE isleaf"):
-        await conn.execute(f"ALTER TABLE {name} SET (autovacuum_enabled = {'on' if enabled else 'off'})")  # type: ignore[attr-defined]
 
-
-JOBS_SIZE_SQL = ("SELECT sum(pg_total_relation_size(relid)) FROM pg_partition_tree('jobs') WHERE isleaf")
+# Every relation of `jobs`: the partitioned table and each of its partitions at any depth when it is
+# partitioned (sql/041); pg_partition_tree lists nothing for a plain table, hence `jobs` itself beside it.
+JOBS_TREE = "SELECT relid FROM pg_partition_tree('jobs') UNION SELECT 'jobs'::regclass"
+JOBS_SIZE_SQL = f"SELECT coalesce(sum(pg_total_relation_size(relid)), 0)::bigint FROM ({JOBS_TREE}) t"

@@ -3,7 +3,7 @@ N completed jobs are past their retention.
 
 On a fresh server per side: N completed jobs inserted through `jobs` by plain SQL (so that they
 land wherever the side's schema routes them), finished between 2 and 3 days ago (on a partitioned
-`jobs`, their retention started then too, in a partition for those days: see HISTORY); VACUUM ANALYZE
+`jobs`, their retention started then too, in a partition for those days: see HISTORY_DAYS); VACUUM ANALYZE
 (as autovacuum would have left them) and CHECKPOINT; then the side's
 `jobdesk prune --older-than 1d --status completed`, timed from launch to exit, with the WAL it
 wrote (the LSN before and after). The same command is run a second time, with nothing left to
@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import asyncpg
 
 from benchmarks.lifetime_sides import Side, jobs_size, leaf_count, lsn, mb, side_server
+from tests.helpers import history_partitions
 
 CHUNK = 1_000_000
 PRUNE = ("prune", "--older-than", "1d", "--status", "completed")
@@ -32,20 +33,9 @@ LOAD = """
            LATERAL (SELECT now() - interval '2 days' - interval '1 day' * (g::float8 / $3) AS f) t"""
 # A partitioned `jobs` (sql/041) keeps completed jobs in partitions by the time their retention
 # started: a database that ran those days has partitions for them, which its workers made ahead.
-# A fresh one has one that ends when it was migrated: it is made again to end 36 hours ago (the
-# loaded jobs go there), with one more from then to the migration.
-HISTORY = """
-DO $$
-DECLARE
-    upper timestamptz := (SELECT p.upper FROM jobdesk_completed_partitions() p WHERE p.name = 'jobs_completed_start');
-    cut timestamptz := now() - interval '36 hours';  -- after the last job loaded, more than 1d ago
-BEGIN
-    DROP TABLE jobs_completed_start;
-    EXECUTE format('CREATE TABLE jobs_completed_start PARTITION OF jobs_completed '
-                   'FOR VALUES FROM (MINVALUE) TO (%L)', cut);
-    ALTER TABLE jobs_completed_start ADD PRIMARY KEY (id);
-    PERFORM jobdesk_make_completed_partition(cut, upper);
-END $$"""
+# A fresh one has one that ends when it was migrated: `history_partitions` makes it again to end
+# 36 hours ago (the loaded jobs go there), with one more from then to the migration.
+HISTORY_DAYS = 1.5  # after the last job loaded, more than the prune's 1 day ago
 
 
 @dataclass
@@ -68,7 +58,7 @@ async def load(conn: asyncpg.Connection, side: Side, n: int) -> None:
     done = 0
     partitioned = await conn.fetchval("SELECT to_regclass('jobs_completed_start') IS NOT NULL")
     if partitioned:
-        await conn.execute(HISTORY)
+        await history_partitions(conn, HISTORY_DAYS)
     load_sql = LOAD.format(retain=", retain_from" if partitioned else "", retain_value=", f" if partitioned else "")
     while done < n:
         step = min(CHUNK, n - done)

@@ -20,16 +20,13 @@ import asyncpg
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.harness import JOBS_SIZE_SQL, JOBS_TREE  # noqa: E402
 from tests import pg  # noqa: E402
 
 PROCESSORS = "benchmarks.bench_processors"  # each checkout's own copy, served as `bench.noop`
 DATABASE = "lifetime"
-# Every relation of `jobs`: the partitioned table and each of its partitions at any depth when it is
-# partitioned; pg_partition_tree lists nothing for a plain table, hence `jobs` itself beside it.
-TREE = "SELECT relid FROM pg_partition_tree('jobs') UNION SELECT 'jobs'::regclass"
-SIZE_SQL = f"SELECT coalesce(sum(pg_total_relation_size(relid)), 0)::bigint FROM ({TREE}) t"
-DEAD_SQL = f"SELECT coalesce(sum(n_dead_tup), 0)::bigint FROM pg_stat_user_tables WHERE relid IN ({TREE})"
-PARTS_SQL = f"SELECT count(*) FROM pg_class WHERE oid IN ({TREE}) AND relkind = 'r'"  # that hold rows
+DEAD_SQL = f"SELECT coalesce(sum(n_dead_tup), 0)::bigint FROM pg_stat_user_tables WHERE relid IN ({JOBS_TREE})"
+PARTS_SQL = f"SELECT count(*) FROM pg_class WHERE oid IN ({JOBS_TREE}) AND relkind = 'r'"  # that hold rows
 TICK = os.sysconf("SC_CLK_TCK")
 
 
@@ -177,7 +174,7 @@ async def lsn(conn: asyncpg.Connection) -> int:
 
 
 async def jobs_size(conn: asyncpg.Connection) -> int:
-    return int(await conn.fetchval(SIZE_SQL))
+    return int(await conn.fetchval(JOBS_SIZE_SQL))
 
 
 async def dead_tuples(conn: asyncpg.Connection) -> int:

@@ -146,3 +146,22 @@ async def test_a_partition_left_detached_is_dropped_by_the_next_run(dsn: str, co
         await pool.close()
     assert await conn.fetchval("SELECT to_regclass('jobs_completed_start')") is None
     assert await conn.fetchval("SELECT count(*) FROM job_attempts") == 0
+
+
+async def test_an_enqueue_through_a_pool_marks_the_ids_it_made(dsn: str, conn: asyncpg.Connection,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """By COPY on a pool's connection, outside a transaction, the mark and the COPY share one of
+    their own: the look-up among finished jobs is skipped for ids the enqueue made. Seen by an id
+    made to collide on purpose, which only the look-up would have refused."""
+    from jobdesk.core import models
+
+    await conn.execute("INSERT INTO jobs (id, type, input_data, status) VALUES ('made', 't', '{}', 'completed')")
+    made = iter(["made", *(f"m{i}" for i in range(299))])
+    monkeypatch.setattr(models, "new_job_id", lambda: next(made))
+    pool = await asyncpg.create_pool(dsn, min_size=1, max_size=1)
+    try:
+        async with pool.acquire() as pooled:
+            await transitions.enqueue(pooled, [JobCreate("t", {}) for _ in range(300)])
+    finally:
+        await pool.close()
+    assert await conn.fetchval("SELECT count(*) FROM jobs WHERE id = 'made'") == 2

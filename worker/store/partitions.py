@@ -6,10 +6,11 @@ completed). Its partitions cover contiguous ranges of time, the oldest from MINV
 one, `jobs_completed_later`, from the last bound to MAXVALUE, so that a completion always has a
 partition to go to even when no worker has made one ahead for a long while.
 
-- `make_ahead` keeps whole partitions of `width` seconds ready until `until`: it detaches
-  `jobs_completed_later` (a moment's lock of `jobs_completed`, which claims and inserts never take:
-  they touch jobs_live only), makes the new ranges, moves any rows that had landed in `later`
-  into them, and attaches `later` again after them.
+- `make_ahead` keeps partitions of `width` seconds ready ahead of now, in one statement
+  (jobdesk_make_partitions_ahead, sql/041): it detaches `jobs_completed_later` (a moment's lock
+  of `jobs_completed`, which claims and inserts never take: they touch jobs_live only), makes the
+  new ranges, moves any rows that had landed in `later` into them, and attaches `later` again
+  after them.
 - `drop_due` drops the partitions whose every job is past its retention. The few jobs that must
   stay longer (a pipeline or a dependant still needs them) move to the current partition first.
   `DETACH ... CONCURRENTLY` takes only a SHARE UPDATE EXCLUSIVE lock, so nothing that reads or
@@ -72,10 +73,6 @@ async def partitions(conn: asyncpg.Connection) -> list[Partition]:
     """The partitions of `jobs_completed`, oldest first."""
     rows = await conn.fetch("SELECT name, lower, upper, detaching FROM jobdesk_completed_partitions()")
     return [Partition(r["name"], r["lower"], r["upper"], r["detaching"]) for r in rows]
-
-
-async def is_partitioned(conn: asyncpg.Connection) -> bool:
-    return bool(await conn.fetchval("SELECT to_regclass('jobs_completed') IS NOT NULL"))
 
 
 async def make_ahead(conn: asyncpg.Connection, width: float, ahead_s: float) -> list[str]:
