@@ -165,3 +165,11 @@ async def test_an_enqueue_through_a_pool_marks_the_ids_it_made(dsn: str, conn: a
     finally:
         await pool.close()
     assert await conn.fetchval("SELECT count(*) FROM jobs WHERE id = 'made'") == 2
+
+
+async def test_a_dropped_partition_cleans_the_tables_a_delete_cleans(conn: asyncpg.Connection) -> None:
+    """The tables read from the DELETE trigger's function: every one of them, each by its column."""
+    assert sorted(await partitions.child_tables(conn)) == [
+        ("job_attempts", "job_id"), ("job_dependencies", "depends_on_id"), ("job_dependencies", "job_id"),
+        ("job_logs", "job_id"), ("job_progress", "job_id"), ("job_stack_requests", "job_id"),
+        ("job_stacks", "job_id"), ("job_steps", "job_id"), ("job_waits", "job_id")]

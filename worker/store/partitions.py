@@ -20,6 +20,7 @@ partition to go to even when no worker has made one ahead for a long while.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
@@ -30,11 +31,10 @@ MIN_WIDTH_S = 60.0
 MAX_WIDTH_S = 7 * 86400.0
 FOREVER_WIDTH_S = 30 * 86400.0  # when completed jobs are kept forever: a partition a month
 LOCK_TIMEOUT_MS = 200  # how long making partitions may wait for its moment's lock; then next time
-# Tables that keep rows per job, by their column that names the job (sql/041's drop removes them).
-CHILD_TABLES = (("job_attempts", "job_id"), ("job_steps", "job_id"), ("job_waits", "job_id"),
-                ("job_dependencies", "job_id"), ("job_dependencies", "depends_on_id"),
-                ("job_progress", "job_id"), ("job_logs", "job_id"), ("job_stacks", "job_id"),
-                ("job_stack_requests", "job_id"))
+# The tables that keep rows per job, by the column that names the job, are those the trigger that
+# follows a DELETE of jobs cleans (jobdesk_jobs_forget_children, which each migration that adds one
+# extends): read from its definition, so that a dropped partition's jobs lose the same rows.
+_CHILD_DELETE = re.compile(r"DELETE FROM\s+(\w+)\s+WHERE\s+(\w+)\s*=\s*ANY\s*\(ids\)", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -184,12 +184,19 @@ async def _detach_and_drop(conn: asyncpg.Connection, part: Partition) -> None:
     await _drop_detached(conn, part.name)
 
 
+async def child_tables(conn: asyncpg.Connection) -> list[tuple[str, str]]:
+    """(table, column) of each table that keeps rows per job (see _CHILD_DELETE)."""
+    source = await conn.fetchval("SELECT pg_get_functiondef('jobdesk_jobs_forget_children'::regproc)")
+    return _CHILD_DELETE.findall(source)
+
+
 async def _drop_detached(conn: asyncpg.Connection, name: str) -> None:
     """The rows other tables keep for a detached partition's jobs, then the partition."""
+    children = await child_tables(conn)
     async with conn.transaction():
         # Driven by the other table's rows, each looked up in the partition by its key: a hash
         # of ten million ids, or a read of them all, would cost more than the drop.
         await conn.execute("SET LOCAL enable_hashjoin = off; SET LOCAL enable_mergejoin = off")
-        for table, column in CHILD_TABLES:
+        for table, column in children:
             await conn.execute(f'DELETE FROM {table} c USING "{name}" p WHERE c.{column} = p.id')
         await conn.execute(f'DROP TABLE "{name}"')
