@@ -70,3 +70,25 @@ def test_service_package_loads_its_names_on_first_use() -> None:
 
     assert service.JobService is JobService
     assert set(service.__all__) <= set(dir(service))
+
+
+def test_a_worker_reaches_its_first_claim_without_pydantic_or_the_package_metadata() -> None:
+    """What `jobdesk worker` loads before its first claim (its command, the engine, the built-in
+    processors) leaves out pydantic, which the processors' input models need only at the first
+    job, and importlib.metadata, which is asked only when a distribution declares a plugin."""
+    heavy = ("import json, sys; from jobdesk.cli.main import build_parser, group_module; "
+             "build_parser('worker').parse_args(['worker']); group_module('workers'); import jobdesk.runtime.worker; "
+             "from jobdesk.runtime.registry import instantiate, load_processor_classes; "
+             "made = instantiate(load_processor_classes()); assert 'noop' in made; "
+             "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in "
+             "('pydantic', 'pydantic_core', 'pydantic_settings') or m == 'importlib.metadata')))")
+    out = subprocess.run([sys.executable, "-c", heavy], capture_output=True, text=True, check=True, cwd=ROOT).stdout
+    assert json.loads(out) == []
+
+
+def test_the_builtin_input_models_load_at_their_first_use() -> None:
+    from jobdesk.processors import models
+    from jobdesk.processors.builtin import NoopProcessor, SleepProcessor
+
+    assert SleepProcessor.input_model is models.SleepInput
+    assert NoopProcessor().input_model is models.NoopInput

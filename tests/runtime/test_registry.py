@@ -10,7 +10,7 @@ import pytest
 
 from jobdesk.core.errors import ProcessorLoadError
 from jobdesk.processors.builtin import EchoProcessor
-from jobdesk.runtime.registry import instantiate, load_processor_classes
+from jobdesk.runtime.registry import _lists_plugins, instantiate, load_processor_classes
 
 
 def write_module(folder: Path, name: str, body: str) -> None:
@@ -60,6 +60,18 @@ def test_entry_point_group_is_loaded(plugin_dir: Path) -> None:
     (dist / "entry_points.txt").write_text("[jobdesk.processors]\nshouting = jd_plugin_ep\n")
     sys.path.insert(0, str(plugin_dir))
     assert "shout" in load_processor_classes()
+
+
+@pytest.mark.parametrize(("text", "plugins"), [
+    ("[jobdesk.processors]\nbuiltin = jobdesk.processors.builtin\n", False),
+    ("[console_scripts]\njobdesk = x:main\n\n[jobdesk.processors]\nbuiltin = jobdesk.processors.builtin\n\n"
+     "[jobdesk.connections]\ndjango = jobdesk.integrations.django\n", False),
+    ("[jobdesk.processors]\nbuiltin = jobdesk.processors.builtin\nmine = myapp.processors\n", True),
+    ("[jobdesk.processors]\nmine = myapp.processors:MAP [extra]\n", True),
+    ("[jobdesk.connections]\nmine = myapp.processors\n", False),
+])
+def test_which_entry_point_files_send_the_worker_to_the_package_metadata(text: str, plugins: bool) -> None:
+    assert _lists_plugins(text) is plugins
 
 
 @pytest.mark.parametrize(("body", "message"), [

@@ -7,13 +7,14 @@ enqueue time. A mismatch names each field by its path, like `input_data.seconds`
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
-
-from pydantic import BaseModel, ValidationError
+from typing import TYPE_CHECKING, Any
 
 from jobdesk.core.errors import InvalidJob, PermanentJobError
 from jobdesk.core.models import Job
 from jobdesk.core.processor import AnyProcessor
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
 
 Validator = Callable[[str, dict[str, Any]], None]
 
@@ -42,6 +43,8 @@ def _shown(value: object) -> str:
 
 def field_errors(model: type[BaseModel], input_data: object) -> list[tuple[str, str]]:
     """(path, message) for each field of `input_data` that `model` refuses; [] if it fits."""
+    from pydantic import ValidationError  # loaded by the model already; a worker starts without it
+
     try:
         model.model_validate(input_data)
     except ValidationError as exc:

@@ -6,11 +6,11 @@ from __future__ import annotations
 import inspect
 from typing import TYPE_CHECKING, ClassVar, Literal, TypeAlias, get_args
 
-from pydantic import BaseModel
-
 from jobdesk.core.models import Job, ProcessorResult
 
 if TYPE_CHECKING:
+    from pydantic import BaseModel  # for the annotations: the worker's first claim needs no pydantic
+
     from jobdesk.core.sync_job import SyncJob
 
 Executor = Literal["async", "thread", "process"]

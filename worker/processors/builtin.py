@@ -4,35 +4,17 @@ from __future__ import annotations
 
 import asyncio
 
-from pydantic import BaseModel, ConfigDict, Field
-
 from jobdesk.core.models import Job, ProcessorResult
 from jobdesk.core.processor import BaseProcessor
+from jobdesk.processors.model_later import ModelLater
 
-
-class EchoInput(BaseModel):
-    """Any JSON object."""
-
-    model_config = ConfigDict(extra="allow")
-
-
-class SleepInput(BaseModel):
-    """How long to sleep; other keys (a pipeline's `name`, say) are ignored."""
-
-    # Strict: "5" and true are mistakes, not numbers of seconds.
-    seconds: float = Field(1, ge=0, strict=True, description="seconds to sleep")
-
-
-class NoopInput(BaseModel):
-    """Anything; it is not read."""
-
-    model_config = ConfigDict(extra="allow")
+MODELS = "jobdesk.processors.models"  # EchoInput, SleepInput, NoopInput: loaded at the first job
 
 
 class EchoProcessor(BaseProcessor):
     """The result is the input."""
 
-    input_model = EchoInput
+    input_model = ModelLater(MODELS, "EchoInput")  # type: ignore[assignment]
 
     async def process(self, job: Job) -> ProcessorResult:
         return ProcessorResult(result_data=dict(job.input_data))
@@ -45,10 +27,10 @@ class SleepProcessor(BaseProcessor):
     """Waits `{"seconds": x}`; cancellable at any moment. A sleep of PROGRESS_FROM_S or more
     reports its progress every second (shorter ones would only add a write)."""
 
-    input_model = SleepInput
+    input_model = ModelLater(MODELS, "SleepInput")  # type: ignore[assignment]
 
     async def process(self, job: Job) -> ProcessorResult:
-        seconds = SleepInput.model_validate(job.input_data).seconds  # checked by the worker already
+        seconds = float(job.input_data.get("seconds", 1))  # checked by the worker against SleepInput already
         if seconds < SLEEP_PROGRESS_FROM_S:
             await asyncio.sleep(seconds)
             return ProcessorResult(result_data={"slept": seconds})
@@ -64,7 +46,7 @@ class SleepProcessor(BaseProcessor):
 class NoopProcessor(BaseProcessor):
     """Does nothing; for benchmarks and smoke tests."""
 
-    input_model = NoopInput
+    input_model = ModelLater(MODELS, "NoopInput")  # type: ignore[assignment]
 
     async def process(self, job: Job) -> ProcessorResult:
         return ProcessorResult(result_data={})

@@ -24,10 +24,9 @@ import logging
 import random
 from typing import Any, cast
 
-from pydantic import BaseModel, Field
-
 from jobdesk.core.models import Job, JobCreate, ProcessorResult
 from jobdesk.core.processor import BaseProcessor
+from jobdesk.processors.model_later import ModelLater
 
 log = logging.getLogger(__name__)
 
@@ -39,15 +38,8 @@ UPLOAD_CONFIRM_S = 3.0  # how long the fake upload service takes to confirm an u
 UPLOAD_TIMEOUT_S = 600.0  # the render stage's wait for the confirmation
 
 
-class StageInput(BaseModel):
-    """What every stage reads (the script stage passes it on to the others); all optional."""
-
-    topic: str = Field("a day in the life of a job queue", description="what the video is about")
-    duration_scale: float = Field(1.0, ge=0, description="multiplies every simulated duration")
-    fail_rate: float = Field(0.2, ge=0, le=1, description="chance that a voice or image attempt fails")
-    approval: bool = Field(True, description="false to skip the approval of the video draft")
-    name: str | None = Field(None, description="the pipeline's name")
-    stage: str | None = Field(None, description="set by the script stage")
+# What every stage reads: jobdesk.processors.models.StageInput, loaded at the first job.
+STAGE_INPUT = ModelLater("jobdesk.processors.models", "StageInput")
 
 
 class TransientStageError(RuntimeError):
@@ -56,8 +48,8 @@ class TransientStageError(RuntimeError):
 
 def _options(job: Job) -> dict[str, Any]:
     # The worker has checked input_data against StageInput already; this fills in the defaults.
-    return StageInput.model_validate(job.input_data).model_dump(include={"topic", "duration_scale", "fail_rate",
-                                                                         "approval"})
+    options = STAGE_INPUT.load().model_validate(job.input_data)
+    return options.model_dump(include={"topic", "duration_scale", "fail_rate", "approval"})
 
 
 async def _work(job: Job, options: dict[str, Any]) -> float:
@@ -74,7 +66,7 @@ async def _work(job: Job, options: dict[str, Any]) -> float:
 class ScriptStage(BaseProcessor):
     """Writes the script, then lays out the rest of the pipeline."""
 
-    input_model = StageInput
+    input_model = STAGE_INPUT  # type: ignore[assignment]
 
     async def process(self, job: Job) -> ProcessorResult:
         options = _options(job)
@@ -94,7 +86,7 @@ class ScriptStage(BaseProcessor):
 class FlakyStage(BaseProcessor):
     """Voice and image: sometimes fail transiently, which the retry rules absorb."""
 
-    input_model = StageInput
+    input_model = STAGE_INPUT  # type: ignore[assignment]
 
     async def process(self, job: Job) -> ProcessorResult:
         options = _options(job)
@@ -149,7 +141,7 @@ class RenderStage(BaseProcessor):
     """Renders a draft with the paid API, uploads it, waits for the upload service to confirm it,
     then holds for a human to approve the draft. A durable processor: see the module's docstring."""
 
-    input_model = StageInput
+    input_model = STAGE_INPUT  # type: ignore[assignment]
 
     async def process(self, job: Job) -> ProcessorResult:
         options = _options(job)
@@ -163,7 +155,7 @@ class RenderStage(BaseProcessor):
 
 
 class CompositeStage(BaseProcessor):
-    input_model = StageInput
+    input_model = STAGE_INPUT  # type: ignore[assignment]
 
     async def process(self, job: Job) -> ProcessorResult:
         took = await _work(job, _options(job))

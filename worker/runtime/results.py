@@ -4,11 +4,14 @@ not is the processor's own mistake (`InvalidResult`): its job fails at once, wit
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ValidationError
+from typing import TYPE_CHECKING
 
 from jobdesk.core.errors import InvalidJob, PermanentJobError
 from jobdesk.core.models import Job, JobCreate, ProcessorResult
 from jobdesk.store import transitions
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
 
 
 class InvalidResult(PermanentJobError):
@@ -39,6 +42,8 @@ def check_result(job: Job, result: object) -> ProcessorResult:
 def check_output(model: type[BaseModel], result: ProcessorResult) -> None:
     """Raise InvalidResult, naming each field refused, unless `result_data` fits the processor's
     `output_model`: the job fails at once, without retries (see InvalidResult)."""
+    from pydantic import ValidationError  # loaded by the model already; a worker starts without it
+
     try:
         model.model_validate(result.result_data)
     except ValidationError as exc:

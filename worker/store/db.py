@@ -14,6 +14,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 import asyncpg
 
 from jobdesk.core.errors import DatabaseUnavailable
+from jobdesk.store.array_codecs import declare_builtin_arrays
 from jobdesk.store.fair_pool import FairPool
 
 if TYPE_CHECKING:
@@ -213,6 +214,7 @@ class Database:
 async def _init_connection(conn: asyncpg.Connection) -> None:
     await conn.set_type_codec("jsonb", encoder=json.dumps, decoder=json.loads, schema="pg_catalog")
     await conn.set_type_codec("json", encoder=json.dumps, decoder=json.loads, schema="pg_catalog")
+    declare_builtin_arrays(conn)  # after the codecs above: setting one forgets the arrays'
 
 
 def _unavailable(dsn: str, exc: BaseException) -> DatabaseUnavailable:
