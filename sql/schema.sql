@@ -2631,13 +2631,6 @@ CREATE UNIQUE INDEX jobs_unique_key_idx ON public.jobs_live USING btree (unique_
 
 
 --
--- Name: jobs_user_ready_idx; Type: INDEX; Schema: public; Owner: -
---
-
-CREATE INDEX jobs_user_ready_idx ON public.jobs_live USING btree (type, priority DESC, COALESCE(user_id, 0), seq) WHERE (((status)::text = 'queued'::text) AND (pending_deps = 0) AND is_active AND (run_at IS NULL));
-
-
---
 -- Name: jobs_waiting_approval_idx; Type: INDEX; Schema: public; Owner: -
 --
 

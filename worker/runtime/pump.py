@@ -16,7 +16,7 @@ from jobdesk.core.models import Job
 from jobdesk.runtime.execution import Execution
 from jobdesk.runtime.outcomes import Finished
 from jobdesk.runtime.parts import Claiming, Shared
-from jobdesk.store import flow_limits, transitions, type_limits
+from jobdesk.store import flow_limits, transitions, type_limits, user_index
 
 log = logging.getLogger("jobdesk.worker")
 
@@ -122,6 +122,7 @@ class Pumps:
         self.stats = shared.stats
         self.stop = shared.stop
         self.paused = False  # an operator paused claims
+        self.walks_users = False  # some type's claims walk its users (fair share, per-user limits)
         self.paused_types: frozenset[str] = frozenset()  # types paused across the fleet (see type_watch)
         self._open_types = claiming.types  # the types a claim may take: those not paused
         self.tasks: list[asyncio.Task[None]] = []
@@ -169,6 +170,7 @@ class Pumps:
             if fleet:
                 log.info("type limits: %s", ", ".join(f"{t}={n}" for t, n in sorted(fleet.items())))
         flows = await self.db.call(lambda c: flow_limits.flow_limits(c, self.types))
+        self.walks_users = any(user_index.walks_users(f) for f in flows.values())
         if frozenset(flows) != self.limits.flow:
             self.limits = replace(self.limits, flow=frozenset(flows))
             if flows:

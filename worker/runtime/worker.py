@@ -43,6 +43,7 @@ from jobdesk.runtime.stack_answers import StackAnswers
 from jobdesk.runtime.supervisor import Supervisor
 from jobdesk.runtime.threads import JobThreads
 from jobdesk.runtime.type_watch import TypeWatch
+from jobdesk.runtime.user_walks import UserIndexKeeper
 from jobdesk.runtime.watchdog import LoopWatch
 from jobdesk.store import flow_limits, job_stacks, transitions, type_limits
 from jobdesk.store import rollup as stats_rollup
@@ -119,6 +120,7 @@ class Worker:
         claiming = Claiming(self.types, settings.JOB_PROCESSOR_POLL_INTERVAL, ClaimLimits(local=dict(type_caps or {})))
         self.pumps = Pumps(shared, self.execution, claiming,
                            hearing=lambda: self.listening is not None and self.listening.listening)
+        self.user_index = UserIndexKeeper(dsn)
         self.type_watch = TypeWatch(self.db, self.pumps, self.refresh_limits,
                                     poll=settings.JOB_PROCESSOR_POLL_INTERVAL, stop=self._stop,
                                     listening=lambda: self.listening is not None and self.listening.listening)
@@ -209,6 +211,8 @@ class Worker:
         """Learn which of this worker's types have a global limit (another worker may have set
         one since): those are claimed under their limit, every other type as before."""
         await self.pumps.refresh_limits()
+        if self.pumps.walks_users:
+            self.user_index.ensure_soon()
 
     def install_signal_handlers(self) -> None:
         loop = asyncio.get_running_loop()
@@ -316,6 +320,7 @@ class Worker:
         """The way out, every step of it bounded: a worker asked to stop always exits."""
         self.durability.close()
         await self.stacks.close()
+        await self.user_index.close()
         self.watch.stop()
         await asyncio.gather(*(asyncio.get_running_loop().run_in_executor(None, keeper.stop)
                                for keeper in (self.lease, self.blocked_stacks)))
