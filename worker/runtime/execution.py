@@ -42,13 +42,19 @@ log = logging.getLogger("jobdesk.worker")
 
 CANCEL_GRACE_S = 0.5  # a cancelled processor may stop cleanly this long before its task is cancelled
 PREFETCH_BELOW_S = 0.05  # claim ahead only while jobs average less than this
-# Jobs held per slot while jobs are short: the slot's own and those claimed ahead. Each round
-# trip costs PostgreSQL about 0.35 ms whatever it carries, and the worker's Python a share of it
-# too; with 6 per slot a round of no-op jobs carries about 35 jobs each way, against 13 with 3
-# (20,000 no-op jobs, 10 slots: 574 round trips instead of 1,539, and 99-112 instead of
-# 159-203 us of CPU per job, worker and PostgreSQL together). At most 0.3 s of work waits
-# in the local queue (60 jobs of under 50 ms on 10 slots).
-PREFETCH_PER_SLOT = 6
+# Jobs held per slot while jobs are short, at most: the slot's own and those claimed ahead. Each
+# round trip costs PostgreSQL about 0.35 ms whatever it carries, and the worker's Python a share of
+# it too, so a round should carry many. With 3 per slot and two claim pumps a round of no-op jobs
+# carried 13 jobs each way; with 6 and one pump, 35 (20,000 no-op jobs, 10 slots: 574 round trips
+# instead of 1,539, and 99-112 instead of 159-203 us of CPU per job, worker and PostgreSQL
+# together); with 12 and two pumps (pump.PUMPS), about 20 per pump, whose rounds overlap.
+PREFETCH_PER_SLOT = 12
+# While a limited or flow-controlled type is claimed: jobs held at a worker are out of the reach of
+# the fleet's limits and turns (a user's job enqueued now waits behind those), so fewer.
+PREFETCH_PER_SLOT_LIMITED = 6
+# The work claimed ahead is at most this many seconds of the slots' time, at the jobs' average run
+# time: jobs of a few ms are held 12 per slot, jobs of 30 ms 11 per slot, jobs of 49 ms 7.
+QUEUED_WORK_S = 0.3
 
 
 def time_limit(job_type: str, processor: AnyProcessor, type_timeouts: Mapping[str, float],
@@ -131,14 +137,19 @@ class Execution:
         if self.pool is not None:
             self.pool.close()
 
-    def capacity(self) -> int:
-        """Slots plus a small local queue, used only while jobs are short.
+    def capacity(self, per_slot: int = PREFETCH_PER_SLOT) -> int:
+        """Slots plus a small local queue, used only while jobs are short: at most `per_slot`
+        jobs per slot in all.
 
         Claiming a few jobs ahead saves a round trip per job when jobs take milliseconds; for
         long jobs it would only keep work from other workers, so it is off then.
         """
-        short = self.avg_run_s is not None and self.avg_run_s < PREFETCH_BELOW_S
-        return self.concurrency * PREFETCH_PER_SLOT if short else self.concurrency
+        average = self.avg_run_s
+        if average is None or average >= PREFETCH_BELOW_S:
+            return self.concurrency
+        most = self.concurrency * (per_slot - 1)
+        ahead = most if average <= 0 else min(most, int(self.concurrency * QUEUED_WORK_S / average))
+        return self.concurrency + ahead
 
     def add_claimed(self, jobs: list[Job]) -> None:
         """Queue jobs just claimed. A job this worker already holds (running, queued, finished

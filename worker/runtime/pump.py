@@ -13,23 +13,23 @@ from dataclasses import replace
 
 from jobdesk.core.limits import ClaimLimits, describe
 from jobdesk.core.models import Job
-from jobdesk.runtime.execution import Execution
+from jobdesk.runtime.execution import PREFETCH_PER_SLOT, PREFETCH_PER_SLOT_LIMITED, Execution
 from jobdesk.runtime.outcomes import Finished
 from jobdesk.runtime.parts import Claiming, Shared
 from jobdesk.store import flow_limits, transitions, type_limits, user_index
 
 log = logging.getLogger("jobdesk.worker")
 
-# One pump: its rounds go back to back while there is work, and each carries what finished
-# during the one before. Two pumps, each on its own connection and its own lane
-# (transitions.Lane), overlapped their round trips, and were a fifth faster than one on an idle
-# machine; but each carried half as many jobs per round, and each lane's walk read the other
-# lane's rows too, which cost CPU that PostgreSQL and the worker share. With 20,000 no-op jobs,
-# 10 slots and the worker, PostgreSQL and a load of other work on 2 cores, one pump took 1,002
-# round trips instead of 1,539-1,801, 114-135 instead of 159-203 us of CPU per job, and drained
-# the jobs in 2.3-3.6 s instead of 3.3-5.5 s. The lanes and the kicks stay general: a worker
-# with more pumps claims as before.
-PUMPS = 1
+# Two pumps, each on its own connection and in its own lane of the jobs (transitions.Lane): while
+# one waits for PostgreSQL the other's jobs run, so the worker's Python and the database's work
+# overlap instead of taking turns; while one pump waits, the other claims every lane. Each lane's
+# walk also reads the other lane's rows, and a round carries half of the slots' jobs: with 6 jobs
+# held per slot, one pump was cheaper (1,002 round trips instead of 1,539-1,801 for 20,000 no-op
+# jobs on a loaded machine). With 12 per slot (execution.PREFETCH_PER_SLOT) each pump's rounds
+# carry about 20 jobs each way, and two pumps drain 20,000 no-op jobs in 10 slots a quarter to a
+# half faster than one on 2 cores, idle or with one core taken by other work, for the same worker
+# CPU per job and about 10 % more of PostgreSQL's (docs/performance.md, "Two claim pumps").
+PUMPS = 2
 FLOORS_KEPT_S = 1.0  # the longest the walk floors are kept without news (see Pumps._floors)
 
 
@@ -132,9 +132,10 @@ class Pumps:
         self._held: dict[str, float] = {}  # flow-controlled types held back: until when (monotonic)
         self._held_by_limits: set[str] = set()  # those held by a limit a job's end lifts (not a rate)
         self.hearing = hearing
-        self.floors = transitions.WalkFloors()  # where each type's walk starts (see _floors)
+        self.floors = transitions.LaneFloors(PUMPS)  # where each lane's walk of a type starts (see _floors)
         self._floors_news = 0  # the kicks' news when the floors were last cleared
-        self._lowered: tuple[int, int] | None = None  # the lowest new jobs announced during a round
+        # Per pump, the lowest new jobs announced during its round in flight.
+        self._lowered: list[tuple[int, int] | None] = [None] * PUMPS
 
     def start(self) -> list[asyncio.Task[None]]:
         self.tasks = [asyncio.create_task(self._pump(i), name=f"jobdesk-pump-{i + 1}") for i in range(PUMPS)]
@@ -157,8 +158,9 @@ class Pumps:
             self.kicks.new_work()
             return
         self.floors.lower(low)
-        if self._lowered is None or transitions.before_in_walk(low, self._lowered):
-            self._lowered = low  # the round in flight raises the floors: lowered again after it
+        for i, lowered in enumerate(self._lowered):
+            if lowered is None or transitions.before_in_walk(low, lowered):
+                self._lowered[i] = low  # a round in flight raises the floors: lowered again after it
         self.kicks.new_work(news=False)
 
     async def refresh_limits(self) -> None:
@@ -211,7 +213,7 @@ class Pumps:
             alone = solo or self.kicks.alone(index)  # the other pumps wait: claim every lane
             lane: transitions.Lane = None if alone else (index, PUMPS)
             finished, outcomes.plain_done = outcomes.plain_done, []
-            free = self._share(alone)
+            free = self._share(alone, bool(limited))
             if free <= 0 and not finished:
                 if self.stop.is_set() and not execution.running and not outcomes.plain_done:
                     self.kicks.set()  # let the other pump see it too
@@ -221,7 +223,7 @@ class Pumps:
                 await self.kicks.wait(index)
                 continue
             free = max(free, 0)
-            jobs = await self._round(finished, free, types, limits, limited, lane)
+            jobs = await self._round(index, finished, free, types, limits, limited, lane)
             if len(jobs) < free and self._starved:
                 self._starved = False
                 # Slots this pump held and did not fill: another's lane may fill them.
@@ -236,12 +238,14 @@ class Pumps:
             if len(jobs) < free and not outcomes.plain_done:
                 await self._rest(index)
 
-    def _share(self, alone: bool) -> int:
+    def _share(self, alone: bool, limited: bool) -> int:
         """How many jobs this pump may claim now: the open slots less those another pump holds,
-        and while the pumps share the lanes, at most this pump's share of the open slots."""
+        and while the pumps share the lanes, at most this pump's share of the open slots. Fewer
+        are held ahead while a `limited` type is claimed (execution.PREFETCH_PER_SLOT_LIMITED)."""
         execution = self.execution
+        per_slot = PREFETCH_PER_SLOT_LIMITED if limited else PREFETCH_PER_SLOT
         open_slots = 0 if self.stop.is_set() or self.paused else (
-            execution.capacity() - len(execution.running) - len(execution.ready))
+            execution.capacity(per_slot) - len(execution.running) - len(execution.ready))
         if alone:
             return open_slots - self._reserved
         return min(open_slots - self._reserved, -(-open_slots // PUMPS))
@@ -284,20 +288,20 @@ class Pumps:
             else:
                 self._held_by_limits.add(job_type)
 
-    def _floors(self) -> transitions.WalkFloors:
-        """The walk floors for the next round, cleared first when news came since they were
-        last (new work, a job back in the queue, a resume: the news names no type), before every
-        round while no NOTIFY can be heard, and once a second at least, for what no news covers
-        (see transitions.floors)."""
+    def _floors(self, lane: transitions.Lane) -> transitions.WalkFloors:
+        """The walk floors for the next round in `lane`, all cleared first when news came since
+        they were last (new work, a job back in the queue, a resume: the news names no type),
+        before every round while no NOTIFY can be heard, and once a second at least, for what
+        no news covers (see transitions.floors)."""
         floors = self.floors
         if (self.kicks.news != self._floors_news or not self.hearing()
                 or time.monotonic() - floors.cleared_at >= FLOORS_KEPT_S):
             self._floors_news = self.kicks.news
             floors.clear()
-        return floors
+        return floors.of(lane)
 
-    async def _round(self, finished: list[Finished], free: int, types: list[str], limits: ClaimLimits | None,
-                     limited: list[str], lane: transitions.Lane) -> list[Job]:
+    async def _round(self, index: int, finished: list[Finished], free: int, types: list[str],
+                     limits: ClaimLimits | None, limited: list[str], lane: transitions.Lane) -> list[Job]:
         """One round trip: write `finished` and claim up to `free` jobs, which start as slots allow."""
         self._reserved += free
         writing = {j.id for j, _ in finished}
@@ -307,15 +311,19 @@ class Pumps:
             skip_free = (self._free_idle_since is not None and bool(limited) and free > 0
                          and time.monotonic() - self._free_idle_since < self.poll)
             held: dict[str, float] = {}
-            floors = self._floors()
-            self._lowered = None
+            floors, news = self._floors(lane), self.kicks.news
+            self._lowered[index] = None
             written, jobs = await self.db.call(lambda c: transitions.complete_and_claim(
                 c, self.worker_id, types, free, finished, limits, free_idle=skip_free, lane=lane, held=held,
                 floors=floors))
-            if self.kicks.news != self._floors_news:
-                floors.clear()  # news came during the round: what it claimed raises no floor
-            elif self._lowered is not None:
-                floors.lower(self._lowered)  # new jobs the round's snapshot may not have seen
+            if self.kicks.news != news:
+                self.floors.clear()  # news came during the round: what it claimed raises no floor
+            else:
+                if lane is None:
+                    self.floors.settle(floors)  # a walk of every lane: each lane's floors may rise
+                lowered = self._lowered[index]
+                if lowered is not None:
+                    self.floors.lower(lowered)  # new jobs the round's snapshot may not have seen
             if held:
                 self._hold(held)
             if limited and free > 0 and not skip_free:

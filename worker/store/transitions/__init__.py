@@ -57,7 +57,7 @@ from jobdesk.store.transitions.claim import (
     complete_and_claim,
     flow_claim_statement,
 )
-from jobdesk.store.transitions.floors import NO_FLOOR, WalkFloors, before_in_walk, notice_floor
+from jobdesk.store.transitions.floors import NO_FLOOR, LaneFloors, WalkFloors, before_in_walk, notice_floor
 from jobdesk.store.transitions.inserts import (
     DEFAULT_USER_ID,
     KEY_RACE_ATTEMPTS,
@@ -90,7 +90,8 @@ __all__ = [
     "enqueue_detailed", "notify_inserted",
     # claim
     "DUE_BATCH", "TYPE_LIMIT_LOCK", "UNION_MAX_TYPES", "Lane", "claim_limited", "claim_statement",
-    "complete_and_claim", "flow_claim_statement", "NO_FLOOR", "WalkFloors", "before_in_walk", "notice_floor",
+    "complete_and_claim", "flow_claim_statement", "NO_FLOOR", "LaneFloors", "WalkFloors", "before_in_walk",
+    "notice_floor",
     # the worker's outcomes
     "FailOutcome", "complete_batch", "fail_attempt", "mark_cancelled", "put_back",
     "release_orphans", "rescue_lost_jobs", "unclaim", "complete_lost_claims",

@@ -360,8 +360,6 @@ async def complete_and_claim(conn: asyncpg.Connection, worker_id: str, types: Se
             jobs = sorted([*jobs, *more], key=lambda j: -j.priority) if jobs else more
         return written, jobs
     types = list(types)
-    if lane is not None:
-        floors = None
     at = list(floors.args(types)) if floors is not None else []
     if finished and (limit <= 0 or not types):
         rows = await conn.fetch(_COMPLETE, worker_id, *_done_args(finished))

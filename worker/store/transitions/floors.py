@@ -79,3 +79,59 @@ class WalkFloors:
             if known is None or before_in_walk(key, known):
                 first[row["type"]] = key
         self.at.update(first)
+
+
+class LaneFloors:
+    """The floors of a worker's claim pumps, one WalkFloors per lane (transitions.Lane). A lane's
+    walk reads only its lane's jobs, so its floor says that every runnable job of the lane before
+    it was claimed or held, and the lane's next walk starts there. A walk of every lane (a pump
+    claiming alone, see pump.Kicks.alone) starts at the earliest of the lanes' floors, and the
+    first job it claims of a type raises each lane's floor of it to there. News (a job back below
+    the floors) clears or lowers them all."""
+
+    def __init__(self, lanes: int) -> None:
+        self.lanes = [WalkFloors() for _ in range(lanes)]
+
+    def of(self, lane: tuple[int, int] | None) -> WalkFloors:
+        """The floors a round in `lane` walks from: the lane's own, or for every lane, a copy of
+        the earliest of theirs (`settle` brings what it claims back to the lanes)."""
+        if lane is not None:
+            return self.lanes[lane[0]]
+        walk = WalkFloors()
+        walk.at = self.at
+        return walk
+
+    def settle(self, walked: WalkFloors) -> None:
+        """Raise each lane's floors to those of a walk of every lane, where they are below."""
+        for floors in self.lanes:
+            for job_type, key in walked.at.items():
+                at = floors.at.get(job_type)
+                if at is None or before_in_walk(at, key):
+                    floors.at[job_type] = key
+
+    @property
+    def at(self) -> dict[str, tuple[int, int]]:
+        """Per type, the earliest of the lanes' floors (none unless every lane has one)."""
+        first, *others = self.lanes
+        out = {}
+        for job_type, key in first.at.items():
+            keys = [key, *(floors.at[job_type] for floors in others if job_type in floors.at)]
+            if len(keys) == len(self.lanes):
+                out[job_type] = min(keys, key=lambda k: (-k[0], k[1]))
+        return out
+
+    @property
+    def clears(self) -> int:
+        return sum(floors.clears for floors in self.lanes)
+
+    @property
+    def cleared_at(self) -> float:
+        return min(floors.cleared_at for floors in self.lanes)
+
+    def clear(self) -> None:
+        for floors in self.lanes:
+            floors.clear()
+
+    def lower(self, key: tuple[int, int]) -> None:
+        for floors in self.lanes:
+            floors.lower(key)
