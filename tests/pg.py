@@ -70,6 +70,17 @@ async def create_test_database(dsn: str) -> str:
     return await _copy_template(dsn)
 
 
+async def create_empty_database(dsn: str) -> str:
+    """A new database on `dsn`'s server with no migration applied (drop it with drop_test_database)."""
+    name = f"jdempty_{os.getpid()}_{next(_counter)}"
+    conn = await asyncpg.connect(with_database(dsn, "postgres"))
+    try:
+        await conn.execute(f"CREATE DATABASE {name}")
+    finally:
+        await conn.close()
+    return with_database(dsn, name)
+
+
 async def _copy_template(dsn: str) -> str:
     name = f"jdtest_{os.getpid()}_{next(_counter)}"
     conn = await asyncpg.connect(with_database(dsn, "postgres"))

@@ -80,11 +80,7 @@ async def old_dsn(template: str, tmp_path: Path) -> AsyncIterator[str]:
     for path in sql_dir().glob("0*.sql"):
         if int(path.name[:3]) < pm.VERSION:
             shutil.copy(path, folder)
-    name = f"jdpm_{tmp_path.name.replace('-', '_').lower()}"[:60]
-    admin = await asyncpg.connect(pg.with_database(template, "postgres"))
-    await admin.execute(f"CREATE DATABASE {name}")
-    await admin.close()
-    url = pg.with_database(template, name)
+    url = await pg.create_empty_database(template)
     conn = await connect(url)
     try:
         await migrate(conn, folder)

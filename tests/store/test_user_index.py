@@ -19,13 +19,8 @@ from tests.helpers import flow_workers
 
 
 @pytest.fixture
-async def empty_dsn(template: str, tmp_path: Path) -> AsyncIterator[str]:
-    """A database with no migration applied."""
-    name = f"jdui_{tmp_path.name.replace('-', '_').lower()}"[:60]
-    admin = await asyncpg.connect(pg.with_database(template, "postgres"))
-    await admin.execute(f"CREATE DATABASE {name}")
-    await admin.close()
-    url = pg.with_database(template, name)
+async def empty_dsn(template: str) -> AsyncIterator[str]:
+    url = await pg.create_empty_database(template)
     yield url
     await pg.drop_test_database(url)
 
