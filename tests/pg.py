@@ -72,20 +72,18 @@ async def create_test_database(dsn: str) -> str:
 
 async def create_empty_database(dsn: str) -> str:
     """A new database on `dsn`'s server with no migration applied (drop it with drop_test_database)."""
-    name = f"jdempty_{os.getpid()}_{next(_counter)}"
-    conn = await asyncpg.connect(with_database(dsn, "postgres"))
-    try:
-        await conn.execute(f"CREATE DATABASE {name}")
-    finally:
-        await conn.close()
-    return with_database(dsn, name)
+    return await _create_database(dsn, "jdempty", "")
 
 
 async def _copy_template(dsn: str) -> str:
-    name = f"jdtest_{os.getpid()}_{next(_counter)}"
+    return await _create_database(dsn, "jdtest", f" TEMPLATE {TEMPLATE}")
+
+
+async def _create_database(dsn: str, prefix: str, template: str) -> str:
+    name = f"{prefix}_{os.getpid()}_{next(_counter)}"
     conn = await asyncpg.connect(with_database(dsn, "postgres"))
     try:
-        await conn.execute(f"CREATE DATABASE {name} TEMPLATE {TEMPLATE}")
+        await conn.execute(f"CREATE DATABASE {name}{template}")
     finally:
         await conn.close()
     return with_database(dsn, name)
