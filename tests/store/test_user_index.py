@@ -16,6 +16,7 @@ from jobdesk.store.db import connect
 from jobdesk.store.migrations import migrate
 from tests import pg
 from tests.helpers import flow_workers
+from tests.pgbouncer import PgBouncer
 
 
 @pytest.fixture
@@ -51,6 +52,15 @@ async def test_builders_at_once_build_it_once(dsn: str, conn: asyncpg.Connection
     built = await asyncio.gather(*(user_index.ensure(dsn) for _ in range(3)))
     assert sorted(built) == [False, False, True]
     assert await user_index.state(conn) == "ready"
+
+
+async def test_behind_a_pooler_it_is_built_without_a_session_lock(dsn: str, conn: asyncpg.Connection,
+                                                                 pgbouncer: PgBouncer) -> None:
+    pooled = pgbouncer.url(dsn, declared=False)
+    assert await user_index.ensure(pooled) is True
+    assert await user_index.state(conn) == "ready"
+    assert await user_index.ensure(pooled) is False
+    assert not await conn.fetchval("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'")
 
 
 def test_a_worker_with_fair_share_builds_it(dsn: str, tmp_path: Path) -> None:

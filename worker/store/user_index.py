@@ -45,10 +45,10 @@ async def ensure(dsn: str) -> bool:
     session advisory lock, which another builder holding it leaves to finish; a build that died
     half-way (an invalid index) is dropped and made again. Behind a transaction pooler, where a
     session lock would outlive this connection on the server's session, two workers may build
-    at once (the second finds the name taken, and leaves it), and an invalid index is only
-    reported."""
-    pooled = is_pooled(dsn)
+    at once (the second finds the name taken, and leaves it), and an index found not valid (being
+    built by another, or left unfinished) is only reported."""
     conn = await connect(dsn)
+    pooled = is_pooled(dsn)  # known once connected
     try:
         if await state(conn) == "ready":
             return False
@@ -60,8 +60,8 @@ async def ensure(dsn: str) -> bool:
         if found == "ready":
             return False
         if found == "invalid" and pooled:
-            log.warning("%s is invalid (a build that did not finish): drop it, and a worker will build it again",
-                        INDEX)
+            log.warning("%s is not valid: another worker may be building it; if none is (a build that did not "
+                        "finish), drop it and a worker will build it again", INDEX)
             return False
         if found == "invalid":
             await conn.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {INDEX}")
