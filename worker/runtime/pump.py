@@ -26,9 +26,9 @@ log = logging.getLogger("jobdesk.worker")
 # walk also reads the other lane's rows, and a round carries half of the slots' jobs: with 6 jobs
 # held per slot, one pump was cheaper (1,002 round trips instead of 1,539-1,801 for 20,000 no-op
 # jobs on a loaded machine). With 12 per slot (execution.PREFETCH_PER_SLOT) each pump's rounds
-# carry about 20 jobs each way, and two pumps drain 20,000 no-op jobs in 10 slots about a third
-# faster than one on 2 cores (a tenth with one core taken by other work), for the same worker CPU
-# per job and about a sixth more of PostgreSQL's (docs/performance.md, "Two claim loops").
+# carry about 20 jobs each way, and two pumps drain 20,000 no-op jobs in 10 slots half again as
+# fast as one on 2 cores (a tenth faster with one core taken by other work), for the same worker
+# CPU per job and about a sixth more of PostgreSQL's (docs/performance.md, "Two claim loops").
 PUMPS = 2
 FLOORS_KEPT_S = 1.0  # the longest the walk floors are kept without news (see Pumps._floors)
 
