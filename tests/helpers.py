@@ -107,6 +107,9 @@ async def reads_of_jobs(conn: asyncpg.Connection, *sessions: asyncpg.Connection 
                     await session.release(held_conn)
         else:
             await session.execute("SELECT 1")
+    # This session's own counts, reported now even if another session holds the shared entry
+    # (an unforced report skips it then), and a fresh snapshot of everyone's.
+    await conn.execute("SELECT pg_stat_force_next_flush()")
     await conn.execute("SELECT pg_stat_clear_snapshot()")
     # Over every partition of `jobs` (sql/041). The sequential scans counted are those of
     # partitions that hold more than SMALL_PARTITION rows: the planner rightly reads a few dozen
@@ -165,8 +168,10 @@ class RunningWorker:
         self.task = asyncio.create_task(self.worker.run(), name="test-worker")
 
     async def stop(self) -> None:
+        """Stop, waiting as long as the worker may: its running jobs get JOB_SHUTDOWN_TIMEOUT, then
+        the last writes have some seconds more (a bound at the timeout itself would race it)."""
         self.worker.request_stop()
-        await asyncio.wait_for(self.task, 30)
+        await asyncio.wait_for(self.task, self.worker.settings.JOB_SHUTDOWN_TIMEOUT + 30)
 
 
 class Inbox:

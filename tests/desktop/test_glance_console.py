@@ -34,7 +34,8 @@ def test_the_types_view_draws_a_gauge_and_a_sparkline(qapp: QApplication, qtbot,
         conn = await asyncpg.connect(test_db)
         await conn.execute("INSERT INTO jobs (type, input_data) SELECT 'nap', '{\"seconds\": 0.01}' "
                            "FROM generate_series(1, 4)")
-        worker = RunningWorker(test_db, {"nap": Nap()}, MAX_CONCURRENT_JOBS=4, JOB_TYPE_LIMITS="nap=2")
+        worker = RunningWorker(test_db, {"nap": Nap()}, MAX_CONCURRENT_JOBS=4, JOB_TYPE_LIMITS="nap=2",
+                               JOB_SHUTDOWN_TIMEOUT=0.2)  # the long naps only hold the slots: put back at the stop
         await wait_for(lambda: conn.fetchval("SELECT count(*) = 4 FROM jobs WHERE status = 'completed'"),
                        what="the first naps")
         await conn.execute("INSERT INTO jobs (type, input_data) SELECT 'nap', '{\"seconds\": 30}' "
