@@ -1,7 +1,7 @@
 """A primary and a streaming standby from the embedded binaries, on loopback TCP, for the tests
 of failover: the standby is made by `pg_basebackup -R`, replication is synchronous, the primary
-can be killed with SIGKILL (its whole process group, as if its machine died) and the standby
-promoted with `pg_ctl promote`."""
+can be killed with SIGKILL (the postmaster and every process it started, as if its machine died)
+and the standby promoted with `pg_ctl promote`."""
 
 from __future__ import annotations
 
@@ -19,6 +19,28 @@ from jobdesk.embedded import binaries
 from tests.helpers import free_port
 
 DATABASE = "jobdesk"
+
+
+def _children(pid: int) -> list[int]:
+    """The processes whose parent is `pid` (from /proc)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError):
+                # The parent is the 2nd field after the command, which is in parentheses.
+                fields = (entry / "stat").read_text().rpartition(")")[2].split()
+                if int(fields[1]) == pid:
+                    found.append(int(entry.name))
+    return found
+
+
+def _alive(pid: int) -> bool:
+    """Whether `pid` still runs (a zombie, dead and not yet reaped, does not)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+    except OSError:
+        return False
+    return state not in ("Z", "X")
 
 
 class Node:
@@ -67,11 +89,24 @@ class Node:
         return subprocess.run(argv, env=program_env(), capture_output=True).returncode == 0
 
     def kill(self) -> None:
-        """SIGKILL to the server and all its processes at once."""
-        if self.process is not None and self.process.poll() is None:
+        """SIGKILL to the server and all its processes at once, and back when they are gone.
+
+        PostgreSQL makes each process it starts a session leader of its own: a signal to the
+        postmaster's process group reaches none of them, and a backend left running answers its
+        client until it notices that the postmaster is gone."""
+        if self.process is None or self.process.poll() is not None:
+            return
+        children = _children(self.process.pid)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.process.pid, signal.SIGKILL)
+        for pid in children:
             with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.process.pid, signal.SIGKILL)
-            self.process.wait()
+                os.kill(pid, signal.SIGKILL)
+        self.process.wait()
+        deadline = time.monotonic() + 10
+        while any(_alive(pid) for pid in children):
+            assert time.monotonic() < deadline, f"{self.name}: processes left after SIGKILL"
+            time.sleep(0.01)
 
     def stop(self) -> None:
         if self.process is not None and self.process.poll() is None:
