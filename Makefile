@@ -39,9 +39,13 @@ venv: $(STAMP) bytecode
 run: $(STAMP) bytecode
 	$(PY) -m jobdesk.console.devrun
 
-## test: the whole suite against a real embedded PostgreSQL, on two processes
+# The suite's processes: one more than two cores, as many tests spend their time waiting (on
+# timers, servers and child processes) and a third process runs another test meanwhile.
+TEST_PROCESSES ?= 3
+
+## test: the whole suite against a real embedded PostgreSQL, on three processes (TEST_PROCESSES)
 test: lint docs-check venv-django bytecode
-	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q -n 2
+	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q -n $(TEST_PROCESSES)
 
 ## venv-django: the second venv, .venv-django on Python 3.12 or 3.13, where the Django tests run (Django 6 needs 3.12+)
 venv-django: $(STAMP)

@@ -71,8 +71,8 @@ def pytest_configure(config: pytest.Config) -> None:
         bundle_build.share()
 
 
-# The longest tests (or modules), longest first. They start the run, on alternate processes of
-# `pytest -n 2`, and the short tests fill in behind them: both processes then end
+# The longest tests (or modules), longest first. They start the run, one on each process of
+# `pytest -n 3`, and the short tests fill in behind them: the processes then end
 # together, instead of one running a long test alone at the end. A name missing here only costs time.
 LONGEST_FIRST = (
     "tests/chaos/test_chaos_quick.py",
