@@ -10,6 +10,9 @@ worker is then stopped with SIGTERM and the next run begins. Median and spread o
 `--command` (repeatable) measures other worker commands in the same run, interleaved, e.g. the
 same command from an older checkout, so that their figures can be compared within one run.
 `--imports` also prints the ten slowest imports of `jobdesk worker` (`python -X importtime`).
+`--idle` also measures the first jobs of a worker that started with nothing to do: launched on an
+empty queue, left idle for a second, then given one job at a time (20 ms apart), each job's
+latency from just before its INSERT to its `started_at`.
 """
 
 from __future__ import annotations
@@ -73,6 +76,39 @@ def one_start(command: list[str], dsn: str) -> tuple[float, float]:
             proc.wait(timeout=30)
 
 
+IDLE_JOBS = 4  # jobs given one at a time to a worker that started idle
+
+
+def idle_start(command: list[str], dsn: str) -> list[float]:
+    """Milliseconds from just before each INSERT to the job's start, for IDLE_JOBS jobs given one
+    at a time to `command` after it has been idle for a second since its launch."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("DELETE FROM jobs")
+        proc = subprocess.Popen(command, env=worker_env(dsn), cwd=tempfile.gettempdir(),
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            time.sleep(1.0)
+            latencies = []
+            for _ in range(IDLE_JOBS):
+                time.sleep(0.02)
+                t0 = time.time()
+                job_id = conn.execute(ENQUEUE).fetchone()[0]  # type: ignore[index]
+                deadline = time.monotonic() + 30
+                while True:
+                    row = conn.execute("SELECT extract(epoch FROM started_at)::float8 FROM jobs WHERE id = %s",
+                                       (job_id,)).fetchone()
+                    if row and row[0] is not None:
+                        latencies.append((float(row[0]) - t0) * 1000)
+                        break
+                    if time.monotonic() > deadline:
+                        raise SystemExit(f"{shlex.join(command)} did not start a job within 30 s")
+                    time.sleep(0.0005)
+            return latencies
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(timeout=30)
+
+
 def slowest_imports(dsn: str, n: int = 10) -> list[tuple[int, str]]:
     """The `n` imports with the most cumulative time while `jobdesk worker` starts and runs briefly."""
     env = {**cli_env(dsn), "PYTHONPROFILEIMPORTTIME": "1"}
@@ -96,6 +132,8 @@ def main() -> None:
     parser.add_argument("--command", action="append", default=[],
                         help="another worker command to measure in the same run (repeatable)")
     parser.add_argument("--imports", action="store_true", help="print the slowest top-level imports too")
+    parser.add_argument("--idle", action="store_true",
+                        help="also measure the first jobs of a worker that started with nothing to do")
     args = parser.parse_args()
     script = Path(sys.executable).parent / "jobdesk"  # the console script, as a user launches it
     commands = {"jobdesk worker (this checkout)": [str(script) if script.exists() else JOBDESK[0], *(
@@ -118,6 +156,15 @@ def main() -> None:
             cpu = [c for _, c in got]
             print(f"{name}: start-up median {statistics.median(wall):.3f} s (min {min(wall):.3f}, "
                   f"max {max(wall):.3f}, {len(got)} runs); worker CPU by then {statistics.median(cpu):.3f} s")
+        if args.idle:
+            idle: dict[str, list[list[float]]] = {name: [] for name in commands}
+            for _ in range(args.runs):
+                for name, command in commands.items():
+                    idle[name].append(idle_start(command, dsn))
+            for name, runs in idle.items():
+                each = ", ".join(f"{statistics.median(r[i] for r in runs):.1f}" for i in range(IDLE_JOBS))
+                print(f"{name}: after an idle start, jobs 1-{IDLE_JOBS} one at a time: {each} ms "
+                      f"(medians of {len(runs)} runs)")
         if args.imports:
             print("slowest top-level imports of `jobdesk worker` (cumulative ms):")
             for us, name in slowest_imports(dsn):

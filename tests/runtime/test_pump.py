@@ -6,10 +6,12 @@ from __future__ import annotations
 import asyncio
 
 import asyncpg
+from pydantic import BaseModel
 
 from jobdesk.core.models import Job, JobCreate, ProcessorResult
 from jobdesk.core.processor import BaseProcessor
 from jobdesk.processors.builtin import EchoProcessor
+from jobdesk.processors.model_later import ModelLater
 from jobdesk.store import transitions
 from tests.helpers import RunningWorker, wait_for
 
@@ -87,3 +89,38 @@ async def test_a_trickle_of_jobs_costs_no_claim_after_each_completion(conn: asyn
     finally:
         await worker.stop()
     assert rounds <= 2 * 20 + 2, rounds
+
+
+class LaterInput(BaseModel):
+    seconds: float = 0
+
+
+class NamesItsModel(BaseProcessor):
+    """Names its input model to be imported at first use, as the built-in processors do."""
+
+    input_model = ModelLater(__name__, "LaterInput")  # type: ignore[assignment]
+
+    async def process(self, job: Job) -> ProcessorResult:
+        return ProcessorResult({})
+
+
+class NamesAMissingModel(NamesItsModel):
+    input_model = ModelLater("tests.runtime.no_such_module", "Nothing")  # type: ignore[assignment]
+
+
+async def test_a_worker_with_nothing_to_do_loads_its_processors_input_models(dsn: str) -> None:
+    """The first jobs after a start used to wait for their processors' models (pydantic with
+    them, ~25 ms of the event loop); an idle worker loads them before any job comes. One that
+    cannot be loaded is left to its first job and does not stop the worker."""
+    named = NamesItsModel.__dict__["input_model"]
+    assert named.model is None
+    worker = RunningWorker(dsn, {"later": NamesItsModel(), "missing": NamesAMissingModel()})
+    async def loaded() -> bool:
+        return named.model is not None
+
+    try:
+        await wait_for(loaded, timeout=5, what="the model loaded while idle")
+        assert named.model is LaterInput
+        assert not worker.task.done()
+    finally:
+        await worker.stop()

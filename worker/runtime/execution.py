@@ -127,6 +127,18 @@ class Execution:
             preload(sorted(in_processes))
             self.pool = make_pool(Recycling(), concurrency)
 
+    def warm(self) -> None:
+        """Load what each processor's first job would: its input model, which a built-in names
+        to be imported at first use (`ModelLater`: pydantic with it, ~25 ms of the loop). The
+        pumps call this the first time they have nothing to claim, so that a worker that starts
+        idle does not make its first jobs wait for it. A model that cannot be loaded is left to
+        the first job of its type, which reports it as before."""
+        for job_type, processor in self.processors.items():
+            try:
+                getattr(processor, "input_model", None)
+            except Exception as exc:  # noqa: BLE001 - any import error; the job's run says it
+                log.debug("input model of %s not loaded ahead: %r", job_type, exc)
+
     def recycle_processes(self, recycling: Recycling) -> None:
         """When a process of executor "process" is replaced (JOB_PROCESS_MAX_TASKS...)."""
         if self.pool is not None:

@@ -136,6 +136,7 @@ class Pumps:
         self._floors_news = 0  # the kicks' news when the floors were last cleared
         # Per pump, the lowest new jobs announced during its round in flight.
         self._lowered: list[tuple[int, int] | None] = [None] * PUMPS
+        self._warmed = False  # the processors' first-use imports are done (see _rest)
 
     def start(self) -> list[asyncio.Task[None]]:
         self.tasks = [asyncio.create_task(self._pump(i), name=f"jobdesk-pump-{i + 1}") for i in range(PUMPS)]
@@ -251,7 +252,11 @@ class Pumps:
         return min(open_slots - self._reserved, -(-open_slots // PUMPS))
 
     async def _rest(self, index: int) -> None:
-        """Wait for a kick (a NOTIFY, a finished job) or the poll interval, whichever comes first."""
+        """Wait for a kick (a NOTIFY, a finished job) or the poll interval, whichever comes first.
+        The first rest loads what the processors' first jobs would (Execution.warm)."""
+        if not self._warmed:
+            self._warmed = True
+            self.execution.warm()
         try:
             await self.kicks.wait(index, self._wait_s())
         except TimeoutError:
