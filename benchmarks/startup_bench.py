@@ -12,7 +12,8 @@ same command from an older checkout, so that their figures can be compared withi
 `--imports` also prints the ten slowest imports of `jobdesk worker` (`python -X importtime`).
 `--idle` also measures the first jobs of a worker that started with nothing to do: launched on an
 empty queue, left idle for a second, then given one job at a time (20 ms apart), each job's
-latency from just before its INSERT to its `started_at`.
+latency from just before its INSERT to its `started_at`. The first includes the first INSERT of
+the benchmark's new session (~3 ms more: PostgreSQL compiles the triggers' functions for the session).
 """
 
 from __future__ import annotations
