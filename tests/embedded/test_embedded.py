@@ -406,3 +406,38 @@ def test_the_console_starts_the_embedded_server_again_when_it_is_stopped(data_di
         assert "started it again" in log and "Traceback" not in log
     finally:
         stop(proc, console)
+
+
+def test_a_stop_does_not_wait_for_a_keeper_started_after_it(data_dir: Path) -> None:
+    """`db stop --force` under a worker that starts the server again at once: the new keeper took
+    the lock as soon as the old one was gone, and the stop waited for the new one until its
+    timeout (CI: `db stop --force` did not return within 60 s). Here a stand-in for the new keeper
+    takes the lock, and writes its own pid in the state, the moment the old keeper dies."""
+    import fcntl
+    import threading
+
+    from jobdesk.embedded.status import alive, read_state, write_state
+
+    server = EmbeddedServer(data_dir)
+    server.ensure_running()
+    old = read_state(server.state_path).get("keeper_pid")
+    assert isinstance(old, int) and alive(old)
+    taken, release = threading.Event(), threading.Event()
+
+    def next_keeper() -> None:
+        while alive(old):
+            time.sleep(0.001)
+        with open(server.root / "keeper.lock", "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            write_state(server.state_path, {**read_state(server.state_path), "keeper_pid": os.getpid()})
+            taken.set()
+            release.wait(30)
+
+    thread = threading.Thread(target=next_keeper, daemon=True)
+    thread.start()
+    try:
+        assert EmbeddedServer(data_dir).stop(timeout=5) is True  # raised "did not stop within 5 s" before
+        assert taken.wait(5) and not alive(old)
+    finally:
+        release.set()
+        thread.join(10)

@@ -219,11 +219,13 @@ class EmbeddedServer:
         return False
 
     def _stop_keeper(self, pid: int, timeout: float) -> None:
-        """Ask the keeper `pid` to stop its server and wait until it and its lock are gone."""
+        """Ask the keeper `pid` to stop its server and wait until it and its lock are gone. A keeper
+        started meanwhile (by a worker that starts the server again once it is gone) holds the
+        lock with its own pid in the state: it is not waited for."""
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGTERM)
         deadline = time.monotonic() + timeout
-        while alive(pid) or self.keeper_alive():
+        while alive(pid) or (self.keeper_alive() and read_state(self.state_path).get("keeper_pid") == pid):
             if time.monotonic() > deadline:
                 raise EmbeddedDatabaseError(f"the embedded PostgreSQL keeper (pid {pid}) did not stop "
                                             f"within {timeout:.0f} s (log: {self.keeper_log})")
