@@ -175,9 +175,13 @@ async def test_sigterm_puts_running_jobs_back_and_they_complete_later(dsn: str, 
 
 
 async def test_second_signal_stops_at_once(dsn: str, conn: asyncpg.Connection, tmp_path: Path) -> None:
-    await conn.execute("INSERT INTO jobs (type, input_data) VALUES ('sleep', '{\"seconds\": 30}')")
-    worker = start_worker(dsn, log_path=tmp_path / "a.log", **FAST)
-    await wait_for(lambda: conn.fetchval("SELECT status = 'in_progress' FROM jobs"), what="the job to run")
+    await conn.execute("INSERT INTO jobs (type, input_data) VALUES ('test.sleep_record', '{\"seconds\": 30}')")
+    starts = tmp_path / "starts.txt"
+    worker = start_worker(dsn, log_path=tmp_path / "a.log", START_LOG=str(starts), **FAST)
+    # Running, not only claimed (`in_progress`): a stop that comes between the claim and the start
+    # gives the job back at once, and the worker rightly exits at the first signal.
+    await wait_for(lambda: asyncio.sleep(0, starts.exists() and starts.read_text().strip() != ""),
+                   what="the job to run")
     worker.send_signal(signal.SIGTERM)
     await asyncio.sleep(0.5)
     assert worker.poll() is None, "the first signal waits for the running job"
