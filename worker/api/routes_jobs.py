@@ -245,6 +245,8 @@ async def job_events(job_id: str, request: Request, caller: Caller = Depends(req
         seen = last_event_id
         quiet_since = time.monotonic()
         with hub.subscribe(job_id) as changed:
+            # A change between the first read and this subscription woke nobody: read again at once.
+            changed.set()
             detail = first
             while True:
                 if version(detail) != seen:
