@@ -225,7 +225,7 @@ class EmbeddedServer:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGTERM)
         deadline = time.monotonic() + timeout
-        while alive(pid) or (self.keeper_alive() and read_state(self.state_path).get("keeper_pid") == pid):
+        while alive(pid) or self.read_state().get("keeper_pid") == pid:  # {} once no keeper holds the lock
             if time.monotonic() > deadline:
                 raise EmbeddedDatabaseError(f"the embedded PostgreSQL keeper (pid {pid}) did not stop "
                                             f"within {timeout:.0f} s (log: {self.keeper_log})")
