@@ -154,6 +154,11 @@ async def assert_no_job_lost(conn: asyncpg.Connection, expected_total: int) -> d
     return counts
 
 
+def child_pids(pid: int) -> list[int]:
+    """The processes whose parent is `pid` (Linux, from /proc; `pid` single-threaded)."""
+    return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+
+
 class RunningWorker:
     """A Worker running in this test's event loop; stop() drains and joins it."""
 

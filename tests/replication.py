@@ -16,31 +16,10 @@ from pathlib import Path
 
 from jobdesk.core.paths import program_env
 from jobdesk.embedded import binaries
-from tests.helpers import free_port
+from jobdesk.embedded.status import alive
+from tests.helpers import child_pids, free_port
 
 DATABASE = "jobdesk"
-
-
-def _children(pid: int) -> list[int]:
-    """The processes whose parent is `pid` (from /proc)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            with contextlib.suppress(OSError):
-                # The parent is the 2nd field after the command, which is in parentheses.
-                fields = (entry / "stat").read_text().rpartition(")")[2].split()
-                if int(fields[1]) == pid:
-                    found.append(int(entry.name))
-    return found
-
-
-def _alive(pid: int) -> bool:
-    """Whether `pid` still runs (a zombie, dead and not yet reaped, does not)."""
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
-    except OSError:
-        return False
-    return state not in ("Z", "X")
 
 
 class Node:
@@ -96,7 +75,7 @@ class Node:
         client until it notices that the postmaster is gone."""
         if self.process is None or self.process.poll() is not None:
             return
-        children = _children(self.process.pid)
+        children = child_pids(self.process.pid)
         with contextlib.suppress(ProcessLookupError):
             os.killpg(self.process.pid, signal.SIGKILL)
         for pid in children:
@@ -104,7 +83,7 @@ class Node:
                 os.kill(pid, signal.SIGKILL)
         self.process.wait()
         deadline = time.monotonic() + 10
-        while any(_alive(pid) for pid in children):
+        while any(alive(pid) for pid in children):
             assert time.monotonic() < deadline, f"{self.name}: processes left after SIGKILL"
             time.sleep(0.01)
 

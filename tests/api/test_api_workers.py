@@ -7,31 +7,19 @@ import asyncio
 import os
 import signal
 import time
-from pathlib import Path
 
 import httpx
 
+from jobdesk.embedded.status import alive
 from tests.api.test_api_server import free_port, start_api
-from tests.helpers import run_cli
-
-
-def children(pid: int) -> list[int]:
-    return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
-
-
-def gone(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    return Path(f"/proc/{pid}/stat").read_text().split(") ")[1].startswith("Z")
+from tests.helpers import child_pids, run_cli
 
 
 async def test_workers_share_the_port_and_stop_cleanly_on_sigterm(dsn: str) -> None:
     token = run_cli("token", "create", "--name", "w", dsn=dsn).stdout.strip()
     proc, url = start_api(dsn, "--workers", "2")
     try:
-        kids = children(proc.pid)
+        kids = child_pids(proc.pid)
         assert len(kids) == 2
         headers = {"Authorization": f"Bearer {token}"}
         # No keep-alive: each request on a fresh connection, which the kernel gives either process.
@@ -48,7 +36,7 @@ async def test_workers_share_the_port_and_stop_cleanly_on_sigterm(dsn: str) -> N
             assert resp.status_code == 200 and resp.json()["status"] == "queued"
             assert time.monotonic() - started < 2  # woken at once, not at its next timeout
         assert await asyncio.to_thread(proc.wait, 20) == 0
-        assert all(gone(k) for k in kids)
+        assert not any(alive(k) for k in kids)
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -58,10 +46,10 @@ async def test_a_worker_process_that_dies_stops_the_others(dsn: str) -> None:
     run_cli("token", "create", "--name", "w", dsn=dsn)
     proc, _url = start_api(dsn, "--workers", "2")
     try:
-        first, second = children(proc.pid)
+        first, second = child_pids(proc.pid)
         os.kill(first, signal.SIGKILL)
         assert await asyncio.to_thread(proc.wait, 20) == 1
-        assert gone(second)
+        assert not alive(second)
         out = proc.stdout.read() if proc.stdout else ""
         assert f"worker process {first} exited" in out
     finally:
